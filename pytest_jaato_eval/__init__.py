@@ -1,0 +1,1 @@
+"""pytest-jaato-eval: jaato agent-benchmark tasks as pytest items."""

@@ -1,0 +1,125 @@
+"""One arm, end to end: workspace -> agent run -> graders -> verdict -> record.
+
+No pytest here: the collector turns the record into an outcome.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from . import workspace
+from .engine.accounting import count_nudges
+from .engine.daemon import DaemonError
+from .engine.session import AgentRun, Ceiling, SessionArmSpec, run_session_arm
+from .graders import run_graders
+from .graders.context import GraderContext
+from .manifest import DRIVER, Task
+from .record import build_record
+from .verdict import BLOCKED, FAIL, PASS, roll_up
+
+DEFAULT_SET = "default"
+
+
+@dataclass(frozen=True)
+class Arm:
+    """(task, profile set, repeat). `profile_set` is the set the arm actually uses."""
+
+    task: Task
+    profile_set: str | None
+    repeat: int
+
+    @property
+    def set_name(self) -> str:
+        return self.profile_set or DEFAULT_SET
+
+    @property
+    def id(self) -> str:
+        return f"{self.task.id}@{self.set_name}#{self.repeat}"
+
+
+def arms_of(task: Task, profile_sets: list[str] | None, repeats: int | None) -> list[Arm]:
+    """X2: task x profile set x repeat. The CLI's sets win over the task's own (fixed ids)."""
+    sets: list[str | None] = list(profile_sets) if profile_sets else [task.profile_set]
+    n = repeats if repeats is not None else task.repeats
+    return [Arm(task, s, r) for s in sets for r in range(n)]
+
+
+class Daemon(Protocol):
+    def ensure(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class ArmSettings:
+    workspace_root: Path
+    keep_workspaces: str  # "never" | "failed" (FAIL and BLOCKED) | "always"
+    ceiling: Ceiling
+    run_id: str
+    # Workspaces removed after grading. The daemon may still persist a session
+    # record into one a moment later, so the run removes them again at its end.
+    discarded: list[Path] = field(default_factory=list)
+
+
+def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings) -> dict[str, Any]:
+    """Run an arm and return its record. Never raises for an arm-level fault."""
+    task = arm.task
+    run, caveats, ws = AgentRun(), [], None
+    socket = None
+    if task.kind == DRIVER:
+        run.blocked_reason = "driver arms are not supported by this version"
+    else:
+        try:
+            ws = workspace.materialise(settings.workspace_root, arm.id, task.fixture,
+                                       arm.profile_set)
+        except workspace.WorkspaceError as exc:
+            run.blocked_reason = str(exc)
+    if ws is not None and not run.blocked_reason:
+        try:
+            socket = daemon.ensure()
+        except DaemonError as exc:
+            run.blocked_reason = str(exc)
+    if ws is not None and socket and not run.blocked_reason:
+        run = run_session_arm(SessionArmSpec(
+            socket_path=socket, workspace=ws, config_root=task.config_root,
+            profile=task.profile, prompt=task.prompt, agent=task.agent,
+            agent_params=dict(task.agent_params) if task.agent_params else None,
+            ceiling=settings.ceiling))
+
+    verdicts = []
+    if not run.blocked_reason and ws is not None:
+        ctx = GraderContext(
+            workspace=ws, config_root=task.config_root, params=task.grader_params,
+            payload=run.payload, history=run.history, usage=run.usage, turns=run.turns,
+            finish_reason=run.finish_reason, termination_reason=run.termination_reason,
+            termination_detail=run.termination_detail, error_type=run.error_type,
+            error=run.error, completion_gap=run.completion_gap, socket_path=socket,
+            unsigned=run.unsigned)
+        verdicts = run_graders(task.graders, ctx)
+    state, blocked_reason = roll_up(verdicts, run.blocked_reason)
+
+    nudges = count_nudges(ws, run.session_id, run.completion_gap) if (
+        ws is not None and run.session_id) else None
+    if run.session_id and nudges is None:
+        caveats.append("completion nudges unknown: the session's log has no DEBUG lines")
+    if run.session_id and run.history is None:
+        caveats.append("history absent: the daemon did not answer the history request")
+
+    kept = None
+    if ws is not None:
+        keep = settings.keep_workspaces == "always" or (
+            settings.keep_workspaces == "failed" and state in (FAIL, BLOCKED))
+        if keep:
+            kept = str(ws)
+        else:
+            workspace.discard(ws)
+            settings.discarded.append(ws)
+    return build_record(
+        arm_id=arm.id, task_id=task.id, profile_set=arm.set_name, repeat=arm.repeat,
+        state=state, blocked_reason=blocked_reason, verdicts=verdicts, run=run,
+        caveats=caveats, completion_nudges=nudges,
+        extra={"run_id": settings.run_id, "task_hash": task.content_hash,
+               "workspace": kept, "finished_at": time.time()})
+
+
+__all__ = ["Arm", "ArmSettings", "arms_of", "run_arm", "PASS", "FAIL", "BLOCKED"]

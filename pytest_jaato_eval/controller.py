@@ -1,0 +1,55 @@
+"""What only the controller does: write the store, count outcomes, print the pivot (X5, X6).
+
+Registered only on the controller (the plain pytest process, or xdist's master),
+so there is exactly one writer and one printer whatever `-n` is.
+"""
+from __future__ import annotations
+
+import pytest
+
+from . import outcome
+from .pivot import build_cells, render_pivot
+from .run import EvalRun
+
+_SUMMARY_CHARS = {"f": "failed", "E": "error", "s": "skipped", "x": "xfailed",
+                  "X": "xpassed", "p": "passed"}
+
+
+class Controller:
+    def __init__(self, run: EvalRun):
+        self.run = run
+        self.notes: list[str] = []
+
+    def pytest_runtest_logreport(self, report):
+        record = outcome.record_of(report)
+        if record is None or report.when != "call":
+            return
+        self.run.store.append(record)  # R1: flushed as each arm ends
+        self.run.records.append(record)
+        if outcome.is_blocked(report):
+            self.run.blocked.append((report.nodeid, record.get("blocked_reason") or ""))
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        tr = terminalreporter
+        if self.run.records:  # X1: nothing graded, nothing printed
+            tr.write_sep("=", "jaato-eval pivot")
+            for line in render_pivot(build_cells(self.run.records)):
+                tr.write_line(line)
+            store = self.run.store
+            tr.write_line("")
+            tr.write_line(f"store: {store.path} ({store.written} records, run {self.run.run_id})")
+            if store.rotated_to:
+                tr.write_line(f"the previous store was kept as {store.rotated_to}")
+            for note in self.notes:
+                tr.write_line(note)
+        result = yield
+        # Runs after pytest's own short test summary, so BLOCKED lines read as part of it.
+        if self.run.blocked:
+            if not any(tr.stats.get(cat) for ch, cat in _SUMMARY_CHARS.items()
+                       if ch in tr.reportchars):
+                tr.write_sep("=", "short test summary info", cyan=True, bold=True)
+            for nodeid, reason in self.run.blocked:
+                tr.write_line(f"{tr._tw.markup('BLOCKED', yellow=True)} {nodeid} - "
+                              f"{outcome.one_line(reason, 200)}")
+        return result

@@ -1,0 +1,1 @@
+"""Everything that talks to jaato. Never imports pytest."""

@@ -1,0 +1,106 @@
+"""What an arm spent and how its turns ended (S6, S9, S10, S11)."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+# S6: spend fields are per turn, so they add up; level fields (prompt_tokens,
+# total_tokens, cache_*) describe the context at one moment and never do.
+SPEND_FIELDS = (
+    "spend_prompt_tokens", "spend_output_tokens", "spend_total_tokens",
+    "spend_cache_read_tokens", "spend_cache_creation_tokens",
+    "reasoning_tokens", "thinking_tokens",
+)
+USAGE_KEYS = SPEND_FIELDS + ("cost_usd",)
+
+
+def empty_usage() -> dict[str, Any]:
+    return {k: None for k in USAGE_KEYS}
+
+
+class TurnAccumulator:
+    """Folds TurnCompleted events of one session into turns, finish reason and usage."""
+
+    def __init__(self) -> None:
+        self.turns = 0
+        self.finish_reason: str | None = None
+        self.completion_gap: str | None = None
+        self.usage = empty_usage()
+
+    def add(self, event: Any) -> None:
+        self.turns += 1
+        finish = getattr(event, "finish_reason", None)
+        if finish:
+            self.finish_reason = finish  # the last non-empty one
+        gap = getattr(event, "completion_gap", None)
+        if gap and not self.completion_gap:
+            self.completion_gap = gap  # the first non-empty one
+        usage = getattr(event, "usage", None)
+        for key in USAGE_KEYS:
+            value = getattr(usage, key, None) if usage is not None else None
+            if value is not None:  # cost stays null until a turn reports one
+                self.usage[key] = (self.usage[key] or 0) + value
+
+
+def tracker_record(workspace: Path, session_id: str) -> dict | None:
+    """The daemon's persisted session record in this workspace, if it wrote one."""
+    path = Path(workspace) / ".jaato" / "sessions" / f"{session_id}.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def merge_tracker(usage: dict, turns: int, record: dict | None) -> tuple[dict, int]:
+    """S9: per dimension, the larger of the event totals and the tracker's budget_usage.
+
+    A tracker 0.0 never replaces an unknown cost: zero from a ledger that never
+    priced anything is not "free".
+    """
+    spent = (record or {}).get("budget_usage") or {}
+    if not isinstance(spent, dict):
+        return usage, turns
+    usage = dict(usage)
+    for tracker_key, usage_key in (("usd", "cost_usd"), ("tokens", "spend_total_tokens")):
+        value = spent.get(tracker_key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        if usage_key == "cost_usd" and value == 0 and usage[usage_key] is None:
+            continue
+        usage[usage_key] = value if usage[usage_key] is None else max(usage[usage_key], value)
+    tracker_turns = spent.get("turns")
+    if isinstance(tracker_turns, int) and not isinstance(tracker_turns, bool):
+        turns = max(turns, tracker_turns)
+    return usage, turns
+
+
+def count_nudges(workspace: Path, session_id: str, completion_gap: str | None) -> int | None:
+    """S10: 2 on a reported completion gap, else COMPLETION_NUDGE: lines in the session's logs.
+
+    No logs, or logs without DEBUG lines (a daemon logging at INFO), is unknown:
+    None, never 0.
+    """
+    if completion_gap:
+        return 2
+    logs = sorted((Path(workspace) / ".jaato" / "logs").glob(f"session_{session_id}_*.log"))
+    if not logs:
+        return None
+    nudges, saw_debug = 0, False
+    for log in logs:
+        try:
+            text = log.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        saw_debug = saw_debug or "[DEBUG]" in text
+        nudges += text.count("COMPLETION_NUDGE:")
+    return nudges if saw_debug else None
+
+
+def payload_hash(payload: Any) -> str | None:
+    """S11: sha256 of the payload as canonical JSON; None when there is no payload."""
+    if payload is None:
+        return None
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()

@@ -1,0 +1,181 @@
+"""The jaato daemon an arm runs on: a private one we own, or a socket we were given.
+
+A private daemon gets its own socket, pid and log files in a run folder (the
+defaults are global and collide with any other daemon), is ready when a connect
+succeeds, and is stopped, runners and all, when the run ends. The SDK's
+auto-start is never used: it would leave a daemon on global paths behind.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class DaemonError(Exception):
+    """The daemon could not be started or reached; arms on it are BLOCKED."""
+
+
+def can_connect(path: str, timeout: float = 1.0) -> bool:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid`, read from /proc (empty where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+@dataclass
+class ExternalDaemon:
+    """A daemon somebody else runs (--jaato-socket): used, never started or stopped."""
+
+    socket_path: str
+    private: bool = False
+
+    def ensure(self) -> str:
+        if not can_connect(self.socket_path):
+            raise DaemonError(f"daemon: nothing answers at {self.socket_path} (--jaato-socket); "
+                              f"start one there or drop the option to use a private daemon")
+        return self.socket_path
+
+    def alive(self) -> bool:
+        return can_connect(self.socket_path)
+
+    def stop(self) -> None:
+        pass
+
+
+class PrivateDaemon:
+    """A daemon this run starts lazily, on its own files, and always stops."""
+
+    private = True
+
+    def __init__(self, run_dir: Path, python: str = sys.executable,
+                 ready_timeout: float = 90.0, env: dict[str, str] | None = None):
+        self.run_dir = Path(run_dir)
+        self.socket_path = str(self.run_dir / "daemon.sock")
+        self.pid_file = self.run_dir / "daemon.pid"
+        self.log_file = self.run_dir / "daemon.log"
+        self.python = python
+        self.ready_timeout = ready_timeout
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def ensure(self) -> str:
+        """Start the daemon if it is not running (again, if it died); return its socket."""
+        if self.alive():
+            return self.socket_path
+        if self.proc is not None:  # it died under us: reap it, then start afresh
+            self._kill_group()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        for stale in (self.socket_path, self.pid_file):
+            Path(stale).unlink(missing_ok=True)
+        out = open(self.run_dir / "daemon.out", "ab")
+        env = dict(os.environ if self.env is None else self.env)
+        # Nothing of an outer eval run leaks into the daemon (C3 spirit).
+        env = {k: v for k, v in env.items() if not k.startswith("JAATO_EVAL")}
+        try:
+            self.proc = subprocess.Popen(
+                [self.python, "-m", "jaato_server", "--ipc-socket", self.socket_path,
+                 "--pid-file", str(self.pid_file), "--log-file", str(self.log_file)],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                cwd=self.run_dir, env=env,
+                start_new_session=True,  # its own group: Ctrl-C reaches us, we stop it
+            )
+        except OSError as exc:
+            raise DaemonError(f"daemon: could not start {self.python} -m jaato_server: {exc}")
+        finally:
+            out.close()
+        self.starts += 1
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise DaemonError(f"daemon: exited with code {self.proc.returncode} while "
+                                  f"starting; {self._log_tail()}")
+            if can_connect(self.socket_path, 0.5):
+                return self.socket_path
+            time.sleep(0.1)
+        self._kill_group()
+        raise DaemonError(f"daemon: not ready after {self.ready_timeout:.0f} s; {self._log_tail()}")
+
+    def _log_tail(self) -> str:
+        for name in ("daemon.out", "daemon.log"):
+            try:
+                lines = (self.run_dir / name).read_text(errors="replace").strip().splitlines()
+            except OSError:
+                continue
+            if lines:
+                return f"last line of {name}: {lines[-1][:300]}"
+        return "it wrote no log"
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """Stop the daemon and every process it started, runners included.
+
+        SIGTERM runs the daemon's own shutdown (which reaps its runners) and is
+        much quicker than spawning `jaato_server --stop`. Runners live in their
+        own sessions, so the ones alive now are noted first and any survivor is
+        killed by PID after the daemon is gone.
+        """
+        if self.proc is None:
+            return
+        family = descendants(self.proc.pid)
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        self._kill_group()
+        for pid in family:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _kill_group(self) -> None:
+        """SIGKILL whatever is left of the group we started (the daemon and its runners)."""
+        assert self.proc is not None
+        pgid = self.proc.pid  # start_new_session: the group id is the daemon's pid
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(pgid, sig)
+            except (ProcessLookupError, PermissionError):
+                break
+            time.sleep(0.2)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass

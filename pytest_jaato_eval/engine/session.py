@@ -1,0 +1,230 @@
+"""A session arm: one connection, one session, one prompt, driven to its terminus (S1-S9, S11).
+
+Everything that can go wrong here is an environment fault (BLOCKED) except the
+unsigned terminal (S8): the agent worked but never signed off, so it is graded.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jaato_sdk.client.convenience import AgentError, PermissionUnhandled, SessionEnded, Session
+from jaato_sdk.client.errors import SessionCreateFailed
+from jaato_sdk.client.ipc import IPCClient
+from jaato_sdk.events import ClientType, EventType
+
+from .accounting import TurnAccumulator, empty_usage, merge_tracker, tracker_record
+
+UNSIGNED_ERRORS = ("NudgeExhausted",)  # S8 (the driver's twin is DriverStoppedShort)
+HISTORY_WAIT = 5.0
+STOP_WAIT = 5.0
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """S7: the per-arm wall clock and where its value came from."""
+
+    seconds: float  # 0 = off
+    source: str = "default"
+
+    def reason(self) -> str:
+        return (f"arm ceiling: the arm ran past {self.seconds:g} s (per-arm wall clock, "
+                f"from {self.source}); raise it with --arm-timeout=SECONDS (0 disables it). "
+                f"This is not the task pool's budget.seconds")
+
+
+@dataclass
+class SessionArmSpec:
+    socket_path: str
+    workspace: Path
+    config_root: Path
+    profile: str
+    prompt: str
+    agent: str | None = None
+    agent_params: dict | None = None
+    cascade_id: str | None = None
+    ceiling: Ceiling = field(default_factory=lambda: Ceiling(900))
+
+
+@dataclass
+class AgentRun:
+    """What the engine observed of one arm's agent run (the record's engine half)."""
+
+    session_id: str | None = None
+    session_ids: list[str] = field(default_factory=list)
+    model: str | None = None
+    provider: str | None = None
+    payload: Any = None
+    turns: int = 0
+    finish_reason: str | None = None
+    completion_gap: str | None = None
+    usage: dict = field(default_factory=empty_usage)
+    termination_reason: str | None = None
+    termination_detail: str | None = None
+    error_type: str | None = None
+    error: str | None = None          # S8: set on an unsigned arm, which is still graded
+    blocked_reason: str | None = None  # set when the run taught us nothing
+    history: list | None = None        # S5: None is "absent", never []
+    duration_seconds: float | None = None
+
+    @property
+    def unsigned(self) -> bool:
+        return self.error_type in UNSIGNED_ERRORS or (self.error or "").startswith(
+            "DriverStoppedShort")
+
+
+def run_session_arm(spec: SessionArmSpec) -> AgentRun:
+    """Run one session arm to its terminus on its own event loop."""
+    return asyncio.run(_SessionArm(spec).run())
+
+
+class _SessionArm:
+    def __init__(self, spec: SessionArmSpec):
+        self.spec = spec
+        self.out = AgentRun()
+        self.acc = TurnAccumulator()
+        self.errors: list[tuple[str, str]] = []
+        self.history_box: asyncio.Future | None = None
+        self.client: IPCClient | None = None
+
+    # -- events -------------------------------------------------------------
+    def _on_info(self, ev: Any) -> None:
+        if getattr(ev, "model_name", None) and self.out.model is None:
+            self.out.model = ev.model_name  # S3: what the daemon bound, not the set's name
+            self.out.provider = getattr(ev, "model_provider", None)
+
+    def _on_error(self, ev: Any) -> None:
+        self.errors.append((getattr(ev, "error_type", "") or "Error", getattr(ev, "error", "")))
+
+    def _on_terminated(self, ev: Any) -> None:
+        self.out.termination_reason = getattr(ev, "reason", None)
+        if getattr(ev, "error_type", None):
+            self.out.error_type = ev.error_type
+        summary = getattr(ev, "error_summary", None)
+        details = getattr(ev, "details", None)
+        self.out.termination_detail = summary or (str(details) if details else None)
+
+    def _on_history(self, ev: Any) -> None:
+        if self.history_box is not None and not self.history_box.done():
+            self.history_box.set_result(list(getattr(ev, "history", []) or []))
+
+    # -- the run ------------------------------------------------------------
+    async def run(self) -> AgentRun:
+        spec = self.spec
+        started = time.monotonic()
+        ceiling = asyncio.timeout(spec.ceiling.seconds or None)
+        try:
+            async with ceiling:
+                await self._drive()
+        except TimeoutError as exc:
+            if ceiling.expired():
+                self.out.blocked_reason = spec.ceiling.reason()
+                await self._stop_session()  # S7 fix: stop the spend, not only the wait
+            else:
+                self.out.blocked_reason = f"daemon: timed out: {exc or type(exc).__name__}"
+        except (ConnectionError, OSError, EOFError) as exc:
+            self.out.blocked_reason = f"daemon: connection lost: {type(exc).__name__}: {exc}"
+        finally:
+            if self.out.duration_seconds is None and self.out.session_id:
+                self.out.duration_seconds = round(time.monotonic() - started, 3)
+            await self._disconnect()
+        self._fold()
+        return self.out
+
+    async def _drive(self) -> None:
+        spec, out = self.spec, self.out
+        self.client = client = IPCClient(
+            spec.socket_path, client_type=ClientType.API, auto_start=False, env_file=".env",
+            workspace_path=str(spec.workspace), config_root=str(spec.config_root))
+        if not await client.connect(timeout=10):
+            out.blocked_reason = f"daemon: could not connect to {spec.socket_path}"
+            return
+        # S1: subscribe before the session exists, so nothing is missed.
+        client.subscribe(EventType.SESSION_INFO, self._on_info)
+        client.subscribe(EventType.ERROR, self._on_error)
+        client.subscribe(EventType.TURN_COMPLETED, self._acc_turn)
+        client.subscribe(EventType.SESSION_TERMINATED, self._on_terminated)
+        client.subscribe(EventType.HISTORY, self._on_history)
+        kwargs: dict[str, Any] = {"profile": spec.profile}
+        for key, value in (("agent", spec.agent), ("agent_params", spec.agent_params),
+                           ("cascade_driver_id", spec.cascade_id)):
+            if value:
+                kwargs[key] = value  # S2: only when set
+        try:
+            sid = await client.create_session(**kwargs)
+        except SessionCreateFailed as exc:
+            out.blocked_reason = self._named_error(exc)
+            return
+        out.session_id, out.session_ids = sid, [sid]  # S3: recorded the moment it exists
+        session = Session(client, sid)  # no on_permission: an unanswered ask is BLOCKED (S4)
+        t0 = time.monotonic()
+        try:
+            out.payload = await session.complete(spec.prompt)
+        except AgentError as exc:
+            out.error_type = exc.error_type or out.error_type or "AgentError"
+            text = f"{out.error_type}: {exc.error_summary or ''}".rstrip(": ")
+            if out.error_type in UNSIGNED_ERRORS:
+                out.error = text  # S8: graded, not blocked
+            else:
+                out.blocked_reason = f"session error: {text}"
+        except PermissionUnhandled as exc:
+            out.blocked_reason = (f"permission: tool {exc.tool_name!r} asked for permission and "
+                                  f"nobody answers in an eval run; allow it in the profile "
+                                  f"(plugin_configs.permission.policy.defaultPolicy: allow)")
+        except SessionEnded as exc:
+            out.blocked_reason = f"session ended: {exc.reason}: {exc}"
+        finally:
+            out.duration_seconds = round(time.monotonic() - t0, 3)
+        terminus = session.terminus
+        if terminus is not None and out.termination_reason is None:
+            out.termination_reason = terminus.reason
+        await self._fetch_history()
+
+    def _acc_turn(self, ev: Any) -> None:
+        if getattr(ev, "agent_id", "main") in ("main", "", None):
+            self.acc.add(ev)
+
+    def _named_error(self, exc: BaseException) -> str:
+        if self.errors:  # the daemon's own words name the cause best
+            etype, text = self.errors[-1]
+            return f"{etype}: {text}"
+        return f"{type(exc).__name__}: {exc}"
+
+    async def _fetch_history(self) -> None:
+        """S5: ask for the history with a bounded wait; no answer stays None (absent)."""
+        assert self.client is not None
+        self.history_box = asyncio.get_running_loop().create_future()
+        try:
+            await self.client.request_history()
+            self.out.history = await asyncio.wait_for(self.history_box, HISTORY_WAIT)
+        except (asyncio.TimeoutError, ConnectionError, OSError):
+            self.out.history = None
+
+    async def _stop_session(self) -> None:
+        if self.client is None or not self.out.session_id:
+            return
+        try:
+            async with asyncio.timeout(STOP_WAIT):
+                await self.client.stop_session(self.out.session_id)
+                await asyncio.sleep(0.2)  # let the command leave before we hang up
+        except (Exception, asyncio.CancelledError):  # noqa: BLE001 - best effort on a dying arm
+            pass
+
+    async def _disconnect(self) -> None:
+        if self.client is not None:
+            try:
+                async with asyncio.timeout(STOP_WAIT):
+                    await self.client.disconnect()
+            except (Exception, asyncio.CancelledError):  # noqa: BLE001
+                pass
+
+    def _fold(self) -> None:
+        out = self.out
+        out.turns, out.finish_reason = self.acc.turns, self.acc.finish_reason
+        out.completion_gap, out.usage = self.acc.completion_gap, dict(self.acc.usage)
+        if out.session_id and out.blocked_reason:  # S9: spend is recorded on blocked paths too
+            out.usage, out.turns = merge_tracker(
+                out.usage, out.turns, tracker_record(self.spec.workspace, out.session_id))

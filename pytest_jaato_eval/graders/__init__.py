@@ -1,0 +1,23 @@
+"""Graders: each turns an arm into a Verdict and never raises (G1-G5)."""
+from __future__ import annotations
+
+from ..manifest import GraderSpec
+from ..verdict import Verdict
+from .context import GraderContext
+from .script import grade_script
+
+GRADERS = {"script": grade_script}
+
+
+def run_graders(specs: tuple[GraderSpec, ...], ctx: GraderContext) -> list[Verdict]:
+    """Run graders in manifest order; each sees the verdicts before it."""
+    for spec in specs:
+        grade = GRADERS.get(spec.kind)
+        try:
+            if grade is None:
+                raise NotImplementedError(f"no {spec.kind} grader in this version")
+            verdict = grade(spec, ctx)
+        except Exception as exc:  # noqa: BLE001 - a grader never raises: it is BLOCKED
+            verdict = Verdict.blocked(spec.id, spec.kind, f"grader raised {type(exc).__name__}: {exc}")
+        ctx.verdicts.append(verdict)
+    return list(ctx.verdicts)

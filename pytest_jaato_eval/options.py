@@ -1,0 +1,100 @@
+"""Command-line options and their ini equivalents, resolved into one frozen Settings."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .engine.session import Ceiling
+
+DEFAULT_CEILING = 900.0
+DEFAULT_STORE = "jaato-results.jsonl"
+KEEP_CHOICES = ("never", "failed", "always")
+
+
+def add_options(parser) -> None:
+    group = parser.getgroup("jaato-eval", "jaato agent-benchmark tasks (task.yaml)")
+    group.addoption("--profile-set", dest="jaato_profile_set", default=None, metavar="A,B",
+                    help="run every task under these profile sets (comma-separated); "
+                         "blank: each task's own harness.profile_set")
+    group.addoption("--jaato-repeats", dest="jaato_repeats", type=int, default=None, metavar="N",
+                    help="override every task's repeats (quick runs)")
+    group.addoption("--arm-timeout", dest="jaato_arm_timeout", type=float, default=None,
+                    metavar="SECONDS", help=f"per-arm wall-clock ceiling (default "
+                                            f"{DEFAULT_CEILING:g}; 0 = off)")
+    group.addoption("--jaato-socket", dest="jaato_socket", default=None, metavar="PATH",
+                    help="use the jaato daemon at this socket (never auto-started); "
+                         "default: a private daemon per run")
+    group.addoption("--jaato-workspaces", dest="jaato_workspaces", default=None, metavar="DIR",
+                    help="where arm workspaces are made (default: a fresh temporary folder)")
+    group.addoption("--keep-workspaces", dest="jaato_keep", action="store_const",
+                    const="always", default=None, help="keep every arm's workspace")
+    group.addoption("--keep-failed-workspaces", dest="jaato_keep", action="store_const",
+                    const="failed", help="keep the workspaces of FAIL and BLOCKED arms")
+    group.addoption("--jaato-out", dest="jaato_out", default=None, metavar="PATH",
+                    help=f"the JSONL result store (default: {DEFAULT_STORE} in the rootdir; "
+                         f"an existing one is kept under a timestamped name)")
+    parser.addini("jaato_profile_set", "default for --profile-set", default="")
+    parser.addini("jaato_arm_timeout", "default for --arm-timeout (seconds)", default="")
+    parser.addini("jaato_socket", "default for --jaato-socket", default="")
+    parser.addini("jaato_workspaces", "default for --jaato-workspaces", default="")
+    parser.addini("jaato_keep_workspaces", "never | failed | always", default="never")
+    parser.addini("jaato_out", "default for --jaato-out", default="")
+
+
+class UsageError(Exception):
+    """A bad option or ini value: shown as a one-line usage error."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    profile_sets: list[str] | None
+    repeats: int | None
+    ceiling: Ceiling
+    socket: str | None
+    workspaces: Path | None
+    keep_workspaces: str
+    store: Path
+
+
+def _path(value: str, rootdir: Path) -> Path:
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else (rootdir / p)
+
+
+def read_settings(config) -> Settings:
+    opt, ini = config.option, config.getini
+    rootdir = Path(config.rootpath)
+
+    raw_sets = opt.jaato_profile_set if opt.jaato_profile_set is not None else ini("jaato_profile_set")
+    sets = [s.strip() for s in str(raw_sets).split(",") if s.strip()] or None
+
+    if opt.jaato_repeats is not None and opt.jaato_repeats < 1:
+        raise UsageError(f"--jaato-repeats: expected an integer >= 1, got {opt.jaato_repeats}")
+
+    if opt.jaato_arm_timeout is not None:
+        ceiling = Ceiling(opt.jaato_arm_timeout, "--arm-timeout")
+    elif str(ini("jaato_arm_timeout")).strip():
+        try:
+            ceiling = Ceiling(float(ini("jaato_arm_timeout")), "ini jaato_arm_timeout")
+        except ValueError:
+            raise UsageError(f"ini jaato_arm_timeout: expected seconds, got "
+                             f"{ini('jaato_arm_timeout')!r}") from None
+    else:
+        ceiling = Ceiling(DEFAULT_CEILING, "the default")
+    if ceiling.seconds < 0:
+        raise UsageError(f"{ceiling.source}: expected seconds >= 0 (0 = off), got {ceiling.seconds:g}")
+
+    keep = opt.jaato_keep or str(ini("jaato_keep_workspaces")).strip() or "never"
+    if keep not in KEEP_CHOICES:
+        raise UsageError(f"ini jaato_keep_workspaces: expected one of {', '.join(KEEP_CHOICES)}, "
+                         f"got {keep!r}")
+
+    socket = opt.jaato_socket or str(ini("jaato_socket")).strip() or None
+    ws = opt.jaato_workspaces or str(ini("jaato_workspaces")).strip() or None
+    store = opt.jaato_out or str(ini("jaato_out")).strip() or DEFAULT_STORE
+    return Settings(
+        profile_sets=sets, repeats=opt.jaato_repeats, ceiling=ceiling,
+        socket=str(_path(socket, Path.cwd())) if socket else None,
+        workspaces=_path(ws, Path.cwd()) if ws else None, keep_workspaces=keep,
+        store=_path(store, rootdir) if not opt.jaato_out else _path(store, Path.cwd()),
+    )

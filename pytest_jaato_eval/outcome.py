@@ -1,0 +1,116 @@
+"""How an arm's verdict becomes a pytest outcome (X3, X4, X7).
+
+PASS passes. FAIL fails with the verdict table as its text. BLOCKED stays a
+`skipped` report underneath, so JUnit, pytest-html and every other reporter
+still understand it, but is marked and counted as its own category:
+`B` / `BLOCKED` / `N blocked`, and exit status 2 when nothing failed.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .verdict import BLOCKED, FAIL
+
+BLOCKED_CATEGORY = "blocked"
+EXIT_BLOCKED = 2
+RECORD_ATTR = "jaato_record"
+
+
+class ArmFailed(Exception):
+    """An arm whose roll-up is FAIL; rendered as the verdict table, not a traceback."""
+
+    def __init__(self, record: dict[str, Any]):
+        self.record = record
+        super().__init__(f"{record['arm_id']} FAILED")
+
+
+class ArmBlocked(Exception):
+    """An arm whose roll-up is BLOCKED: an environment fault, not a verdict on the agent."""
+
+    def __init__(self, record: dict[str, Any]):
+        self.record = record
+        super().__init__(f"BLOCKED: {record.get('blocked_reason')}")
+
+
+def raise_for(record: dict[str, Any]) -> None:
+    if record["state"] == FAIL:
+        raise ArmFailed(record)
+    if record["state"] == BLOCKED:
+        raise ArmBlocked(record)
+
+
+def one_line(text: Any, width: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def verdict_table(record: dict[str, Any]) -> str:
+    """X3: a readable failure text: grader, state, detail, then each verdict's evidence."""
+    verdicts = record.get("verdicts") or []
+    rows = [("grader", "state", "detail")] + [
+        (one_line(v["grader_id"], 60), v["state"], one_line(v.get("detail") or "", 120))
+        for v in verdicts]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = [f"arm {record['arm_id']}: {record['state']}"
+             f" (model {record.get('model') or '—'}, session {record.get('session_id') or '—'})"]
+    if record.get("error"):
+        lines.append(f"error: {one_line(record['error'])}")
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    for v in verdicts:
+        if v.get("evidence"):
+            lines.append(f"--- evidence of {one_line(v['grader_id'], 60)} ---")
+            lines += [f"  {line[:400]}" for line in v["evidence"]]
+    return "\n".join(lines)
+
+
+def junit_properties(record: dict[str, Any]) -> list[tuple[str, str]]:
+    """X7: per-arm testcase properties (strings; JUnit has no other type)."""
+    usage = record.get("usage") or {}
+    props = [
+        ("jaato_state", record["state"]),
+        ("jaato_arm_id", record["arm_id"]),
+        ("jaato_model", record.get("model") or ""),
+        ("jaato_provider", record.get("provider") or ""),
+        ("jaato_session_id", record.get("session_id") or ""),
+        ("jaato_cost_usd", "" if usage.get("cost_usd") is None else str(usage["cost_usd"])),
+        ("jaato_turns", str(record.get("turns"))),
+    ]
+    if record.get("blocked_reason"):
+        props.append(("jaato_blocked_reason", one_line(record["blocked_reason"])))
+    props += [(f"jaato_verdict[{v['grader_id']}]", v["state"])
+              for v in record.get("verdicts") or []]
+    return props
+
+
+def mark_report(report: Any, item: Any, record: dict[str, Any]) -> None:
+    """Attach the record to the call report and turn BLOCKED into a marked skip."""
+    setattr(report, RECORD_ATTR, json.loads(json.dumps(record, default=str)))  # xdist-safe
+    report.user_properties.extend(junit_properties(record))
+    if record["state"] == BLOCKED:
+        path, lineno, _ = item.location
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), lineno, f"BLOCKED: {one_line(record['blocked_reason'])}")
+
+
+def record_of(report: Any) -> dict[str, Any] | None:
+    return getattr(report, RECORD_ATTR, None)
+
+
+def is_blocked(report: Any) -> bool:
+    record = record_of(report)
+    return report.when == "call" and record is not None and record["state"] == BLOCKED
+
+
+def report_status(report: Any):
+    """X3: ('blocked', 'B', 'BLOCKED') for a blocked arm's call report."""
+    if is_blocked(report):
+        return BLOCKED_CATEGORY, "B", ("BLOCKED", {"yellow": True})
+    return None
+
+
+def fold_exit_status(exitstatus: int, blocked: int) -> int:
+    """X4: any FAIL -> 1 (pytest's own); else any BLOCKED -> 2; pytest's other codes stay."""
+    if exitstatus == 0 and blocked:
+        return EXIT_BLOCKED
+    return exitstatus

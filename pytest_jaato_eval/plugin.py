@@ -1,0 +1,89 @@
+"""pytest-jaato-eval: the hook table. Each hook delegates; the rules live in named modules.
+
+    collect.py     task.yaml -> arms (X2)          outcome.py  PASS/FAIL/BLOCKED (X3, X4, X7)
+    arm.py         one arm, end to end              run.py      daemon + store lifecycle (X1)
+    controller.py  store writer + pivot printer (X5, X6)
+"""
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from . import outcome
+from .collect import RUN_KEY, collect_file
+from .controller import Controller
+from .options import UsageError, add_options, read_settings
+from .run import EvalRun, new_run_id
+
+
+def pytest_addoption(parser):
+    add_options(parser)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "jaato: an arm of a jaato task (task.yaml)")
+    try:
+        settings = read_settings(config)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    workerinput = getattr(config, "workerinput", None)
+    run_id = workerinput.get("jaato_run_id") if workerinput else None
+    run = EvalRun(settings, run_id or new_run_id(), controller=workerinput is None)
+    config.stash[RUN_KEY] = run
+    if run.controller:  # one store writer, one pivot printer, whatever -n is (X6)
+        config.pluginmanager.register(Controller(run), "jaato-eval-controller")
+    _stop_on_sigterm()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist: every worker shares the controller's run id."""
+    node.workerinput["jaato_run_id"] = node.config.stash[RUN_KEY].run_id
+
+
+def pytest_collect_file(file_path, parent):
+    return collect_file(file_path, parent)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    record = getattr(item, "record", None)
+    if call.when == "call" and record is not None:
+        outcome.mark_report(report, item, record)
+    return report
+
+
+def pytest_report_teststatus(report, config):
+    return outcome.report_status(report)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    run = session.config.stash.get(RUN_KEY, None)
+    if run is None:
+        return
+    kept = run.finish()
+    if kept is not None and run.controller:
+        session.config.pluginmanager.get_plugin("jaato-eval-controller").notes.append(
+            f"kept workspaces: {kept}")
+    if run.controller:
+        session.exitstatus = outcome.fold_exit_status(session.exitstatus, len(run.blocked))
+
+
+def pytest_unconfigure(config):
+    run = config.stash.get(RUN_KEY, None)
+    if run is not None:
+        run.finish()  # idempotent; covers runs that never reached sessionfinish
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM ends the run like Ctrl-C, so the private daemon is stopped, not orphaned."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        def _interrupt(signum, frame):
+            raise KeyboardInterrupt(f"signal {signum}")
+        try:
+            signal.signal(signal.SIGTERM, _interrupt)
+        except ValueError:  # not the main thread
+            pass

@@ -1,0 +1,95 @@
+"""One pytest run's jaato state: settings, the lazily started daemon, the store.
+
+Lives in config.stash. Nothing here starts or writes anything until the first
+arm runs, so a pytest run that collects no task is untouched (X1).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+
+from . import workspace
+from .arm import ArmSettings
+from .engine.daemon import ExternalDaemon, PrivateDaemon
+from .options import Settings
+from .store import Store
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+class EvalRun:
+    def __init__(self, settings: Settings, run_id: str, controller: bool):
+        self.settings = settings
+        self.run_id = run_id
+        self.controller = controller
+        self.store = Store(settings.store) if controller else None
+        self.records: list[dict] = []       # controller: every arm's record, in finish order
+        self.blocked: list[tuple[str, str]] = []  # (nodeid, reason)
+        self.task_paths: dict[str, Path] = {}     # M1: task id -> manifest
+        self._run_dir: Path | None = None
+        self._daemon = None
+        self._arm_settings: ArmSettings | None = None
+
+    # -- lazily made ---------------------------------------------------------
+    @property
+    def run_dir(self) -> Path:
+        if self._run_dir is None:
+            # Short and private: a unix socket path must stay under ~100 bytes.
+            self._run_dir = Path(tempfile.mkdtemp(prefix="jaato-eval-"))
+        return self._run_dir
+
+    @property
+    def daemon(self):
+        if self._daemon is None:
+            if self.settings.socket:
+                self._daemon = ExternalDaemon(self.settings.socket)
+            else:
+                tmp = self.run_dir / "tmp"
+                tmp.mkdir(exist_ok=True)
+                # The daemon's trace folders go under TMPDIR: keep them in our run folder.
+                self._daemon = PrivateDaemon(self.run_dir / "daemon",
+                                             env={**os.environ, "TMPDIR": str(tmp)})
+        return self._daemon
+
+    def arm_settings(self) -> ArmSettings:
+        if self._arm_settings is None:
+            root = self.settings.workspaces or (self.run_dir / "workspaces")
+            self._arm_settings = ArmSettings(
+                workspace_root=root, keep_workspaces=self.settings.keep_workspaces,
+                ceiling=self.settings.ceiling, run_id=self.run_id)
+        return self._arm_settings
+
+    # -- the end ---------------------------------------------------------------
+    def finish(self) -> Path | None:
+        """Stop our daemon and remove what the run made; return where kept workspaces are.
+
+        Idempotent: called at session finish and again at unconfigure, for runs
+        that never reached the first.
+        """
+        if self._daemon is not None:
+            self._daemon.stop()
+        if self._arm_settings is not None:  # now the daemon can no longer write into them
+            for ws in self._arm_settings.discarded:
+                workspace.discard(ws)
+        if self.store is not None:
+            self.store.close()
+        run_dir, self._run_dir = self._run_dir, None
+        if run_dir is None or not run_dir.exists():
+            return None
+        kept = run_dir / "workspaces"
+        has_kept = kept.is_dir() and any(kept.iterdir())
+        for child in list(run_dir.iterdir()):
+            if child != kept or not has_kept:
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)
+        if not has_kept:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            return None
+        return kept

@@ -1,0 +1,59 @@
+"""The three-state verdict and the roll-up rule (G6).
+
+BLOCKED means "we learned nothing about the thing under test": an environment
+fault. It never enters a pass-rate denominator and is always shown.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Iterable
+
+PASS, FAIL, BLOCKED = "PASS", "FAIL", "BLOCKED"
+STATES = (PASS, FAIL, BLOCKED)
+
+
+@dataclass
+class Verdict:
+    grader_id: str
+    claim: str
+    state: str
+    detail: str = ""
+    evidence: list[str] = field(default_factory=list)
+    blocked_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.state not in STATES:
+            raise ValueError(f"unknown verdict state {self.state!r}")
+        if self.state == BLOCKED and not self.blocked_reason:
+            self.blocked_reason = self.detail or "blocked without a stated reason"  # G6
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def passed(cls, grader_id: str, claim: str, detail: str = "", evidence=()) -> "Verdict":
+        return cls(grader_id, claim, PASS, detail, list(evidence))
+
+    @classmethod
+    def failed(cls, grader_id: str, claim: str, detail: str, evidence=()) -> "Verdict":
+        return cls(grader_id, claim, FAIL, detail, list(evidence))
+
+    @classmethod
+    def blocked(cls, grader_id: str, claim: str, reason: str, evidence=()) -> "Verdict":
+        return cls(grader_id, claim, BLOCKED, reason, list(evidence), reason)
+
+
+def roll_up(verdicts: Iterable[Verdict], blocked_before_grading: str | None = None
+            ) -> tuple[str, str | None]:
+    """G6: (state, blocked_reason) of an arm from its grader verdicts."""
+    if blocked_before_grading:
+        return BLOCKED, blocked_before_grading
+    verdicts = list(verdicts)
+    if any(v.state == FAIL for v in verdicts):
+        return FAIL, None
+    blocked = [v for v in verdicts if v.state == BLOCKED]
+    if blocked:
+        return BLOCKED, "; ".join(f"{v.grader_id}: {v.blocked_reason}" for v in blocked)
+    if not verdicts:
+        return BLOCKED, "no grader returned a verdict"
+    return PASS, None

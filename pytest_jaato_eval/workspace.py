@@ -1,0 +1,67 @@
+"""An arm's workspace: a fresh copy of the task's fixture (W1-W4)."""
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+from urllib.parse import quote
+
+from .manifest import skipped_in_fixture
+
+_MAX_NAME = 120
+
+
+class WorkspaceError(Exception):
+    """The workspace could not be made: the arm is BLOCKED with `fixture: ...`."""
+
+
+def directory_name(arm_id: str) -> str:
+    """W1: an injective, single-component directory name for an arm id.
+
+    Percent-encoding keeps `a/b` and `a_b` apart and turns `/` into `%2F`, so no
+    id can name a path outside the root. Long ids keep a readable head plus a hash.
+    """
+    name = quote(arm_id, safe="-_.@#+=,")
+    if name.startswith("."):
+        name = "%2E" + name[1:]  # never hidden, never `.` or `..`
+    if len(name) > _MAX_NAME:
+        digest = hashlib.sha256(arm_id.encode()).hexdigest()[:16]
+        name = f"{name[:_MAX_NAME - 17]}~{digest}"
+    return name
+
+
+def _ignore(_dir: str, names: list[str]) -> set[str]:
+    return {n for n in names if skipped_in_fixture(n)}
+
+
+def materialise(root: Path, arm_id: str, fixture: Path, profile_set: str | None) -> Path:
+    """Copy the fixture to a new directory under `root` and write its `.env` (W1-W3)."""
+    root = Path(root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    dest = root / directory_name(arm_id)
+    if dest.resolve().parent != root:  # belt and braces: never escape the root
+        raise WorkspaceError(f"fixture: arm id {arm_id!r} would leave the workspace root")
+    if dest.exists() or dest.is_symlink():  # W2: never reuse
+        raise WorkspaceError(f"fixture: workspace {dest} already exists; refusing to reuse it "
+                             f"(remove it, or pick another --jaato-workspaces)")
+    try:
+        # symlinks=True copies links as links: a link to /etc stays a link, nothing is read
+        # through it and nothing outside the fixture is copied in.
+        shutil.copytree(fixture, dest, symlinks=True, ignore=_ignore)
+        env = dest / ".env"
+        if env.is_symlink():
+            env.unlink()
+        # W3: the profile set and nothing else; credentials never go here.
+        env.write_text(f"JAATO_PROFILE_SET={profile_set}\n" if profile_set else "",
+                       encoding="utf-8")
+    except (OSError, shutil.Error) as exc:
+        raise WorkspaceError(f"fixture: could not copy {fixture} to {dest}: {exc}") from None
+    return dest
+
+
+def discard(path: Path) -> None:
+    """W4: remove a workspace (and the daemon's state folders written beside it)."""
+    path = Path(path)
+    shutil.rmtree(path, ignore_errors=True)
+    for stray in path.parent.glob(f".{path.name}-*-state"):
+        shutil.rmtree(stray, ignore_errors=True)
