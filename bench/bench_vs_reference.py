@@ -52,7 +52,16 @@ SOCKET_PATH_MAX = 100  # AF_UNIX sun_path is 108 bytes on Linux; keep a margin
 
 
 def log(msg: str) -> None:
-    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+    # Never let a closed stderr (e.g. `| head`) abort a run before its daemons are stopped.
+    try:
+        print(f"[bench] {msg}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _terminate(signum: int, _frame: Any) -> None:
+    # SIGTERM / SIGHUP unwind like Ctrl-C, so every `finally` stops the daemons it started.
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 # --------------------------------------------------------------------------- interpreters
@@ -335,37 +344,96 @@ class RunResult:
                 if isinstance(a.get("duration_seconds"), (int, float))]
 
 
-def run_command(cmd: Sequence[str], *, cwd: Path, log_path: Path,
-                timeout: float) -> Tuple[Optional[int], float]:
-    """Run in a new session; on timeout end that session's process group."""
+class StoreWatcher:
+    """Timestamps each record as it lands in a JSONL store, from outside the process.
+
+    Both engines append and flush one line per arm as it finishes, so the gaps between
+    landings are each engine's real per-arm cost (session, grading, bookkeeping), measured
+    the same way for both, whatever each one puts in its own ``duration_seconds``.
+    """
+
+    POLL = 0.02
+
+    def __init__(self, path: Path, started: float) -> None:
+        self.path = path
+        self.started = started
+        self.landed: List[float] = []  # seconds since the command started, one per line
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> "StoreWatcher":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._poll()  # whatever landed in the last poll interval
+
+    def _poll(self) -> None:
+        try:
+            lines = self.path.read_bytes().count(b"\n")
+        except OSError:
+            return
+        now = time.monotonic() - self.started
+        while len(self.landed) < lines:
+            self.landed.append(now)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.POLL):
+            self._poll()
+
+
+def run_command(cmd: Sequence[str], *, cwd: Path, log_path: Path, timeout: float,
+                watch: Optional[Path] = None) -> Tuple[Optional[int], float, List[float]]:
+    """Run in a new session; on timeout end that session's process group.
+
+    Returns (exit code or None on timeout, wall seconds, landing time of each store line).
+    """
     log("$ " + " ".join(cmd))
     started = time.monotonic()
+    watcher = StoreWatcher(watch, started) if watch is not None else None
     with log_path.open("wb") as out:
         proc = subprocess.Popen(list(cmd), cwd=str(cwd), stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
+        if watcher is not None:
+            watcher.__enter__()
         try:
             rc: Optional[int] = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             log(f"timed out after {timeout:.0f}s: ending process group {proc.pid}")
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.killpg(proc.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    proc.wait(timeout=10)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+            end_group(proc)
             rc = None
-    return rc, time.monotonic() - started
+        except BaseException:
+            # Interrupted: end the run BEFORE its daemon is stopped, or its client would
+            # auto-start a replacement daemon with global default paths.
+            end_group(proc)
+            raise
+        finally:
+            if watcher is not None:
+                watcher.__exit__()
+    return rc, time.monotonic() - started, (watcher.landed if watcher is not None else [])
+
+
+def end_group(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL, to the process group this script created for ``proc``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=10)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def read_store(path: Path) -> List[Dict[str, Any]]:
     arms: List[Dict[str, Any]] = []
     if not path.is_file():
         return arms
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for index, line in enumerate(path.read_text(encoding="utf-8").split("\n")):
         line = line.strip()
         if not line:
             continue
@@ -375,7 +443,7 @@ def read_store(path: Path) -> List[Dict[str, Any]]:
             continue  # a truncated trailing line
         if not isinstance(rec, dict):
             continue
-        arms.append({"arm_id": rec.get("arm_id"),
+        arms.append({"line": index, "arm_id": rec.get("arm_id"),
                      "duration_seconds": rec.get("duration_seconds"),
                      "state": rec.get("state") or rec.get("verdict"),
                      "session_ids": rec.get("session_ids") or
@@ -467,8 +535,8 @@ class Side:
                 result.skipped = f"private daemon not answering on {daemon.socket}; run refused"
                 return result
             cmd = self.command(run_dir, store, daemon.socket if daemon else None)
-            result.rc, result.wall = run_command(cmd, cwd=run_dir, log_path=log_path,
-                                                 timeout=self.args.timeout)
+            result.rc, result.wall, landed = run_command(
+                cmd, cwd=run_dir, log_path=log_path, timeout=self.args.timeout, watch=store)
         finally:
             if daemon is not None and daemon is not self.shared_daemon:
                 result.daemon_stop = daemon.stop(self.args.daemon_stop)
@@ -479,6 +547,9 @@ class Side:
                     f"{before} -> {after}. Something auto-started a daemon on the global "
                     f"defaults; stop it with: python -m jaato_server --stop")
         result.arms = read_store(store)
+        for arm in result.arms:
+            line = arm.pop("line")
+            arm["landed_at"] = landed[line] if line < len(landed) else None
         if not self.args.keep_traces:
             remove_traces(result.arms)
         if result.wall is not None:
@@ -585,42 +656,44 @@ def median(xs: Sequence[float]) -> Optional[float]:
     return statistics.median(xs) if xs else None
 
 
+def run_metrics(run: Dict[str, Any]) -> Dict[str, Any]:
+    """One run's numbers: external (store landings) and self-reported (duration_seconds)."""
+    arms = run.get("arms") or []
+    durations = [a["duration_seconds"] for a in arms
+                 if isinstance(a.get("duration_seconds"), (int, float))]
+    landed = sorted(a["landed_at"] for a in arms if isinstance(a.get("landed_at"), (int, float)))
+    gaps = [b - a for a, b in zip(landed, landed[1:])]
+    wall = run.get("wall")
+    return {
+        "total": run.get("total"), "wall": wall,
+        "ready": run.get("daemon_ready"), "stop": run.get("daemon_stop"),
+        "first_landed": landed[0] if landed else None,
+        "interval": median(gaps),
+        "after_last": (wall - landed[-1]) if landed and wall is not None else None,
+        "wall_per_arm": (wall / len(arms)) if arms and wall is not None else None,
+        "self_first": durations[0] if durations else None,
+        "self_steady": median(durations[1:] if len(durations) > 1 else durations),
+        "arms": len(arms), "rc": run.get("rc"),
+    }
+
+
 def summarise(side: Dict[str, Any]) -> Dict[str, Any]:
-    """Numbers for the table, from one side's raw runs."""
+    """Numbers for the table: the cold run's, and the median over the warm runs."""
     out: Dict[str, Any] = {}
     runs = side.get("runs") or []
-    cold = [r for r in runs if r["phase"] == "cold"]
-    warm = [r for r in runs if r["phase"] == "warm" and r["wall"] is not None]
+    cold = [run_metrics(r) for r in runs if r["phase"] == "cold" and r["wall"] is not None]
+    warm = [run_metrics(r) for r in runs if r["phase"] == "warm" and r["wall"] is not None]
     if cold:
-        c = cold[0]
-        d = [a["duration_seconds"] for a in c["arms"]
-             if isinstance(a.get("duration_seconds"), (int, float))]
-        out.update(cold_total=c["total"], cold_wall=c["wall"], cold_ready=c["daemon_ready"],
-                   cold_stop=c["daemon_stop"], cold_first_arm=d[0] if d else None,
-                   cold_arm_median=median(d), cold_arms=len(c["arms"]), cold_rc=c["rc"],
-                   cold_arm_sum=sum(d) if d else None)
+        out.update({f"cold_{k}": v for k, v in cold[0].items()})
     if warm:
-        out["warm_total"] = median([r["total"] for r in warm if r["total"] is not None])
-        out["warm_wall"] = median([r["wall"] for r in warm])
-        out["warm_ready"] = median([r["daemon_ready"] for r in warm
-                                    if r["daemon_ready"] is not None])
-        out["warm_stop"] = median([r["daemon_stop"] for r in warm
-                                   if r["daemon_stop"] is not None])
-        all_d: List[float] = []
-        steady: List[float] = []
-        firsts: List[float] = []
-        for r in warm:
-            d = [a["duration_seconds"] for a in r["arms"]
-                 if isinstance(a.get("duration_seconds"), (int, float))]
-            all_d += d
-            if d:
-                firsts.append(d[0])
-            steady += d[1:] if len(d) > 1 else d
-        out.update(warm_arm_median=median(all_d), warm_first_arm=median(firsts),
-                   warm_steady_arm=median(steady), warm_arms=len(warm[0]["arms"]),
-                   warm_rc=[r["rc"] for r in warm])
-        per_run = [r["wall"] / len(r["arms"]) for r in warm if r["arms"]]
-        out["warm_wall_per_arm"] = median(per_run)
+        for key, value in warm[0].items():
+            if key == "rc":
+                out["warm_rc"] = [m["rc"] for m in warm]
+            elif key == "arms":
+                out["warm_arms"] = value
+            else:
+                out[f"warm_{key}"] = median([m[key] for m in warm
+                                             if isinstance(m[key], (int, float))])
     states: Dict[str, int] = {}
     for r in runs:
         for a in r["arms"]:
@@ -631,23 +704,21 @@ def summarise(side: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-ROWS = [
-    ("cold: total (s)  daemon+run+stop", "cold_total"),
-    ("cold: command wall (s)", "cold_wall"),
-    ("cold: daemon ready (s)", "cold_ready"),
-    ("cold: daemon stop (s)", "cold_stop"),
-    ("cold: first arm (s)", "cold_first_arm"),
-    ("cold: arm median (s)", "cold_arm_median"),
-    ("warm: total (s)  daemon+run+stop", "warm_total"),
-    ("warm: command wall (s)", "warm_wall"),
-    ("warm: daemon ready (s)", "warm_ready"),
-    ("warm: daemon stop (s)", "warm_stop"),
-    ("warm: first arm (s)", "warm_first_arm"),
-    ("warm: steady arm, median (s)", "warm_steady_arm"),
-    ("warm: command wall / arm (s)", "warm_wall_per_arm"),
-    ("shared daemon ready (s)", "shared_ready"),
-    ("shared daemon stop (s)", "shared_stop"),
-]
+ROWS = [("shared daemon ready (s)", "shared_ready")]
+for _phase in ("cold", "warm"):
+    ROWS += [
+        (f"{_phase}: total (s)  daemon+run+stop", f"{_phase}_total"),
+        (f"{_phase}: command wall (s)", f"{_phase}_wall"),
+        (f"{_phase}:   daemon ready, script's (s)", f"{_phase}_ready"),
+        (f"{_phase}:   daemon stop, script's (s)", f"{_phase}_stop"),
+        (f"{_phase}:   start -> 1st arm stored (s)", f"{_phase}_first_landed"),
+        (f"{_phase}:   arm-to-arm, median (s)", f"{_phase}_interval"),
+        (f"{_phase}:   last arm stored -> exit (s)", f"{_phase}_after_last"),
+        (f"{_phase}:   wall / arm (s)", f"{_phase}_wall_per_arm"),
+        (f"{_phase}:   self-reported 1st arm (s)", f"{_phase}_self_first"),
+        (f"{_phase}:   self-reported rest, median (s)", f"{_phase}_self_steady"),
+    ]
+ROWS += [("shared daemon stop (s)", "shared_stop")]
 
 
 def render_table(ours: Dict[str, Any], ref: Dict[str, Any], notes: List[str]) -> str:
@@ -661,7 +732,7 @@ def render_table(ours: Dict[str, Any], ref: Dict[str, Any], notes: List[str]) ->
         ratio = (f"{a / b:.2f}" if isinstance(a, (int, float)) and isinstance(b, (int, float))
                  and b > 0 else "—")
         lines.append(f"{label:<{width}}{fmt(a):>10}{fmt(b):>12}{ratio:>10}")
-    for label, key in (("arms (cold / warm)", ("cold_arms", "warm_arms")),):
+    for label, key in (("arms stored (cold / warm)", ("cold_arms", "warm_arms")),):
         a = " / ".join(str(ours.get(k, "—")) for k in key)
         b = " / ".join(str(ref.get(k, "—")) for k in key)
         lines.append(f"{label:<{width}}{a:>10}{b:>12}")
@@ -730,6 +801,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _terminate)
     tasks = Path(args.tasks).resolve()
     if not any(tasks.rglob("task.yaml")):
         raise SystemExit(f"bench: no task.yaml under {tasks}")
@@ -773,8 +846,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if raw.get(name, {}).get("skipped"):
                 notes.append(f"{name} skipped: {raw[name]['skipped']}")
         notes.append(f"daemon mode: {args.daemon}; reference --concurrency {args.ref_concurrency}")
-        notes.append("per-arm times are each store's own duration_seconds (jaato-eval: the "
-                     "agent run only, grading excluded); 'steady' excludes each run's first arm")
+        notes.append("'stored' times are when each arm's record landed in the store, timed "
+                     "from outside (20 ms polls): arm-to-arm is the full per-arm cost, same "
+                     "yardstick for both. 'self-reported' is each store's duration_seconds, "
+                     "which the two engines do not measure over the same span (jaato-eval: "
+                     "connect + session + history wait, grading excluded)")
         if args.daemon == "per-run":
             notes.append("ours: daemon start/stop happen inside the pytest run, so its 'total' "
                          "is its command wall; the reference's total adds the script-managed "
@@ -802,4 +878,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt as exc:
+        log(f"interrupted ({exc or 'Ctrl-C'}); daemons stopped, scratch removed")
+        raise SystemExit(130)

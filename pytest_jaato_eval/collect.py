@@ -54,6 +54,8 @@ class ArmItem(pytest.Item):
     def runtest(self) -> None:
         run = self.config.stash[RUN_KEY]
         self.record = run_arm(self.arm, run.daemon, run.arm_settings())
+        # JUnit reads properties off the item's reports (X7).
+        self.user_properties.extend(outcome.junit_properties(self.record))
         outcome.raise_for(self.record)
 
     def repr_failure(self, excinfo, style=None):
@@ -62,7 +64,7 @@ class ArmItem(pytest.Item):
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self):
-        return self.path, None, self.arm.id
+        return self.path, 0, self.arm.id
 
 
 def collect_file(file_path, parent):

@@ -109,7 +109,7 @@ class _Reader:
         for key in value:
             if not isinstance(key, str):
                 raise self.fail(where or "top level",
-                                f"key {key!r} is a {_type_name(key)}; keys must be strings")
+                                f"key {key!r} is of type {_type_name(key)}; keys must be strings")
         for key in value:
             if key not in known:
                 raise self.fail(self.join(where, key), self._unknown(key, known))
@@ -154,7 +154,7 @@ class _Reader:
                              and value > 0,
             "an integer >= 1": isinstance(value, int) and not isinstance(value, bool)
                                 and value >= 1,
-            "a scalar": isinstance(value, (str, int, float)) and not isinstance(value, bool),
+            "a string or number": isinstance(value, (str, int, float)) and not isinstance(value, bool),
         }[kind]
         if not ok:
             shown = repr(value) if isinstance(value, (str, int, float, bool)) else _type_name(value)
@@ -176,7 +176,7 @@ class _Reader:
         seen: dict[str, str] = {}
         for key in value:
             if not isinstance(key, str):
-                raise self.fail(where, f"key {key!r} is a {_type_name(key)}; keys must be strings")
+                raise self.fail(where, f"key {key!r} is of type {_type_name(key)}; keys must be strings")
             var = param_variable(key)
             if var in seen:  # M9
                 raise self.fail(where, f"keys {seen[var]!r} and {key!r} both map to ${var}; "
@@ -206,7 +206,7 @@ def load_task(path: Path | str) -> Task:
         raise r.fail("", "empty file; expected a task mapping with id, environment, harness, graders")
     top = r.mapping(doc, "", TOP_KEYS)
 
-    task_id = r.get(top, "", "id", "a scalar", required=True)
+    task_id = r.get(top, "", "id", "a string or number", required=True)
     task_id = str(task_id).strip()
     if not task_id:
         raise r.fail("id", "is blank; expected a non-blank id")

@@ -86,7 +86,6 @@ def junit_properties(record: dict[str, Any]) -> list[tuple[str, str]]:
 def mark_report(report: Any, item: Any, record: dict[str, Any]) -> None:
     """Attach the record to the call report and turn BLOCKED into a marked skip."""
     setattr(report, RECORD_ATTR, json.loads(json.dumps(record, default=str)))  # xdist-safe
-    report.user_properties.extend(junit_properties(record))
     if record["state"] == BLOCKED:
         path, lineno, _ = item.location
         report.outcome = "skipped"

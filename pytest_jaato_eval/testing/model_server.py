@@ -673,6 +673,13 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     owner: ScriptedModel
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client dropping an idle keep-alive connection (the daemon's runner exiting)
+        # is normal here, not worth a traceback on stderr.
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
 
 class _ClientGone(Exception):
     """The client closed the connection while we were answering."""

@@ -1,0 +1,131 @@
+"""Shared fixtures: a real private jaato daemon, and a project builder over pytester.
+
+End-to-end tests run the plugin in a pytest subprocess against a real daemon
+with the deterministic `echo` provider. Most share one daemon (--jaato-socket)
+for speed; the lifecycle tests let the plugin start and stop its own.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pytest_jaato_eval.engine.daemon import PrivateDaemon
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parent.parent
+
+WRITER = {
+    "name": "writer", "provider": "echo", "model": "echo",
+    "plugins": ["file_edit(preload)", "permission"],
+    "plugin_configs": {
+        "echo": {"tool_call": {"name": "writeNewFile",
+                               "args": {"path": "answer.txt", "content": "READY\n"}},
+                 "response": "done", "usage": {"prompt_tokens": 10, "output_tokens": 5,
+                                               "cost_usd": 0.001}},
+        "permission": {"policy": {"defaultPolicy": "allow"}},
+    },
+    "runtime_limits": {"unload_grace_seconds": 0},
+}
+
+
+def short_tmpdir(prefix: str) -> Path:
+    """Unix socket paths must stay short; pytest's tmp paths are long."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+@pytest.fixture(scope="session")
+def daemon():
+    """One real daemon for the whole suite, on a private socket, stopped at the end."""
+    base = short_tmpdir("jtd-")
+    tmp = base / "tmp"
+    tmp.mkdir()
+    d = PrivateDaemon(base / "d", env={**os.environ, "TMPDIR": str(tmp)})
+    d.ensure()
+    yield d
+    d.stop()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+class Project:
+    """A throwaway project of tasks, run through `pytest` in a subprocess."""
+
+    def __init__(self, pytester, daemon, monkeypatch):
+        self.pytester = pytester
+        self.monkeypatch = monkeypatch
+        self.daemon = daemon
+        self.root = Path(pytester.path)
+        self.store = self.root / "results.jsonl"
+        self.tmp = short_tmpdir("jtp-")  # the plugin's TMPDIR: its run folder lands here
+
+    def task(self, task_id: str, *, profile: dict | None = None, graders=None,
+             profile_set: str | None = "echo", repeats: int = 1, prompt="Write READY.",
+             directory: str | None = None, extra: dict | None = None) -> Path:
+        d = self.root / "tasks" / (directory or task_id.replace("/", "_"))
+        (d / "fixture").mkdir(parents=True, exist_ok=True)
+        (d / "fixture" / "seed.txt").write_text("seed\n")
+        profile = dict(profile or WRITER)
+        where = d / ".jaato" / "profiles" / (profile_set or "")
+        where.mkdir(parents=True, exist_ok=True)
+        (where / f"{profile['name']}.yaml").write_text(yaml.safe_dump(profile))
+        manifest = {
+            "id": task_id,
+            "environment": {"fixture": "fixture", "config_root": ".jaato"},
+            "input": {"prompt": prompt},
+            "harness": {"profile": profile["name"],
+                        **({"profile_set": profile_set} if profile_set else {})},
+            "graders": graders or [{"kind": "script", "run": "grep -qx READY answer.txt"}],
+            "repeats": repeats,
+        }
+        manifest.update(extra or {})
+        (d / "task.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+        return d / "task.yaml"
+
+    def write(self, relpath: str, text: str) -> Path:
+        p = self.root / relpath
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text))
+        return p
+
+    def run(self, *args: str, shared_daemon: bool = True, timeout: float = 300):
+        argv = ["-p", "no:cacheprovider", f"--jaato-out={self.store}", *args]
+        if shared_daemon:
+            argv.append(f"--jaato-socket={self.daemon.socket_path}")
+        self.monkeypatch.setenv("TMPDIR", str(self.tmp))
+        return self.pytester.runpytest_subprocess(*argv, timeout=timeout)
+
+    def records(self) -> list[dict]:
+        if not self.store.exists():
+            return []
+        return [json.loads(line) for line in self.store.read_text().splitlines() if line.strip()]
+
+    def run_dirs(self) -> list[Path]:
+        """Folders the plugin made for its run (present only while a run needs them)."""
+        return sorted(self.tmp.glob("jaato-eval-*"))
+
+
+@pytest.fixture
+def project(pytester, daemon, monkeypatch):
+    p = Project(pytester, daemon, monkeypatch)
+    yield p
+    shutil.rmtree(p.tmp, ignore_errors=True)
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Command lines of live processes that mention `text` (e.g. a run folder)."""
+    out = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmd and str(os.getpid()) != entry.name:
+            out.append(cmd)
+    return out
