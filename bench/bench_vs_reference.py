@@ -337,6 +337,7 @@ class RunResult:
     arms: List[Dict[str, Any]] = field(default_factory=list)  # arm_id, duration_seconds, state
     skipped: Optional[str] = None
     global_paths_changed: Optional[Dict[str, Any]] = None
+    traces_left: Optional[int] = None  # /tmp/jaato-<sid>/ folders still there after the run
     log: Optional[str] = None
 
     def durations(self) -> List[float]:
@@ -451,12 +452,15 @@ def read_store(path: Path) -> List[Dict[str, Any]]:
     return arms
 
 
-def remove_traces(arms: List[Dict[str, Any]]) -> None:
-    """The daemon leaves /tmp/jaato-<sid>/ per session: remove those of sessions this run made."""
+def traces_of(arms: List[Dict[str, Any]]) -> List[str]:
+    """The /tmp/jaato-<sid>/ trace folders the daemon left for this run's sessions."""
+    found = []
     for arm in arms:
         for sid in arm.get("session_ids") or []:
             if isinstance(sid, str) and re.fullmatch(r"[0-9_]+", sid):
-                shutil.rmtree(f"/tmp/jaato-{sid}", ignore_errors=True)
+                if os.path.isdir(f"/tmp/jaato-{sid}"):
+                    found.append(f"/tmp/jaato-{sid}")
+    return found
 
 
 def with_repeats(tasks: Path, repeats: int, dest: Path) -> Path:
@@ -550,8 +554,11 @@ class Side:
         for arm in result.arms:
             line = arm.pop("line")
             arm["landed_at"] = landed[line] if line < len(landed) else None
+        traces = traces_of(result.arms)
+        result.traces_left = len(traces)
         if not self.args.keep_traces:
-            remove_traces(result.arms)
+            for folder in traces:
+                shutil.rmtree(folder, ignore_errors=True)
         if result.wall is not None:
             result.total = result.wall + (result.daemon_ready or 0.0) + (result.daemon_stop or 0.0)
         return result
@@ -699,6 +706,8 @@ def summarise(side: Dict[str, Any]) -> Dict[str, Any]:
         for a in r["arms"]:
             states[str(a.get("state"))] = states.get(str(a.get("state")), 0) + 1
     out["states"] = states
+    out["traces_left"] = sum(r.get("traces_left") or 0 for r in runs)
+    out["sessions"] = sum(len(a.get("session_ids") or []) for r in runs for a in r["arms"])
     out["shared_ready"] = side.get("shared_daemon_ready")
     out["shared_stop"] = side.get("shared_daemon_stop")
     return out
@@ -742,6 +751,10 @@ def render_table(ours: Dict[str, Any], ref: Dict[str, Any], notes: List[str]) ->
     a = f"{ours.get('cold_rc', '—')} / {ours.get('warm_rc', '—')}"
     b = f"{ref.get('cold_rc', '—')} / {ref.get('warm_rc', '—')}"
     lines.append(f"{'exit codes (cold / warm)':<{width}}ours: {a}; reference: {b}")
+    a = f"{ours.get('traces_left', '—')} of {ours.get('sessions', '—')}"
+    b = f"{ref.get('traces_left', '—')} of {ref.get('sessions', '—')}"
+    lines.append(f"{'/tmp/jaato-<sid> left, all runs':<{width}}ours: {a}; reference: {b} "
+                 f"(removed after counting unless --keep-traces)")
     lines += [""] + [f"note: {n}" for n in notes]
     return "\n".join(lines)
 

@@ -5,6 +5,7 @@ No pytest here: the collector turns the record into an outcome.
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -12,9 +13,11 @@ from typing import Any, Protocol
 from . import workspace
 from .engine.accounting import count_nudges
 from .engine.daemon import DaemonError
+from .engine.driver import DriverArmSpec, run_driver_arm
 from .engine.session import AgentRun, Ceiling, SessionArmSpec, run_session_arm
 from .graders import run_graders
 from .graders.context import GraderContext
+from .graders.ledger import ledger_of
 from .manifest import DRIVER, Task
 from .record import build_record
 from .verdict import BLOCKED, FAIL, PASS, roll_up
@@ -64,37 +67,36 @@ class ArmSettings:
 def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings) -> dict[str, Any]:
     """Run an arm and return its record. Never raises for an arm-level fault."""
     task = arm.task
-    run, caveats, ws = AgentRun(), [], None
-    socket = None
-    if task.kind == DRIVER:
-        run.blocked_reason = "driver arms are not supported by this version"
-    else:
-        try:
-            ws = workspace.materialise(settings.workspace_root, arm.id, task.fixture,
-                                       arm.profile_set)
-        except workspace.WorkspaceError as exc:
-            run.blocked_reason = str(exc)
-    if ws is not None and not run.blocked_reason:
-        try:
-            socket = daemon.ensure()
-        except DaemonError as exc:
-            run.blocked_reason = str(exc)
-    if ws is not None and socket and not run.blocked_reason:
-        run = run_session_arm(SessionArmSpec(
-            socket_path=socket, workspace=ws, config_root=task.config_root,
-            profile=task.profile, prompt=task.prompt, agent=task.agent,
-            agent_params=dict(task.agent_params) if task.agent_params else None,
-            ceiling=settings.ceiling))
+    run, caveats, ws, socket = AgentRun(), [], None, None
+    # D1: a driver arm's cascade id is fresh per arm (a task pool's, once pools exist).
+    cascade_id = f"jaato-eval-{settings.run_id}-{uuid.uuid4().hex[:8]}" if task.kind == DRIVER else None
+    try:
+        ws = workspace.materialise(settings.workspace_root, arm.id, task.fixture, arm.profile_set)
+        socket = daemon.ensure()
+    except (workspace.WorkspaceError, DaemonError) as exc:
+        run.blocked_reason = str(exc)
+    if socket:
+        if task.kind == DRIVER:
+            run = run_driver_arm(DriverArmSpec(
+                socket_path=socket, workspace=ws, config_root=task.config_root, run=task.run,
+                params=dict(task.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling))
+        else:
+            run = run_session_arm(SessionArmSpec(
+                socket_path=socket, workspace=ws, config_root=task.config_root,
+                profile=task.profile, prompt=task.prompt, agent=task.agent,
+                agent_params=dict(task.agent_params) if task.agent_params else None,
+                ceiling=settings.ceiling))
 
     verdicts = []
     if not run.blocked_reason and ws is not None:
         ctx = GraderContext(
             workspace=ws, config_root=task.config_root, params=task.grader_params,
-            payload=run.payload, history=run.history, usage=run.usage, turns=run.turns,
-            finish_reason=run.finish_reason, termination_reason=run.termination_reason,
+            payload=run.payload, history=run.history, ledger=ledger_of(run.history),
+            usage=run.usage, turns=run.turns, finish_reason=run.finish_reason,
+            termination_reason=run.termination_reason,
             termination_detail=run.termination_detail, error_type=run.error_type,
             error=run.error, completion_gap=run.completion_gap, socket_path=socket,
-            unsigned=run.unsigned)
+            cascade_id=cascade_id, unsigned=run.unsigned)
         verdicts = run_graders(task.graders, ctx)
     state, blocked_reason = roll_up(verdicts, run.blocked_reason)
 
@@ -102,7 +104,7 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings) -> dict[str, Any]:
         ws is not None and run.session_id) else None
     if run.session_id and nudges is None:
         caveats.append("completion nudges unknown: the session's log has no DEBUG lines")
-    if run.session_id and run.history is None:
+    if run.session_id and run.history is None and task.kind != DRIVER:
         caveats.append("history absent: the daemon did not answer the history request")
 
     kept = None

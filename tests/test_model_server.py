@@ -267,7 +267,7 @@ def test_requests_are_recorded_for_assertions():
     assert first.tool_names == [wire_tool_name("writeNewFile")]
     assert [m["content"] for m in second.messages] == ["write hello.txt", "a", "again"]
     assert first.body["stream_options"] == {"include_usage": True}
-    assert first.headers["Content-Type"] == "application/json"
+    assert first.headers["content-type"] == "application/json"
     assert first.duration is not None and first.duration >= 0
     assert first.turn == Turn.text("a")
 
@@ -385,31 +385,15 @@ def test_malformed_mode_is_checked():
 
 def test_stop_closes_idle_keep_alive_connections():
     model = ScriptedModel([Turn.text("x")]).start()
-    sock = socket.create_connection(("127.0.0.1", model.port), timeout=5)
+    port = model.port
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
     sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
     assert sock.recv(1024).startswith(b"HTTP/1.1 200")
     model.stop()
     assert sock.recv(1) == b""
     sock.close()
     with pytest.raises(OSError):
-        socket.create_connection(("127.0.0.1", sock.getpeername()[1] if False else model_port(model)), timeout=1)
-
-
-def model_port(model: ScriptedModel) -> int:
-    return model._port_after_stop
-
-
-@pytest.fixture(autouse=True)
-def _remember_ports(monkeypatch):
-    """Keep each model's port readable after stop() (the property needs a live server)."""
-    original = ScriptedModel.start
-
-    def start(self):
-        result = original(self)
-        self._port_after_stop = self.port
-        return result
-
-    monkeypatch.setattr(ScriptedModel, "start", start)
+        socket.create_connection(("127.0.0.1", port), timeout=1)
 
 
 def test_fixture_factory_starts_and_stops_every_model():
@@ -419,11 +403,12 @@ def test_fixture_factory_starts_and_stops_every_model():
     second = start([Turn.text("b")], model="other")
     assert collect(stream(first))[0] == "a"
     assert collect(stream(second))[0] == "b"
+    ports = [first.port, second.port]
     with pytest.raises(StopIteration):
         next(gen)
-    for model in (first, second):
+    for port in ports:
         with pytest.raises(OSError):
-            socket.create_connection(("127.0.0.1", model._port_after_stop), timeout=1)
+            socket.create_connection(("127.0.0.1", port), timeout=1)
 
 
 # ----------------------------------------------------------------- profile and pricing

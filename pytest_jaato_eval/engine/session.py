@@ -29,11 +29,12 @@ class Ceiling:
 
     seconds: float  # 0 = off
     source: str = "default"
+    what: str = "arm ceiling: the arm"
+    remedy: str = "raise it with --arm-timeout=SECONDS (0 disables it)"
 
     def reason(self) -> str:
-        return (f"arm ceiling: the arm ran past {self.seconds:g} s (per-arm wall clock, "
-                f"from {self.source}); raise it with --arm-timeout=SECONDS (0 disables it). "
-                f"This is not the task pool's budget.seconds")
+        return (f"{self.what} ran past {self.seconds:g} s (per-arm wall clock, from "
+                f"{self.source}); {self.remedy}. This is not the task pool's budget.seconds")
 
 
 @dataclass

@@ -4,19 +4,18 @@ from __future__ import annotations
 from ..manifest import GraderSpec
 from ..verdict import Verdict
 from .context import GraderContext
+from .judge import grade_judge
+from .processor import grade_processor
 from .script import grade_script
 
-GRADERS = {"script": grade_script}
+GRADERS = {"script": grade_script, "processor": grade_processor, "judge": grade_judge}
 
 
 def run_graders(specs: tuple[GraderSpec, ...], ctx: GraderContext) -> list[Verdict]:
     """Run graders in manifest order; each sees the verdicts before it."""
     for spec in specs:
-        grade = GRADERS.get(spec.kind)
         try:
-            if grade is None:
-                raise NotImplementedError(f"no {spec.kind} grader in this version")
-            verdict = grade(spec, ctx)
+            verdict = GRADERS[spec.kind](spec, ctx)
         except Exception as exc:  # noqa: BLE001 - a grader never raises: it is BLOCKED
             verdict = Verdict.blocked(spec.id, spec.kind, f"grader raised {type(exc).__name__}: {exc}")
         ctx.verdicts.append(verdict)

@@ -375,12 +375,13 @@ class RecordedRequest:
     ``outcome`` is filled in as the answer completes: ``"ok"`` (a health/models
     answer or a full reply), ``"fault"``, ``"malformed"``, ``"hang:timeout"``,
     ``"hang:client_closed"``, ``"hang:server_stopped"``, ``"client_closed"`` (the
-    client went away mid-answer), ``"not_found"``, ``"bad_request"``, or ``"pending"``.
+    client went away mid-answer or during a turn's ``after()`` delay), ``"server_stopped"``
+    (stopped during a delay), ``"not_found"``, ``"bad_request"``, or ``"pending"``.
     """
 
     method: str
     path: str
-    headers: dict[str, str]
+    headers: dict[str, str]  # names lower-cased
     body: Any  # parsed JSON body, or None
     received_at: float  # time.monotonic()
     turn_index: int | None = None  # script position that answered it (chat only)
@@ -681,7 +682,7 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-class _ClientGone(Exception):
+class _ClientGone(ConnectionError):
     """The client closed the connection while we were answering."""
 
 
@@ -714,8 +715,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else None
         except ValueError:
             body = None
-        rec = RecordedRequest(self.command, self.path.split("?")[0], dict(self.headers.items()),
-                              body, time.monotonic())
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        rec = RecordedRequest(self.command, self.path.split("?")[0], headers, body, time.monotonic())
         self.server.owner._record(rec)
         return rec
 
@@ -726,16 +727,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.owner._emit(f"{rec.method} {rec.path}{turn} -> {outcome} "
                                 f"({rec.duration:.2f}s)")
 
-    def _send_json(self, status: int, payload: Any, headers: Mapping[str, str] = {}) -> None:
+    def _send_json(self, rec: RecordedRequest, outcome: str, status: int, payload: Any,
+                   headers: Mapping[str, str] = {}) -> None:
         body = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         for key, value in headers.items():
             self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(body)
-        self.wfile.flush()
+        # Record the outcome before the last byte leaves: a client holding its answer
+        # must never find the record still pending.
+        self._end(rec, outcome)
+        try:
+            self.end_headers()
+            self.wfile.write(body)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise _ClientGone from exc
 
     def _write_chunk(self, data: bytes) -> None:
         try:
@@ -760,11 +768,12 @@ class _Handler(BaseHTTPRequestHandler):
             step = _POLL_SECONDS if deadline is None else max(0.0, min(_POLL_SECONDS, deadline - time.monotonic()))
             try:
                 readable, _, _ = select.select([self.connection], [], [], step)
-                # A readable socket with nothing to read is a peer that hung up.
+                # A readable socket with nothing to read is a peer that hung up --
+                # or stop() shutting the socket, which must not read as the client's doing.
                 if readable and not self.connection.recv(1, socket.MSG_PEEK):
-                    return "client_closed"
+                    return "server_stopped" if owner._stopping.is_set() else "client_closed"
             except (OSError, ValueError):
-                return "client_closed"
+                return "server_stopped" if owner._stopping.is_set() else "client_closed"
             if readable:
                 time.sleep(step)  # unexpected pipelined bytes: keep waiting, don't spin
 
@@ -774,17 +783,16 @@ class _Handler(BaseHTTPRequestHandler):
         rec = self._begin()
         owner = self.server.owner
         if rec.path == "/health":
+            self._end(rec, "ok")
             self.send_response(200)
             self.send_header("Content-Length", "0")
             self.end_headers()
-            self._end(rec, "ok")
         elif rec.path in ("/v1/models", "/models"):
-            self._send_json(200, {"object": "list", "data": [{
+            self._send_json(rec, "ok", 200, {"object": "list", "data": [{
                 "id": owner.model, "object": "model", "created": int(time.time()),
                 "owned_by": "scripted", "root": owner.model, "parent": None,
                 "max_model_len": owner.max_model_len,
             }]})
-            self._end(rec, "ok")
         else:
             self._not_found(rec)
 
@@ -795,8 +803,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         rec.path = _CHAT_PATH
         if not isinstance(rec.body, dict):
-            self._send_json(400, _error_body(400, "request body is not a JSON object"))
-            self._end(rec, "bad_request")
+            self._send_json(rec, "bad_request", 400, _error_body(400, "request body is not a JSON object"))
             return
         rec.turn_index, rec.turn = self.server.owner._next_turn()
         try:
@@ -806,8 +813,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._end(rec, "client_closed")
 
     def _not_found(self, rec: RecordedRequest) -> None:
-        self._send_json(404, _error_body(404, f"no route {rec.method} {rec.path}"))
-        self._end(rec, "not_found")
+        self._send_json(rec, "not_found", 404, _error_body(404, f"no route {rec.method} {rec.path}"))
 
     # -- answering one chat request -----------------------------------------
 
@@ -839,8 +845,7 @@ class _Handler(BaseHTTPRequestHandler):
             headers["x-should-retry"] = "true" if turn.should_retry else "false"
         status = int(turn.status or 500)
         message = turn.message or f"scripted fault: HTTP {status}"
-        self._send_json(status, _error_body(status, message), headers)
-        self._end(rec, "fault")
+        self._send_json(rec, "fault", status, _error_body(status, message), headers)
 
     def _wire_names(self, rec: RecordedRequest, turn: Turn) -> list[str]:
         mode = self.server.owner.tool_names
@@ -913,8 +918,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._sse({"id": chunk_id, "object": "chat.completion.chunk", "created": created,
                        "model": owner.model, "choices": [],
                        "usage": self._usage(rec, turn).to_wire()})
-        self._end_stream()
         self._end(rec, "ok")
+        self._end_stream()
 
     def _json_reply(self, rec: RecordedRequest, turn: Turn) -> None:
         message: dict[str, Any] = {"role": "assistant", "content": turn.content or None}
@@ -924,13 +929,12 @@ class _Handler(BaseHTTPRequestHandler):
                  "function": {"name": name, "arguments": call.arguments_json()}}
                 for i, (call, name) in enumerate(zip(turn.tool_calls, self._wire_names(rec, turn)))
             ]
-        self._send_json(200, {
+        self._send_json(rec, "ok", 200, {
             "id": f"chatcmpl-scripted-{rec.turn_index}", "object": "chat.completion",
             "created": int(time.time()), "model": self.server.owner.model,
             "choices": [{"index": 0, "message": message, "finish_reason": self._finish_reason(turn)}],
             "usage": self._usage(rec, turn).to_wire(),
         })
-        self._end(rec, "ok")
 
     def _malformed(self, rec: RecordedRequest, turn: Turn) -> None:
         owner = self.server.owner
@@ -940,6 +944,7 @@ class _Handler(BaseHTTPRequestHandler):
                                 "finish_reason": None}]}
         self._start_stream()
         self._sse(opening)
+        self._end(rec, "malformed")
         if turn.mode == "garbage":
             self._write_chunk(b"data: {this is not json\n\n")
             self._end_stream(done=False)
@@ -954,7 +959,6 @@ class _Handler(BaseHTTPRequestHandler):
                 pass
         else:  # unterminated: a clean end of body, but no finish_reason and no [DONE]
             self._end_stream(done=False)
-        self._end(rec, "malformed")
 
 
 def _error_body(status: int, message: str) -> dict[str, Any]:

@@ -1,0 +1,228 @@
+"""A driver arm: a process that opens its own sessions is the arm (D1-D5).
+
+The engine watches the arm's cascade id as an observer (registered before the
+process starts), reads the exit code through a fixed vocabulary, and attributes
+sessions by where the daemon wrote their records: this workspace.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jaato_sdk.client.ipc import IPCClient
+from jaato_sdk.events import ClientType, EventType
+
+from ..contract import build_contract_env
+from .accounting import TurnAccumulator, USAGE_KEYS, empty_usage, merge_tracker
+from .session import STOP_WAIT, AgentRun, Ceiling
+
+TAIL_LINES = 40
+TERM_GRACE = 5.0
+EX_TEMPFAIL = 75
+
+
+@dataclass
+class DriverArmSpec:
+    socket_path: str
+    workspace: Path
+    config_root: Path
+    run: str
+    params: dict | None
+    cascade_id: str
+    ceiling: Ceiling = field(default_factory=lambda: Ceiling(900))
+
+
+def run_driver_arm(spec: DriverArmSpec) -> AgentRun:
+    return asyncio.run(_DriverArm(spec).run())
+
+
+def exit_verdict(code: int, stderr_tail: list[str]) -> tuple[str | None, str | None]:
+    """D3: (blocked_reason, error) for a driver's exit code. (None, None) means graded."""
+    last = next((line for line in reversed(stderr_tail) if line.strip()), "")
+    if code == 0:
+        return None, None
+    if code == EX_TEMPFAIL:
+        return f"driver exited 75 (EX_TEMPFAIL): it reported an environment fault - {last}", None
+    if code in (126, 127):
+        what = "not executable" if code == 126 else "command not found"
+        return (f"driver exited {code} ({what}): the shell could not run harness.run; write it "
+                f"against \"$JAATO_EVAL_PYTHON\", not a PATH bet - {last}"), None
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"driver killed by {name}, a signal nobody here sent - {last}", None
+    return None, f"DriverStoppedShort: driver exited {code} — {last}".rstrip(" —")
+
+
+class _DriverArm:
+    def __init__(self, spec: DriverArmSpec):
+        self.spec = spec
+        self.out = AgentRun(error_type=None)
+        self.acc: dict[str, TurnAccumulator] = {}
+        self.terminated: set[str] = set()
+        self.client: IPCClient | None = None
+
+    def _on_turn(self, ev: Any) -> None:
+        sid = getattr(ev, "session_id", "")
+        if sid and getattr(ev, "agent_id", "main") in ("main", "", None):
+            self.acc.setdefault(sid, TurnAccumulator()).add(ev)
+
+    def _on_terminated(self, ev: Any) -> None:
+        if getattr(ev, "session_id", ""):
+            self.terminated.add(ev.session_id)
+
+    async def run(self) -> AgentRun:
+        spec, out = self.spec, self.out
+        self.client = client = IPCClient(
+            spec.socket_path, client_type=ClientType.API, auto_start=False, env_file=".env",
+            workspace_path=str(spec.workspace), config_root=str(spec.config_root))
+        try:
+            if not await client.connect(timeout=10):
+                out.blocked_reason = f"daemon: could not connect to {spec.socket_path}"
+                return out
+            client.subscribe(EventType.TURN_COMPLETED, self._on_turn)
+            client.subscribe(EventType.SESSION_TERMINATED, self._on_terminated)
+            await client.cascade_register(spec.cascade_id, role="observer")  # D1: before start
+            await self._drive()
+        except (ConnectionError, OSError) as exc:
+            out.blocked_reason = out.blocked_reason or f"daemon: {type(exc).__name__}: {exc}"
+        finally:
+            self._attribute()
+            try:
+                async with asyncio.timeout(STOP_WAIT):
+                    await client.disconnect()
+            except (Exception, asyncio.CancelledError):  # noqa: BLE001
+                pass
+        return out
+
+    async def _drive(self) -> None:
+        spec, out = self.spec, self.out
+        env = build_contract_env(workspace=spec.workspace, config_root=spec.config_root,
+                                 params=spec.params, socket=spec.socket_path,
+                                 cascade_id=spec.cascade_id)
+        started = time.monotonic()
+        proc = await asyncio.create_subprocess_shell(
+            spec.run, cwd=spec.workspace, env=env, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            start_new_session=True)  # D2: its own process group, so the ceiling can end it all
+        tails = {"stdout": collections.deque(maxlen=TAIL_LINES),
+                 "stderr": collections.deque(maxlen=TAIL_LINES)}
+        readers = [asyncio.ensure_future(_pump(proc.stdout, tails["stdout"])),
+                   asyncio.ensure_future(_pump(proc.stderr, tails["stderr"]))]
+        ceiling = asyncio.timeout(spec.ceiling.seconds or None)
+        try:
+            async with ceiling:
+                code = await proc.wait()
+                await asyncio.gather(*readers)
+        except TimeoutError:
+            if not ceiling.expired():
+                raise
+            await _end_group(proc)
+            for r in readers:
+                r.cancel()
+            out.blocked_reason = spec.ceiling.reason()
+            out.duration_seconds = round(time.monotonic() - started, 3)
+            self._attribute()
+            await self._stop_live_sessions()  # D4: a stage left behind would keep spending
+            out.termination_detail = "\n".join(tails["stderr"]) or None
+            return
+        out.duration_seconds = round(time.monotonic() - started, 3)
+        out.termination_detail = "\n".join(tails["stderr"]) or None
+        out.blocked_reason, out.error = exit_verdict(code, list(tails["stderr"]))
+        if out.error:
+            out.error_type = "DriverStoppedShort"
+            out.termination_reason = "error"
+        else:
+            out.termination_reason = "natural" if code == 0 else "error"
+            out.finish_reason = "stop" if code == 0 else None
+        await asyncio.sleep(0.3)  # late turn events of the last session
+
+    async def _stop_live_sessions(self) -> None:
+        for sid in self.out.session_ids:
+            if sid in self.terminated:
+                continue
+            try:
+                async with asyncio.timeout(STOP_WAIT):
+                    await self.client.stop_session(sid)
+            except (Exception, asyncio.CancelledError):  # noqa: BLE001 - best effort
+                pass
+        await asyncio.sleep(0.2)
+
+    def _attribute(self) -> None:
+        """D5: the arm's sessions are those whose record the daemon wrote in THIS workspace."""
+        out = self.out
+        records = _session_records(self.spec.workspace)
+        out.session_ids = [sid for sid, _ in records]
+        out.session_id = out.session_ids[0] if out.session_ids else None
+        if records:
+            snap = records[0][1].get("profile_snapshot") or {}
+            out.model, out.provider = snap.get("model"), snap.get("provider")
+        usage, turns, finish = empty_usage(), 0, out.finish_reason
+        for sid, record in records:  # a sibling's sessions seen on a shared cid are dropped
+            acc = self.acc.get(sid, TurnAccumulator())
+            s_usage, s_turns = merge_tracker(acc.usage, acc.turns, record)
+            s_turns = max(s_turns, len(record.get("turn_accounting") or []))
+            for key in USAGE_KEYS:
+                if s_usage[key] is not None:
+                    usage[key] = (usage[key] or 0) + s_usage[key]
+            turns += s_turns
+            finish = acc.finish_reason or finish
+        out.usage, out.turns = usage, turns
+        if out.finish_reason is None:
+            out.finish_reason = finish
+
+
+async def _pump(stream, tail: collections.deque) -> None:
+    async for raw in stream:
+        tail.append(raw.decode(errors="replace").rstrip("\n"))
+
+
+async def _end_group(proc) -> None:
+    """D4: SIGTERM the driver's whole group (its chance to end its sessions), then SIGKILL."""
+    for sig, wait in ((signal.SIGTERM, TERM_GRACE), (signal.SIGKILL, TERM_GRACE)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            async with asyncio.timeout(wait):
+                await proc.wait()
+            if sig == signal.SIGKILL or not _group_alive(proc.pid):
+                break
+        except TimeoutError:
+            continue
+    try:  # whatever of the group survived its leader
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _session_records(workspace: Path) -> list[tuple[str, dict]]:
+    folder = Path(workspace) / ".jaato" / "sessions"
+    found = []
+    for path in folder.glob("*.json"):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict):
+            found.append((path.stem, record))
+    found.sort(key=lambda sr: (str(sr[1].get("created_at") or ""), sr[0]))  # creation order
+    return found
