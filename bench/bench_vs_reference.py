@@ -7,7 +7,10 @@ One invocation measures, for the same tasks directory:
 * reference  ``REFPY -m jaato_eval run TASKS --out PATH --socket S ...``
 
 each cold (the first run, a fresh process) and warm (the runs after it), and prints wall
-time, per-arm time (read from each side's JSONL store) and the ratio ours / reference.
+time, per-arm time and the ratio ours / reference. Per-arm time is measured the same way for
+both: the gap between successive records landing in each side's JSONL store, watched from
+outside. Each store's own ``duration_seconds`` is shown too, but the engines time different
+spans.
 
 Daemons are always PRIVATE: socket, pid file and log live in a scratch directory. Nothing
 here may start a daemon on the global default paths (/tmp/jaato.sock, /tmp/jaato.pid):
@@ -339,10 +342,6 @@ class RunResult:
     global_paths_changed: Optional[Dict[str, Any]] = None
     traces_left: Optional[int] = None  # /tmp/jaato-<sid>/ folders still there after the run
     log: Optional[str] = None
-
-    def durations(self) -> List[float]:
-        return [a["duration_seconds"] for a in self.arms
-                if isinstance(a.get("duration_seconds"), (int, float))]
 
 
 class StoreWatcher:

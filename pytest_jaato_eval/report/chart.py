@@ -1,0 +1,134 @@
+"""The "can a cheaper model do this?" picture: pass rate (with its 95% interval) against
+mean cost per arm, one point per profile set, as inline SVG (no script, no fonts fetched).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from html import escape
+
+from .. import stats
+from ..pivot import Cell, interval_text, money, pct
+
+# Distinguishable in colour and in greyscale print (Okabe-Ito, dark first).
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
+
+
+@dataclass
+class Point:
+    profile_set: str
+    passed: int
+    exercised: int
+    cost: float | None  # mean cost of an exercised arm that reported one
+
+    @property
+    def rate(self) -> float | None:
+        return stats.rate(self.passed, self.exercised)
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return stats.wilson(self.passed, self.exercised)
+
+
+def profile_points(cells: list[Cell]) -> list[Point]:
+    """Pool every task's cells by profile set (a set's arms over all tasks)."""
+    by_set: dict[str, list[Cell]] = {}
+    for c in cells:
+        by_set.setdefault(c.profile_set, []).append(c)
+    points = []
+    for name, group in sorted(by_set.items()):
+        costs = [float(r["usage"]["cost_usd"]) for c in group for r in c.arms
+                 if r.get("state") in ("PASS", "FAIL") and isinstance(r.get("usage"), dict)
+                 and isinstance(r["usage"].get("cost_usd"), (int, float))
+                 and not isinstance(r["usage"].get("cost_usd"), bool)]
+        points.append(Point(name, sum(c.passed for c in group), sum(c.exercised for c in group),
+                            sum(costs) / len(costs) if costs else None))
+    return points
+
+
+def _nice_ticks(top: float, count: int = 5) -> list[float]:
+    """Round tick values from 0 to at least `top`."""
+    if top <= 0:
+        top = 1.0
+    raw = top / count
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    n = math.ceil(top / step - 1e-9)
+    return [i * step for i in range(n + 1)]
+
+
+def _tick_label(value: float) -> str:
+    return "$" + (f"{value:.6f}".rstrip("0").rstrip(".") or "0")
+
+
+def svg(points: list[Point], width: int = 720, height: int = 330) -> str:
+    """The chart; points without a rate or a cost are left to the caller to list."""
+    plotted = [p for p in points if p.rate is not None and p.cost is not None]
+    left, right, top, bottom = 64, 250, 16, 48
+    pw, ph = width - left - right, height - top - bottom
+    xticks = _nice_ticks(max([p.cost for p in plotted] or [0.0]) * 1.1)
+    xmax = xticks[-1]
+
+    def x(v: float) -> float:
+        return left + pw * v / xmax
+
+    def y(v: float) -> float:
+        return top + ph * (1 - v)
+
+    # Inline SVG in HTML needs no xmlns, and the document carries no URL at all.
+    out = [f'<svg class="chart" role="img" '
+           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+           f'aria-label="pass rate against mean cost per arm, one point per profile set">',
+           '<title>pass rate (95% Wilson interval) against mean cost per exercised arm</title>',
+           f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>']
+    for t in (0, 0.25, 0.5, 0.75, 1.0):
+        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(t):.1f}" y2="{y(t):.1f}" '
+                   f'stroke="#ddd"/>')
+        out.append(f'<text x="{left - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{100 * t:.0f}%</text>')
+    for t in xticks:
+        out.append(f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{top + ph}" y2="{top + ph + 4}" '
+                   f'stroke="#999"/>')
+        out.append(f'<text x="{x(t):.1f}" y="{top + ph + 17}" text-anchor="middle">'
+                   f'{_tick_label(t)}</text>')
+    out.append(f'<text x="{left + pw / 2:.1f}" y="{height - 8}" text-anchor="middle">'
+               f'mean cost per exercised arm (USD)</text>')
+    out.append(f'<text transform="translate(14 {top + ph / 2:.1f}) rotate(-90)" '
+               f'text-anchor="middle">pass rate</text>')
+    for i, p in enumerate(plotted):
+        colour = PALETTE[i % len(PALETTE)]
+        lo, hi = p.interval
+        cx = x(p.cost)
+        out.append(f'<g stroke="{colour}" fill="{colour}">'
+                   f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(lo):.1f}" y2="{y(hi):.1f}" '
+                   f'stroke-width="2"/>'
+                   f'<line x1="{cx - 5:.1f}" x2="{cx + 5:.1f}" y1="{y(lo):.1f}" y2="{y(lo):.1f}"/>'
+                   f'<line x1="{cx - 5:.1f}" x2="{cx + 5:.1f}" y1="{y(hi):.1f}" y2="{y(hi):.1f}"/>'
+                   f'<circle cx="{cx:.1f}" cy="{y(p.rate):.1f}" r="5"/></g>')
+        ly = top + 8 + 34 * i
+        lx = left + pw + 16
+        out.append(f'<circle cx="{lx}" cy="{ly}" r="5" fill="{colour}"/>'
+                   f'<text x="{lx + 10}" y="{ly + 4}" font-weight="bold">'
+                   f'{escape(_clip(p.profile_set, 30))}</text>'
+                   f'<text x="{lx + 10}" y="{ly + 18}">{pct(p.rate)} ({interval_text(p.interval)}) '
+                   f'· {money(p.cost)} · n={p.exercised}</text>')
+    if not plotted:
+        out.append(f'<text x="{left + pw / 2:.1f}" y="{top + ph / 2:.1f}" text-anchor="middle">'
+                   f'nothing to plot: no profile set has both a pass rate and a known cost</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def unplotted(points: list[Point]) -> list[str]:
+    """Why a profile set has no point: said, never silently dropped."""
+    lines = []
+    for p in points:
+        if p.rate is None:
+            lines.append(f"{p.profile_set}: no arm exercised (every arm BLOCKED), pass rate —")
+        elif p.cost is None:
+            lines.append(f"{p.profile_set}: pass rate {pct(p.rate)}, but no arm reported a cost "
+                         f"(unknown, not free)")
+    return lines

@@ -1,0 +1,71 @@
+"""The statistics behind the pivot and `compare` (P1, P3): pure functions, no I/O.
+
+A pass rate over a handful of repeats is noisy, so every rate travels with its
+95% Wilson score interval; the Wilson interval (unlike p ± 1.96·se) stays inside
+[0, 1] and is honest at n = 1 and at 0% / 100%. Every function answers None for
+"not established" (nothing exercised, k larger than the sample), never 0.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Hashable, Iterable
+
+Z95 = 1.959963984540054  # two-sided 95% normal quantile
+
+
+def rate(successes: int, n: int) -> float | None:
+    """successes / n; None when nothing was exercised (P1: `—`, never 0%)."""
+    return successes / n if n > 0 else None
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """The Wilson score interval for a binomial proportion; None when n == 0."""
+    if n <= 0:
+        return None
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes must be in 0..{n}, got {successes}")
+    p = successes / n
+    z2 = z * z
+    denom = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    margin = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    # Clamp float noise: at p = 0 or 1 one bound is exactly 0 or 1.
+    return max(0.0, centre - margin), min(1.0, centre + margin)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float | None:
+    """Unbiased pass@k (Chen et al. 2021): P(at least one of k draws without replacement
+    from n attempts, c of which passed, passes) = 1 - C(n-c, k) / C(n, k).
+
+    None when the sample cannot answer it (k < 1 or k > n).
+    """
+    if k < 1 or n < k:
+        return None
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float | None:
+    """Unbiased pass^k (tau-bench's reliability): P(all k draws pass) = C(c, k) / C(n, k).
+
+    None when the sample cannot answer it (k < 1 or k > n).
+    """
+    if k < 1 or n < k:
+        return None
+    return math.comb(c, k) / math.comb(n, k)
+
+
+def modal_share(values: Iterable[Hashable]) -> float | None:
+    """Share of values equal to the most common one (P3's `det`); None when empty."""
+    counts = Counter(values)
+    total = sum(counts.values())
+    if not total:
+        return None
+    return counts.most_common(1)[0][1] / total
+
+
+def clearly_below(new: tuple[float, float] | None, base: tuple[float, float] | None) -> bool:
+    """True when the NEW interval lies wholly below the BASE one: a drop the noise cannot explain."""
+    return new is not None and base is not None and new[1] < base[0]
