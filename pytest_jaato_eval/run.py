@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
 from . import workspace
 from .arm import ArmSettings
-from .engine.daemon import ExternalDaemon, PrivateDaemon
+from .engine.daemon import ExternalDaemon, PrivateDaemon, remove_session_tmp
 from .options import Settings
 from .store import Store
 
@@ -34,6 +35,7 @@ class EvalRun:
         self._run_dir: Path | None = None
         self._daemon = None
         self._arm_settings: ArmSettings | None = None
+        self.started = time.time()
 
     # -- lazily made ---------------------------------------------------------
     @property
@@ -76,6 +78,7 @@ class EvalRun:
         if self._arm_settings is not None:  # now the daemon can no longer write into them
             for ws in self._arm_settings.discarded:
                 workspace.discard(ws)
+            remove_session_tmp(str(self._arm_settings.workspace_root), self.started - 1)
         if self.store is not None:
             self.store.close()
         run_dir, self._run_dir = self._run_dir, None

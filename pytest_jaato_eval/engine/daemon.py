@@ -8,6 +8,7 @@ auto-start is never used: it would leave a daemon on global paths behind.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -179,3 +180,26 @@ class PrivateDaemon:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+
+
+def remove_session_tmp(marker: str, since: float, tmp_root: str = "/tmp") -> int:
+    """Remove the per-session `/tmp/jaato-<sid>/` folders this run caused.
+
+    The daemon gives every session such a folder and never removes it. Session
+    ids are timestamps shared with other daemons, so a folder is ours only when
+    its trace names `marker` (our workspace root), and only if it changed after
+    `since` (the run's start).
+    """
+    removed = 0
+    for folder in Path(tmp_root).glob("jaato-[0-9]*"):
+        try:
+            if not folder.is_dir() or folder.is_symlink() or folder.stat().st_mtime < since:
+                continue
+            traces = list(folder.glob("*.log"))
+            if not any(marker in t.read_text(errors="replace") for t in traces):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed += 1
+    return removed

@@ -68,7 +68,8 @@ def notes_text(record: dict[str, Any]) -> list[str]:
         notes.append(f"blocked: {record['blocked_reason']}")
     if record.get("error"):
         notes.append(f"error: {record['error']}")
-    notes += [str(c) for c in record.get("caveats") or []]
+    caveats = record.get("caveats")
+    notes += [str(c) for c in caveats] if isinstance(caveats, list) else []
     if record.get("workspace"):
         notes.append(f"workspace kept: {record['workspace']}")
     return notes
@@ -100,7 +101,15 @@ def arm_fields(record: dict[str, Any]) -> dict[str, str]:
 
 
 def verdicts(record: dict[str, Any]) -> list[dict[str, Any]]:
-    return [v for v in record.get("verdicts") or [] if isinstance(v, dict)]
+    vs = record.get("verdicts")
+    return [v for v in vs if isinstance(v, dict)] if isinstance(vs, list) else []
+
+
+def evidence_lines(verdict: dict[str, Any]) -> list[str]:
+    ev = verdict.get("evidence")
+    if isinstance(ev, list):
+        return [str(x) for x in ev]
+    return [] if ev in (None, "") else [str(ev)]
 
 
 def grader_ids(records) -> list[str]:
