@@ -30,6 +30,11 @@ class TaskFile(pytest.File):
             raise ManifestError(self.path, "id", f"task id {task.id!r} is also declared by "
                                                  f"{first}; task ids must be unique")
         settings = run.settings
+        for done in run.resumed.values():  # R3: resuming on a changed task would mix two tasks
+            if done.get("task_id") == task.id and done.get("task_hash") not in (None, task.content_hash):
+                raise ManifestError(self.path, "resume", (
+                    f"task {task.id!r} changed since {settings.store} was written (its manifest, "
+                    f"fixture or config root differs); run without --resume to start a new store"))
         for arm in arms_of(task, settings.profile_sets, settings.repeats):
             name = f"{_node_safe(task.id)}[{_node_safe(arm.set_name)}-r{arm.repeat}]"
             item = ArmItem.from_parent(self, name=name, arm=arm)
@@ -65,6 +70,18 @@ class ArmItem(pytest.Item):
 
     def reportinfo(self):
         return self.path, 0, self.arm.id
+
+
+def deselect_resumed(config, items) -> None:
+    """R3: with --resume, arms already in the store are deselected, not run again."""
+    run = config.stash[RUN_KEY]
+    if not run.resumed:
+        return
+    done = [i for i in items if isinstance(i, ArmItem) and i.arm.id in run.resumed]
+    if done:
+        items[:] = [i for i in items if i not in done]
+        config.hook.pytest_deselected(items=done)
+        run.resumed_count = len(done)
 
 
 def collect_file(file_path, parent):

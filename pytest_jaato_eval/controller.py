@@ -9,6 +9,7 @@ import pytest
 
 from . import outcome
 from .pivot import build_cells, render_pivot
+from .report.html import write_documents
 from .run import EvalRun
 
 _SUMMARY_CHARS = {"f": "failed", "E": "error", "s": "skipped", "x": "xfailed",
@@ -32,17 +33,25 @@ class Controller:
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         tr = terminalreporter
-        if self.run.records:  # X1: nothing graded, nothing printed
+        if self.run.records or self.run.resumed:  # X1: nothing graded, nothing printed
             tr.write_sep("=", "jaato-eval pivot")
-            for line in render_pivot(build_cells(self.run.records)):
+            # With --resume the pivot is the whole store: the kept arms and this run's.
+            records = list(self.run.resumed.values()) + self.run.records
+            for line in render_pivot(build_cells(records)):
                 tr.write_line(line)
             store = self.run.store
             tr.write_line("")
             tr.write_line(f"store: {store.path} ({store.written} records, run {self.run.run_id})")
+            if self.run.resumed:
+                tr.write_line(f"resumed: {len(self.run.resumed)} arms already in the store were "
+                              f"kept, not run again")
             if store.rotated_to:
                 tr.write_line(f"the previous store was kept as {store.rotated_to}")
             for note in self.notes:
                 tr.write_line(note)
+            settings = self.run.settings  # P4: the documents show what the pivot shows
+            for line in write_documents(records, settings.html, settings.pdf, str(store.path)):
+                tr.write_line(line, red=line.startswith("error:"))
         result = yield
         # Runs after pytest's own short test summary, so BLOCKED lines read as part of it.
         if self.run.blocked:

@@ -33,6 +33,14 @@ def add_options(parser) -> None:
     group.addoption("--jaato-out", dest="jaato_out", default=None, metavar="PATH",
                     help=f"the JSONL result store (default: {DEFAULT_STORE} in the rootdir; "
                          f"an existing one is kept under a timestamped name)")
+    group.addoption("--resume", dest="jaato_resume", action="store_true", default=False,
+                    help="run only the arms missing from the store and append to it; refused "
+                         "when a task changed since the store was written")
+    group.addoption("--jaato-html", dest="jaato_html", default=None, metavar="PATH",
+                    help="also write a self-contained HTML report (pivot, chart, one row per arm)")
+    group.addoption("--jaato-pdf", dest="jaato_pdf", default=None, metavar="PATH",
+                    help="also write the same report as PDF (needs "
+                         "pip install 'pytest-jaato-eval[pdf]')")
     parser.addini("jaato_profile_set", "default for --profile-set", default="")
     parser.addini("jaato_arm_timeout", "default for --arm-timeout (seconds)", default="")
     parser.addini("jaato_socket", "default for --jaato-socket", default="")
@@ -54,6 +62,9 @@ class Settings:
     workspaces: Path | None
     keep_workspaces: str
     store: Path
+    resume: bool = False
+    html: Path | None = None   # P4 report documents
+    pdf: Path | None = None
 
 
 def _path(value: str, rootdir: Path) -> Path:
@@ -89,6 +100,13 @@ def read_settings(config) -> Settings:
         raise UsageError(f"ini jaato_keep_workspaces: expected one of {', '.join(KEEP_CHOICES)}, "
                          f"got {keep!r}")
 
+    if opt.jaato_pdf:  # P4: a PDF nobody can render fails now, before any arm spends money
+        from .report.pdf import PdfUnavailable, load_weasyprint
+        try:
+            load_weasyprint()
+        except PdfUnavailable as exc:
+            raise UsageError(f"--jaato-pdf: {exc}") from None
+
     socket = opt.jaato_socket or str(ini("jaato_socket")).strip() or None
     ws = opt.jaato_workspaces or str(ini("jaato_workspaces")).strip() or None
     store = opt.jaato_out or str(ini("jaato_out")).strip() or DEFAULT_STORE
@@ -97,4 +115,7 @@ def read_settings(config) -> Settings:
         socket=str(_path(socket, Path.cwd())) if socket else None,
         workspaces=_path(ws, Path.cwd()) if ws else None, keep_workspaces=keep,
         store=_path(store, rootdir) if not opt.jaato_out else _path(store, Path.cwd()),
+        resume=bool(opt.jaato_resume),
+        html=_path(opt.jaato_html, Path.cwd()) if opt.jaato_html else None,
+        pdf=_path(opt.jaato_pdf, Path.cwd()) if opt.jaato_pdf else None,
     )

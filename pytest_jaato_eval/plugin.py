@@ -3,6 +3,7 @@
     collect.py     task.yaml -> arms (X2)          outcome.py  PASS/FAIL/BLOCKED (X3, X4, X7)
     arm.py         one arm, end to end              run.py      daemon + store lifecycle (X1)
     controller.py  store writer + pivot printer (X5, X6)
+    report/        HTML/PDF report, pytest-html columns (P4); commands.py: report/compare/validate
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import signal
 import pytest
 
 from . import outcome
-from .collect import RUN_KEY, collect_file
+from .collect import RUN_KEY, collect_file, deselect_resumed
 from .controller import Controller
 from .options import UsageError, add_options, read_settings
 from .run import EvalRun, new_run_id
@@ -33,6 +34,9 @@ def pytest_configure(config):
     config.stash[RUN_KEY] = run
     if run.controller:  # one store writer, one pivot printer, whatever -n is (X6)
         config.pluginmanager.register(Controller(run), "jaato-eval-controller")
+        if config.pluginmanager.hasplugin("html"):  # P4 columns: hooks pytest-html declares
+            from .report import pytest_html
+            pytest_html.register(config)
     _stop_on_sigterm()
 
 
@@ -44,6 +48,10 @@ def pytest_configure_node(node):
 
 def pytest_collect_file(file_path, parent):
     return collect_file(file_path, parent)
+
+
+def pytest_collection_modifyitems(config, items):
+    deselect_resumed(config, items)
 
 
 @pytest.hookimpl(wrapper=True)

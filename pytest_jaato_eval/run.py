@@ -16,11 +16,18 @@ from . import workspace
 from .arm import ArmSettings
 from .engine.daemon import ExternalDaemon, PrivateDaemon, remove_session_tmp
 from .options import Settings
-from .store import Store
+from .store import Store, latest_by_arm, read_records
 
 
 def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
+
+
+def resume_index(settings: Settings) -> dict[str, dict]:
+    """R3: with --resume, the arms already in the store (a repeated id counts once)."""
+    if not settings.resume or not settings.store.exists():
+        return {}
+    return latest_by_arm(read_records(settings.store))
 
 
 class EvalRun:
@@ -28,7 +35,8 @@ class EvalRun:
         self.settings = settings
         self.run_id = run_id
         self.controller = controller
-        self.store = Store(settings.store) if controller else None
+        self.store = Store(settings.store, append=settings.resume) if controller else None
+        self.resumed: dict[str, dict] = resume_index(settings)
         self.records: list[dict] = []       # controller: every arm's record, in finish order
         self.blocked: list[tuple[str, str]] = []  # (nodeid, reason)
         self.task_paths: dict[str, Path] = {}     # M1: task id -> manifest

@@ -30,8 +30,10 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None
     denom = 1 + z2 / n
     centre = (p + z2 / (2 * n)) / denom
     margin = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    # Clamp float noise: at p = 0 or 1 one bound is exactly 0 or 1.
-    return max(0.0, centre - margin), min(1.0, centre + margin)
+    # At p = 0 or 1 one bound is exactly 0 or 1; float noise must not move it.
+    lo = 0.0 if successes == 0 else max(0.0, centre - margin)
+    hi = 1.0 if successes == n else min(1.0, centre + margin)
+    return lo, hi
 
 
 def pass_at_k(n: int, c: int, k: int) -> float | None:

@@ -433,6 +433,18 @@ def test_profile_points_the_vllm_provider_here(tmp_path):
         assert "completion_payload_schema" not in bare and "runtime_limits" not in bare
 
 
+def test_host_less_profile_and_env_file(tmp_path):
+    (tmp_path / ".env").write_text("JAATO_PROFILE_SET=scripted\nVLLM_HOST=http://stale:1\n")
+    with ScriptedModel([Turn.text("x")]) as model:
+        path = model.write_profile(tmp_path / "cfg", "writer", profile_set="scripted", host=False)
+        assert path == tmp_path / "cfg" / "profiles" / "scripted" / "writer.yaml"
+        assert yaml.safe_load(path.read_text())["plugin_configs"]["vllm"] == {}
+        model.write_env(tmp_path, AI_RETRY_ATTEMPTS=1)
+        assert (tmp_path / ".env").read_text().splitlines() == [
+            "JAATO_PROFILE_SET=scripted", f"VLLM_HOST={model.url}", "AI_RETRY_ATTEMPTS=1"]
+        assert model.env == {"VLLM_HOST": model.url}
+
+
 def test_pricing_table_is_written_where_the_daemon_reads_it(tmp_path):
     with ScriptedModel([Turn.text("x")]) as model:
         path = model.write_pricing(tmp_path, input_per_token=1e-6, output_per_token=1e-5)

@@ -57,29 +57,53 @@ def _nice_ticks(top: float, count: int = 5) -> list[float]:
     return [i * step for i in range(n + 1)]
 
 
+def _log_ticks(lo: float, hi: float) -> list[float]:
+    """1-2-5 ticks per decade spanning [lo, hi] (decades only when the span is wide)."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    steps = (1,) if last - first > 3 else (1, 2, 5)
+    ticks = [m * 10.0 ** e for e in range(first, last + 1) for m in steps]
+    below = [t for t in ticks if t <= lo]
+    above = [t for t in ticks if t >= hi]
+    return [t for t in ticks if (below[-1] if below else ticks[0]) <= t <= (above[0] if above else ticks[-1])]
+
+
 def _tick_label(value: float) -> str:
     return "$" + (f"{value:.6f}".rstrip("0").rstrip(".") or "0")
+
+
+def x_scale(costs: list[float]) -> tuple[list[float], bool]:
+    """Ticks for the cost axis, and whether it is logarithmic: a cheap model can cost a
+    hundredth of a dear one, and a linear axis would stack every cheap set at $0."""
+    positive = [c for c in costs if c > 0]
+    if positive and len(positive) == len(costs) and max(positive) / min(positive) >= 20:
+        return _log_ticks(min(positive), max(positive)), True
+    return _nice_ticks(max(costs or [0.0]) * 1.1), False
 
 
 def svg(points: list[Point], width: int = 720, height: int = 330) -> str:
     """The chart; points without a rate or a cost are left to the caller to list."""
     plotted = [p for p in points if p.rate is not None and p.cost is not None]
     left, right, top, bottom = 64, 250, 16, 48
+    height = max(height, top + 34 * len(plotted) + 8)  # room for every legend entry
     pw, ph = width - left - right, height - top - bottom
-    xticks = _nice_ticks(max([p.cost for p in plotted] or [0.0]) * 1.1)
-    xmax = xticks[-1]
+    xticks, log = x_scale([p.cost for p in plotted])
 
     def x(v: float) -> float:
-        return left + pw * v / xmax
+        if log:
+            lo, hi = math.log10(xticks[0]), math.log10(xticks[-1])
+            return left + pw * (math.log10(v) - lo) / (hi - lo)
+        return left + pw * v / xticks[-1]
 
     def y(v: float) -> float:
         return top + ph * (1 - v)
 
-    # Inline SVG in HTML needs no xmlns, and the document carries no URL at all.
+    # Inline SVG in HTML needs no xmlns, and the document carries no URL at all. Text is
+    # styled by attributes: a PDF renderer need not apply the page's CSS inside an SVG.
     out = [f'<svg class="chart" role="img" '
            f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
            f'aria-label="pass rate against mean cost per arm, one point per profile set">',
            '<title>pass rate (95% Wilson interval) against mean cost per exercised arm</title>',
+           '<g font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="11" fill="#222">',
            f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>']
     for t in (0, 0.25, 0.5, 0.75, 1.0):
         out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(t):.1f}" y2="{y(t):.1f}" '
@@ -90,8 +114,8 @@ def svg(points: list[Point], width: int = 720, height: int = 330) -> str:
                    f'stroke="#999"/>')
         out.append(f'<text x="{x(t):.1f}" y="{top + ph + 17}" text-anchor="middle">'
                    f'{_tick_label(t)}</text>')
-    out.append(f'<text x="{left + pw / 2:.1f}" y="{height - 8}" text-anchor="middle">'
-               f'mean cost per exercised arm (USD)</text>')
+    axis = "mean cost per exercised arm (USD" + (", log scale)" if log else ")")
+    out.append(f'<text x="{left + pw / 2:.1f}" y="{height - 8}" text-anchor="middle">{axis}</text>')
     out.append(f'<text transform="translate(14 {top + ph / 2:.1f}) rotate(-90)" '
                f'text-anchor="middle">pass rate</text>')
     for i, p in enumerate(plotted):
@@ -108,13 +132,13 @@ def svg(points: list[Point], width: int = 720, height: int = 330) -> str:
         lx = left + pw + 16
         out.append(f'<circle cx="{lx}" cy="{ly}" r="5" fill="{colour}"/>'
                    f'<text x="{lx + 10}" y="{ly + 4}" font-weight="bold">'
-                   f'{escape(_clip(p.profile_set, 30))}</text>'
+                   f'{escape(_clip(p.profile_set, 34))}</text>'
                    f'<text x="{lx + 10}" y="{ly + 18}">{pct(p.rate)} ({interval_text(p.interval)}) '
-                   f'· {money(p.cost)} · n={p.exercised}</text>')
+                   f'· {money(p.cost)}/arm · n={p.exercised}</text>')
     if not plotted:
         out.append(f'<text x="{left + pw / 2:.1f}" y="{top + ph / 2:.1f}" text-anchor="middle">'
                    f'nothing to plot: no profile set has both a pass rate and a known cost</text>')
-    out.append("</svg>")
+    out.append("</g></svg>")
     return "".join(out)
 
 

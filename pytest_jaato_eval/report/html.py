@@ -39,6 +39,8 @@ td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-n
 .FAIL { background: #fbdedd; color: #7f1d1d; }
 .BLOCKED { background: #fff0bf; color: #6b3c0c; }
 .state { font-weight: bold; }
+td.state { white-space: nowrap; }
+.arm-evidence { border-top: 1px solid #ddd; padding-top: 4px; }
 .detail { font-size: 0.9em; color: #333; }
 .muted { color: #555; }
 .meta { color: #333; font-size: 12px; }
@@ -47,7 +49,6 @@ table.arms td { word-break: break-word; }
 pre.evidence { background: #f6f6f6; border: 1px solid #ddd; padding: 6px; margin: 2px 0 8px;
                white-space: pre-wrap; word-break: break-word; font-size: 11px; }
 svg.chart { max-width: 100%; height: auto; }
-svg.chart text { font-size: 11px; fill: #222; font-family: inherit; }
 ul { margin: 4px 0; padding-left: 20px; }
 @page { size: A4 landscape; margin: 12mm; }
 @media print {
@@ -196,10 +197,10 @@ def render(records: Iterable[dict[str, Any]], *, title: str = "jaato-eval report
     body = [f"<h1>{_e(title)}</h1>",
             "".join(f'<p class="meta">{_e(m)}</p>' for m in meta),
             "<h2>Pivot</h2>", pivot_section(cells, k, prose=True),
-            '<h2>Pass rate against cost, per profile set</h2>',
+            '<section class="keep"><h2>Pass rate against cost, per profile set</h2>',
             '<p class="muted">Each point pools a profile set\'s exercised arms over every task; '
             'the bar is the 95% Wilson interval. Up and to the left is better.</p>',
-            f'<div class="keep">{chart.svg(points)}</div>']
+            f'{chart.svg(points)}</section>']
     missing = chart.unplotted(points)
     if missing:
         body.append("<p>Not plotted:</p><ul>" + "".join(f"<li>{_e(m)}</li>" for m in missing)
@@ -215,7 +216,38 @@ def render(records: Iterable[dict[str, Any]], *, title: str = "jaato-eval report
 
 
 def write(path: Path, records: Iterable[dict[str, Any]], **kw) -> Path:
-    path = Path(path)
+    return write_text(Path(path), render(records, **kw))
+
+
+def write_documents(records: list[dict[str, Any]], html_path: Path | None, pdf_path: Path | None,
+                    source: str | None = None) -> list[str]:
+    """Write the HTML and/or PDF report of a run; one line each saying where (or why not).
+
+    Called at the end of a run, after every arm is in the store: a report that cannot be
+    written is said in one line, and never hides the results already printed.
+    """
+    if not (html_path or pdf_path):
+        return []
+    from . import pdf
+    document = render(records, source=source)
+    lines = []
+    if html_path:
+        try:
+            write_text(Path(html_path), document)
+            lines.append(f"html report: {html_path}")
+        except OSError as exc:
+            lines.append(f"error: html report not written: {html_path}: {exc.strerror or exc}")
+    if pdf_path:
+        try:
+            pdf.write(Path(pdf_path), document)
+            lines.append(f"pdf report: {pdf_path}")
+        except Exception as exc:  # the renderer's failure is a line, not a lost summary
+            lines.append(f"error: pdf report not written: {pdf_path}: "
+                         f"{' '.join(str(exc).split())[:300]}")
+    return lines
+
+
+def write_text(path: Path, document: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(records, **kw), encoding="utf-8")
+    path.write_text(document, encoding="utf-8")
     return path

@@ -59,8 +59,9 @@ def pins_summary(p: dict[str, Any]) -> list[str]:
     """Human lines for a report header."""
     def one(key):
         return ", ".join(p.get(key) or []) or "—"
+    harness = " ".join(", ".join(p[k]) for k in ("harness", "harness_version") if p.get(k))
     return [
-        f"harness: {one('harness')} {one('harness_version')}",
+        f"harness: {harness or '— (not recorded)'}",
         f"jaato-sdk: {one('jaato_sdk_version')} ({one('jaato_sdk_path')})",
         f"runs: {one('run_id')}",
     ]

@@ -593,16 +593,20 @@ class ScriptedModel:
         plugins: Iterable[str] = ("file_edit(preload)", "permission"),
         completion_payload_schema: Mapping[str, Any] | None = DEFAULT_COMPLETION_SCHEMA,
         unload_grace_seconds: float | None = 0,
+        host: bool = True,
         **extra: Any,
     ) -> dict[str, Any]:
         """A jaato profile (as a dict) that points the ``vllm`` provider here.
 
-        The ``permission`` plugin, when listed, gets ``defaultPolicy: allow`` so tools
-        run unattended.  ``extra`` keys are merged in at the top level (a
-        ``plugin_configs`` given there is merged with the generated one).
+        ``host=False`` leaves ``plugin_configs.vllm.host`` out, so the provider takes
+        ``VLLM_HOST`` from the session's environment (see :meth:`write_env`) -- the way
+        to keep a task's profile static while the port changes every run.  The
+        ``permission`` plugin, when listed, gets ``defaultPolicy: allow`` so tools run
+        unattended.  ``extra`` keys are merged in at the top level (a ``plugin_configs``
+        given there is merged with the generated one).
         """
         plugin_list = list(plugins)
-        plugin_configs: dict[str, Any] = {"vllm": {"host": self.url}}
+        plugin_configs: dict[str, Any] = {"vllm": {"host": self.url} if host else {}}
         if any(p.split("(")[0] == "permission" for p in plugin_list):
             plugin_configs["permission"] = {"policy": {"defaultPolicy": "allow"}}
         plugin_configs.update(extra.pop("plugin_configs", {}) or {})
@@ -620,12 +624,39 @@ class ScriptedModel:
         prof.update(extra)
         return prof
 
-    def write_profile(self, config_root: str | Path, name: str = "scripted", **kwargs: Any) -> Path:
-        """Write :meth:`profile` to ``<config_root>/profiles/<name>.yaml`` (as JSON,
-        which is valid YAML) and return the path."""
-        path = Path(config_root) / "profiles" / f"{name}.yaml"
+    def write_profile(self, config_root: str | Path, name: str = "scripted", *,
+                      profile_set: str | None = None, **kwargs: Any) -> Path:
+        """Write :meth:`profile` to ``<config_root>/profiles/[<profile_set>/]<name>.yaml``
+        (as JSON, which is valid YAML) and return the path."""
+        folder = Path(config_root) / "profiles"
+        if profile_set:
+            folder = folder / profile_set
+        path = folder / f"{name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.profile(name, **kwargs), indent=2) + "\n", encoding="utf-8")
+        return path
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The session environment that points a host-less ``vllm`` profile here."""
+        return {"VLLM_HOST": self.url}
+
+    def write_env(self, workspace: str | Path, **extra: str) -> Path:
+        """Set ``VLLM_HOST`` (plus ``extra``, e.g. ``AI_RETRY_ATTEMPTS="1"``) in
+        ``<workspace>/.env``, keeping the file's other lines.  The daemon reads that file
+        into the session's environment when the client passes ``env_file=".env"``."""
+        path = Path(workspace) / ".env"
+        wanted = {**self.env, **{k: str(v) for k, v in extra.items()}}
+        kept = []
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                key = line.split("=", 1)[0].strip()
+                if key.startswith("export "):
+                    key = key[len("export "):].strip()
+                if key not in wanted:
+                    kept.append(line)
+        kept.extend(f"{k}={v}" for k, v in wanted.items())
+        path.write_text("\n".join(kept) + "\n", encoding="utf-8")
         return path
 
     def pricing(self, *, input_per_token: float, output_per_token: float,

@@ -1,0 +1,4 @@
+"""`python -m pytest_jaato_eval report|compare|validate ...`: see commands.py."""
+from .commands import main
+
+raise SystemExit(main())
