@@ -30,6 +30,11 @@ class Controller:
         if outcome.is_blocked(report):
             self.run.blocked.append((report.nodeid, record.get("blocked_reason") or ""))
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem, report, sched):
+        """X6: a crashed xdist worker is an environment fault: its arm is BLOCKED, not FAILED."""
+        outcome.block_crashed(report, crashitem, self.run.run_id)
+
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         tr = terminalreporter

@@ -8,8 +8,12 @@ still understand it, but is marked and counted as its own category:
 from __future__ import annotations
 
 import json
+import re
+import time
 from typing import Any
 
+from .engine.session import AgentRun
+from .record import build_record
 from .verdict import BLOCKED, FAIL
 
 BLOCKED_CATEGORY = "blocked"
@@ -90,6 +94,28 @@ def mark_report(report: Any, item: Any, record: dict[str, Any]) -> None:
         path, lineno, _ = item.location
         report.outcome = "skipped"
         report.longrepr = (str(item.path), lineno, f"BLOCKED: {one_line(record['blocked_reason'])}")
+
+
+_ARM_NAME = re.compile(r"^(?P<task>.*)\[(?P<set>.*)-r(?P<repeat>\d+)\]$")
+
+
+def block_crashed(report: Any, nodeid: str, run_id: str) -> None:
+    """Turn xdist's FAILED crash report into a BLOCKED arm with a record of its own."""
+    name = nodeid.rsplit("::", 1)[-1]
+    m = _ARM_NAME.match(name)
+    task, pset, repeat = (m["task"], m["set"], int(m["repeat"])) if m else (name, "default", 0)
+    reason = f"worker crashed: {one_line(report.longrepr)} (the arm's process died; the arm " \
+             f"taught us nothing)"
+    record = build_record(
+        arm_id=f"{task}@{pset}#{repeat}", task_id=task, profile_set=pset, repeat=repeat,
+        state=BLOCKED, blocked_reason=reason, verdicts=[], run=AgentRun(), caveats=[
+            "synthesised by the controller: the worker running this arm crashed"],
+        completion_nudges=None, extra={"run_id": run_id, "task_hash": None, "workspace": None,
+                                       "finished_at": time.time()})
+    report.when = "call"
+    report.outcome = "skipped"
+    report.longrepr = (nodeid.split("::")[0], 0, f"BLOCKED: {reason}")
+    setattr(report, RECORD_ATTR, record)
 
 
 def record_of(report: Any) -> dict[str, Any] | None:

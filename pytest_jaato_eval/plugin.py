@@ -29,10 +29,11 @@ def pytest_configure(config):
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     workerinput = getattr(config, "workerinput", None)
-    run_id = workerinput.get("jaato_run_id") if workerinput else None
-    run = EvalRun(settings, run_id or new_run_id(), controller=workerinput is None)
+    workerinput = workerinput or {}
+    run = EvalRun(settings, workerinput.get("jaato_run_id") or new_run_id(),
+                  controller=not workerinput, parent_dir=workerinput.get("jaato_run_root"))
     config.stash[RUN_KEY] = run
-    if run.controller:  # one store writer, one pivot printer, whatever -n is (X6)
+    if not workerinput:  # one store writer, one pivot printer, whatever -n is (X6)
         config.pluginmanager.register(Controller(run), "jaato-eval-controller")
         if config.pluginmanager.hasplugin("html"):  # P4 columns: hooks pytest-html declares
             from .report import pytest_html
@@ -42,8 +43,11 @@ def pytest_configure(config):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
-    """xdist: every worker shares the controller's run id."""
-    node.workerinput["jaato_run_id"] = node.config.stash[RUN_KEY].run_id
+    """xdist: every worker shares the controller's run id, and keeps its run folder
+    under the controller's, so nothing a crashed worker leaves is lost track of."""
+    run = node.config.stash[RUN_KEY]
+    node.workerinput["jaato_run_id"] = run.run_id
+    node.workerinput["jaato_run_root"] = run.worker_root()
 
 
 def pytest_collect_file(file_path, parent):

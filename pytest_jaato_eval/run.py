@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import workspace
 from .arm import ArmSettings
-from .engine.daemon import ExternalDaemon, PrivateDaemon, remove_session_tmp
+from .engine.daemon import ExternalDaemon, PrivateDaemon, reap_orphan_daemon, remove_session_tmp
 from .options import Settings
 from .store import Store, latest_by_arm, read_records
 
@@ -31,8 +31,11 @@ def resume_index(settings: Settings) -> dict[str, dict]:
 
 
 class EvalRun:
-    def __init__(self, settings: Settings, run_id: str, controller: bool):
+    def __init__(self, settings: Settings, run_id: str, controller: bool,
+                 parent_dir: str | None = None):
         self.settings = settings
+        self.parent_dir = parent_dir  # xdist: the controller's folder for its workers' runs
+        self._worker_root: Path | None = None
         self.run_id = run_id
         self.controller = controller
         self.store = Store(settings.store, append=settings.resume) if controller else None
@@ -50,8 +53,15 @@ class EvalRun:
     def run_dir(self) -> Path:
         if self._run_dir is None:
             # Short and private: a unix socket path must stay under ~100 bytes.
-            self._run_dir = Path(tempfile.mkdtemp(prefix="jaato-eval-"))
+            self._run_dir = Path(tempfile.mkdtemp(prefix="jaato-eval-", dir=self.parent_dir))
         return self._run_dir
+
+    def worker_root(self) -> str:
+        """xdist: one folder holding every worker's run folder, so a crashed worker's
+        leftovers are still found and removed by the controller at the end."""
+        if self._worker_root is None:
+            self._worker_root = Path(tempfile.mkdtemp(prefix="jaato-eval-"))
+        return str(self._worker_root)
 
     @property
     def daemon(self):
@@ -89,11 +99,21 @@ class EvalRun:
             remove_session_tmp(str(self._arm_settings.workspace_root), self.started - 1)
         if self.store is not None:
             self.store.close()
+        root, self._worker_root = self._worker_root, None
+        if root is not None:  # after every worker ended: sweep what a crashed one left
+            for child in root.iterdir():
+                reap_orphan_daemon(child / "daemon")  # a crashed worker's, dying on its own
+                # A crashed worker never re-swept its discarded workspaces: unless the user
+                # keeps some, nothing in its folder is wanted.
+                if self.settings.keep_workspaces == "never" or not _has_kept_workspaces(child):
+                    shutil.rmtree(child, ignore_errors=True)
+            if not any(root.iterdir()):
+                root.rmdir()
         run_dir, self._run_dir = self._run_dir, None
         if run_dir is None or not run_dir.exists():
             return None
         kept = run_dir / "workspaces"
-        has_kept = kept.is_dir() and any(kept.iterdir())
+        has_kept = _has_kept_workspaces(run_dir)
         for child in list(run_dir.iterdir()):
             if child != kept or not has_kept:
                 if child.is_dir() and not child.is_symlink():
@@ -104,3 +124,8 @@ class EvalRun:
             shutil.rmtree(run_dir, ignore_errors=True)
             return None
         return kept
+
+
+def _has_kept_workspaces(run_dir: Path) -> bool:
+    kept = run_dir / "workspaces"
+    return kept.is_dir() and any(kept.iterdir())

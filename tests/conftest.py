@@ -35,6 +35,15 @@ WRITER = {
     "runtime_limits": {"unload_grace_seconds": 0},
 }
 
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+
+
+def signer(payload: dict) -> dict:
+    """An echo profile that signs off at once with `payload` (a real signal_completion)."""
+    return dict(WRITER, name="signer", completion_payload_schema=SCHEMA, plugin_configs={
+        "echo": {"tool_call": {"name": "signal_completion", "args": payload}, "response": "ok"},
+        "permission": {"policy": {"defaultPolicy": "allow"}}})
+
 
 def short_tmpdir(prefix: str) -> Path:
     """Unix socket paths must stay short; pytest's tmp paths are long."""

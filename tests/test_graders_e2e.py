@@ -12,16 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import WRITER
-
-SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
-
-
-def signer(payload: dict) -> dict:
-    return dict(WRITER, name="signer", completion_payload_schema=SCHEMA, plugin_configs={
-        "echo": {"tool_call": {"name": "signal_completion", "args": payload}, "response": "ok"},
-        "permission": {"policy": {"defaultPolicy": "allow"}}})
-
+from conftest import SCHEMA, WRITER, signer
 
 def unsigned() -> dict:
     # Works (writes the file) but never calls signal_completion.

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from conftest import processes_mentioning
+from conftest import processes_mentioning, signer
 
 
 def test_resume_runs_only_the_missing_arms_and_refuses_a_changed_task(project):
@@ -67,3 +67,23 @@ def test_xdist_spreads_arms_over_private_daemons_and_one_writer(project):
     assert len({r["run_id"] for r in records}) == 1, "workers share the controller's run id"
     assert result.stdout.str().count("jaato-eval pivot") == 1
     assert processes_mentioning(str(project.tmp)) == [] and project.run_dirs() == []
+
+
+def test_a_worker_killed_mid_arm_blocks_that_arm_only(project):
+    crash = project.root / "tasks" / "crash" / ".jaato"
+    project.task("crash", graders=[{"kind": "processor", "script": "die.py"}],
+                 profile=signer({"answer": "42"}))
+    (crash / "die.py").write_text("import os\n\ndef validate(payload, context):\n    os._exit(3)\n")
+    for name in ("a", "b"):
+        project.task(name, repeats=2)
+    result = project.run("tasks", "-n", "2", shared_daemon=False)
+    records = {r["arm_id"]: r for r in project.records()}
+    assert len(records) == 5 and len(project.records()) == 5
+    crashed = records["crash@echo#0"]
+    assert crashed["state"] == "BLOCKED" and "worker crashed" in crashed["blocked_reason"]
+    assert all(r["state"] == "PASS" for k, r in records.items() if k != "crash@echo#0")
+    assert result.ret == 2, result.stdout.str()
+    result.stdout.fnmatch_lines(["*4 passed, 1 blocked*"])
+    time.sleep(2)  # the orphaned daemon gets SIGTERM from the kernel when its worker dies
+    assert processes_mentioning(str(project.tmp)) == []
+    assert project.run_dirs() == [], [str(p) for d in project.run_dirs() for p in d.rglob("*")]

@@ -34,6 +34,20 @@ def can_connect(path: str, timeout: float = 1.0) -> bool:
         s.close()
 
 
+def _die_with_parent() -> None:
+    """In the daemon's child before exec: SIGTERM it if we die without stopping it.
+
+    A pytest process killed outright (an xdist worker's os._exit, SIGKILL) never
+    runs its cleanup; Linux's parent-death signal makes the daemon shut down
+    (reaping its runners) all the same. A no-op where prctl is missing.
+    """
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def descendants(pid: int) -> list[int]:
     """Every live process below `pid`, read from /proc (empty where there is no /proc)."""
     children: dict[int, list[int]] = {}
@@ -115,6 +129,7 @@ class PrivateDaemon:
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 cwd=self.run_dir, env=env,
                 start_new_session=True,  # its own group: Ctrl-C reaches us, we stop it
+                preexec_fn=_die_with_parent,
             )
         except OSError as exc:
             raise DaemonError(f"daemon: could not start {self.python} -m jaato_server: {exc}")
@@ -203,3 +218,26 @@ def remove_session_tmp(marker: str, since: float, tmp_root: str = "/tmp") -> int
         shutil.rmtree(folder, ignore_errors=True)
         removed += 1
     return removed
+
+
+def reap_orphan_daemon(run_dir: Path, wait: float = 15.0) -> None:
+    """Wait for (then kill) a daemon whose owner died: a crashed xdist worker's.
+
+    Its parent-death signal already asked it to shut down; it may still be
+    writing into its folder, which must not be removed under it.
+    """
+    try:
+        pid = int((Path(run_dir) / "daemon.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.2)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -58,13 +58,14 @@ def _nice_ticks(top: float, count: int = 5) -> list[float]:
 
 
 def _log_ticks(lo: float, hi: float) -> list[float]:
-    """1-2-5 ticks per decade spanning [lo, hi] (decades only when the span is wide)."""
+    """1-2-5 ticks per decade from below `lo` to above `hi` (decades only when the span is
+    wide), starting and ending a step beyond the data so no point sits on the frame."""
     first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-    steps = (1,) if last - first > 3 else (1, 2, 5)
-    ticks = [m * 10.0 ** e for e in range(first, last + 1) for m in steps]
-    below = [t for t in ticks if t <= lo]
-    above = [t for t in ticks if t >= hi]
-    return [t for t in ticks if (below[-1] if below else ticks[0]) <= t <= (above[0] if above else ticks[-1])]
+    steps = (1,) if last - first > 2 else (1, 2, 5)
+    ticks = [m * 10.0 ** e for e in range(first - 1, last + 2) for m in steps]
+    below = [t for t in ticks if t < lo * 0.999]
+    above = [t for t in ticks if t > hi * 1.001]
+    return [t for t in ticks if below[-1] <= t <= above[0]]
 
 
 def _tick_label(value: float) -> str:

@@ -34,7 +34,7 @@ th, td { border: 1px solid #c8c8c8; padding: 3px 6px; vertical-align: top; text-
 th { background: #efefef; font-weight: bold; }
 td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
 .mono, code { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 0.92em;
-              word-break: break-all; }
+              overflow-wrap: break-word; }
 .PASS { background: #e2f3e5; color: #14532d; }
 .FAIL { background: #fbdedd; color: #7f1d1d; }
 .BLOCKED { background: #fff0bf; color: #6b3c0c; }
@@ -45,9 +45,10 @@ td.state { white-space: nowrap; }
 .muted { color: #555; }
 .meta { color: #333; font-size: 12px; }
 table.arms { font-size: 11.5px; width: 100%; }
-table.arms td { word-break: break-word; }
+table.arms td { overflow-wrap: break-word; }
+table.arms td.arm { white-space: nowrap; }  /* the id people search for: never split */
 pre.evidence { background: #f6f6f6; border: 1px solid #ddd; padding: 6px; margin: 2px 0 8px;
-               white-space: pre-wrap; word-break: break-word; font-size: 11px; }
+               white-space: pre-wrap; overflow-wrap: anywhere; font-size: 11px; }
 svg.chart { max-width: 100%; height: auto; }
 ul { margin: 4px 0; padding-left: 20px; }
 @page { size: A4 landscape; margin: 12mm; }
@@ -64,7 +65,7 @@ ul { margin: 4px 0; padding-left: 20px; }
 UNKNOWN_PROSE = (
     "— means unknown, never zero: cost — is not free (nobody reported a price); nudges — "
     "means the count could not be read, not that none fired; pass rate — means every arm "
-    "was BLOCKED, so nothing about the agent was learned. A `+` after a sum means some arms "
+    "was BLOCKED, so nothing about the agent was learned. A + after a sum means some arms "
     "reported nothing and the sum covers the others.")
 
 
@@ -166,6 +167,8 @@ def task_section(task_id: str, records: list[dict[str, Any]]) -> str:
                 out.append(f'<td class="state {value}">{value}</td>')
             elif col in numeric:
                 out.append(f'<td class="num">{value}</td>')
+            elif col == "arm":
+                out.append(f'<td class="mono arm">{value}</td>')
             elif col in mono:
                 out.append(f'<td class="mono">{value}</td>')
             else:

@@ -39,6 +39,10 @@ Faults (see ``docs/scripted-model.md`` for what the daemon does with each):
   line), ``"truncated"`` (half a JSON chunk, then the connection drops mid-body), or
   ``"unterminated"`` (valid chunks, then a clean end with no ``finish_reason``).
 
+A task's profile can stay static: leave ``plugin_configs.vllm.host`` out
+(``profile(host=False)``) and :meth:`ScriptedModel.write_env` puts ``VLLM_HOST`` in the
+arm workspace's ``.env``, which the daemon loads into the session's environment.
+
 Tool names: jaato offers tools to the model under hashed ids (``t_<8 hex>``, the first
 eight hex digits of the name's SHA-256).  The daemon maps an id back to its name, and
 passes an unknown name through unchanged, so either spelling works.  By default

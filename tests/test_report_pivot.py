@@ -1,0 +1,134 @@
+"""The pivot's numbers (P1-P3) on hand-made stores, read back from disk like any store."""
+from __future__ import annotations
+
+import json
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_jaato_eval.commands import read_store
+from pytest_jaato_eval.pivot import DASH, build_cells, default_k, render_pivot
+from pytest_jaato_eval.record import RECORD_KEYS
+
+
+def arm(task, ps, repeat, state, *, cost=None, tokens=None, h=None, reason=None):
+    record = dict.fromkeys(RECORD_KEYS)
+    record.update(results_version="1", caveats=[], arm_id=f"{task}@{ps}#{repeat}", task_id=task,
+                  profile_set=ps, repeat=repeat, state=state, verdicts=[], session_ids=[],
+                  blocked_reason=reason, payload_hash=h,
+                  usage={"cost_usd": cost, "spend_total_tokens": tokens})
+    return record
+
+
+def store(tmp_path, records, name="store.jsonl"):
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return read_store(path).records
+
+
+def columns(lines, row=1):
+    """A rendered pivot row as {header: value} (columns are 2+ spaces apart)."""
+    split = lambda line: re.split(r"\s{2,}", line.strip())  # noqa: E731
+    return dict(zip(split(lines[0]), split(lines[row]), strict=True))
+
+
+def test_pass_fail_blocked_429(tmp_path):
+    records = store(tmp_path, [
+        arm("t", "echo", 0, "PASS", cost=0.5, tokens=100, h="x"),
+        arm("t", "echo", 1, "FAIL", cost=0.25, tokens=50, h="y"),
+        arm("t", "echo", 2, "BLOCKED", reason="ProviderError: 429 Too Many Requests"),
+    ])
+    (cell,) = build_cells(records)
+    assert (cell.exercised, cell.passed, cell.failed, cell.blocked) == (2, 1, 1, 1)
+    assert cell.pass_rate == 0.5
+    lo, hi = cell.interval
+    assert round(lo, 3) == 0.095 and round(hi, 3) == 0.905   # 95% Wilson, 1 of 2
+    assert cell.floor == 1 / 3                                # BLOCKED counted as FAIL
+    lines = render_pivot([cell])
+    text = "\n".join(lines)
+    row = columns(lines)
+    assert row["pass rate"] == "50%" and row["95% CI"] == "9–91%" and row["floor"] == "33%"
+    assert (row["n"], row["pass"], row["fail"], row["blocked"]) == ("2", "1", "1", "1")
+    assert row["cost"] == "$0.7500+"   # the BLOCKED arm reported no cost: a partial sum, marked
+    assert row["tokens"] == "150+" and row["det"] == "50%"
+    assert "(1×) ProviderError: 429 Too Many Requests" in text
+    assert "(1×) 429" in text.replace("ProviderError: ", "")
+    assert lines[-1].strip() == "t @ echo: (1×) ProviderError: 429 Too Many Requests"
+
+
+def test_all_blocked_is_a_dash_never_zero(tmp_path):
+    records = store(tmp_path, [arm("t", "echo", r, "BLOCKED", reason="daemon gone")
+                               for r in range(3)])
+    (cell,) = build_cells(records)
+    assert cell.pass_rate is None and cell.interval is None and cell.det is None
+    assert cell.floor == 0.0  # every arm blocked: the pessimist's floor really is 0
+    row = columns(render_pivot([cell]))
+    assert row["pass rate"] == DASH and row["95% CI"] == DASH and row["det"] == DASH
+    assert (row["n"], row["blocked"], row["floor"]) == ("0", "3", "0%")
+    assert "(3×) daemon gone" in "\n".join(render_pivot([cell]))
+
+
+def test_unknown_cost_and_tokens_are_dashes(tmp_path):
+    records = store(tmp_path, [arm("t", "s", 0, "PASS", h="x")])
+    row = columns(render_pivot(build_cells(records)))
+    assert row["cost"] == DASH and row["tokens"] == DASH  # unknown, not free
+
+
+def test_det_with_blocked_arms_never_exceeds_100(tmp_path):
+    # The reference counted a BLOCKED arm's hash in the numerator only: 3 / 1 = 300%.
+    records = store(tmp_path, [arm("t", "s", 0, "PASS", h="x"),
+                               arm("t", "s", 1, "BLOCKED", h="x", reason="r"),
+                               arm("t", "s", 2, "BLOCKED", h="x", reason="r")])
+    (cell,) = build_cells(records)
+    assert cell.det == 1.0
+    assert columns(render_pivot([cell]))["det"] == "100%"
+
+
+@given(st.lists(st.tuples(st.sampled_from(["PASS", "FAIL", "BLOCKED"]),
+                          st.sampled_from(["a", "b", None])), min_size=1, max_size=12))
+def test_det_is_a_share_of_exercised_arms(arms_):
+    records = [arm("t", "s", i, state, h=h, reason="r") for i, (state, h) in enumerate(arms_)]
+    (cell,) = build_cells(records)
+    exercised = [h for state, h in arms_ if state != "BLOCKED"]
+    if not exercised:
+        assert cell.det is None
+    else:
+        assert 0 < cell.det <= 1.0
+        assert cell.det * len(exercised) == max(exercised.count(v) for v in set(exercised))
+
+
+def test_pass_at_k_columns_appear_with_repeats(tmp_path):
+    records = store(tmp_path, [arm("t", "s", r, "PASS" if r < 3 else "FAIL", h="x")
+                               for r in range(5)]
+                    + [arm("u", "s", 0, "PASS", h="x")])
+    cells = build_cells(records)
+    assert default_k(cells) == 5  # the only cell with repeats has 5 exercised arms
+    lines = render_pivot(cells, k=2)
+    t_row, u_row = columns(lines, 1), columns(lines, 2)
+    assert (t_row["pass@2"], t_row["pass^2"]) == ("90%", "30%")  # 1-C(2,2)/C(5,2), C(3,2)/C(5,2)
+    assert (u_row["pass@2"], u_row["pass^2"]) == (DASH, DASH)    # one attempt cannot answer
+    assert "pass@5" in render_pivot(cells)[0]                    # the default k
+
+
+def test_no_repeats_no_pass_at_k_columns(tmp_path):
+    lines = render_pivot(build_cells(store(tmp_path, [arm("t", "s", 0, "PASS", h="x")])))
+    assert "pass@" not in lines[0]
+
+
+def test_a_repeated_arm_id_counts_once(tmp_path):
+    records = store(tmp_path, [arm("t", "s", 0, "BLOCKED", reason="429"),
+                               arm("t", "s", 0, "PASS", h="x")])
+    (cell,) = build_cells(records)
+    assert (cell.passed, cell.blocked) == (1, 0)  # R3: the last record wins
+
+
+def test_digest_groups_reasons_that_differ_only_by_ids(tmp_path):
+    records = store(tmp_path, [
+        arm("t", "s", 0, "BLOCKED", reason="session 3f1c2b9e-4d5a-4b6c-8d7e-0f1a2b3c4d5e: 429"),
+        arm("t", "s", 1, "BLOCKED", reason="session 9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d: 429"),
+        arm("t", "s", 2, "BLOCKED", reason="pool exhausted"),
+    ])
+    lines = render_pivot(build_cells(records))
+    digest = lines[lines.index("blocked reasons (most frequent first):") + 1:]
+    assert digest == ["  t @ s: (2×) session …: 429", "  t @ s: (1×) pool exhausted"]
