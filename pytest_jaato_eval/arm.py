@@ -121,6 +121,7 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings) -> dict[str, Any]:
         state=state, blocked_reason=blocked_reason, verdicts=verdicts, run=run,
         caveats=caveats, completion_nudges=nudges,
         extra={"run_id": settings.run_id, "task_hash": task.content_hash,
+               "termination_reason": run.termination_reason,
                "workspace": kept, "finished_at": time.time()})
 
 

@@ -16,6 +16,11 @@ from .collect import RUN_KEY, collect_file, deselect_resumed
 from .controller import Controller
 from .options import UsageError, add_options, read_settings
 from .run import EvalRun, new_run_id
+from .testing.model_server import scripted_model_fixture
+
+# For task authors' own tests: a scripted OpenAI-compatible model on 127.0.0.1
+# (docs/scripted-model.md). A fixture, so it lives with the hooks pytest loads.
+scripted_model = pytest.fixture(scripted_model_fixture, name="scripted_model")
 
 
 def pytest_addoption(parser):

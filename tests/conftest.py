@@ -56,7 +56,8 @@ def daemon():
     base = short_tmpdir("jtd-")
     tmp = base / "tmp"
     tmp.mkdir()
-    d = PrivateDaemon(base / "d", env={**os.environ, "TMPDIR": str(tmp)})
+    # One provider attempt: a scripted 429 fails in seconds, not after jaato's ~20 s of retries.
+    d = PrivateDaemon(base / "d", env={**os.environ, "TMPDIR": str(tmp), "AI_RETRY_ATTEMPTS": "1"})
     d.ensure()
     yield d
     d.stop()

@@ -12,16 +12,17 @@ def test_shipped_tasks_pass_on_a_private_daemon(project):
     """`pytest tasks/` as a new user runs it: every arm PASS, exit 0, one full record per arm."""
     shutil.copytree(REPO / "tasks", project.root / "tasks")
     result = project.run("tasks", shared_daemon=False)
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=6)
     assert result.ret == 0
     records = project.records()
     assert sorted(r["arm_id"] for r in records) == [
-        "config-file@echo#0", "write-file@echo#0", "write-file@echo#1"]
+        "config-file@echo#0", "judged-file@echo#0", "signed-answer@echo#0",
+        "two-stage-driver@echo#0", "write-file@echo#0", "write-file@echo#1"]
     for r in records:
         assert set(RECORD_KEYS) <= set(r), set(RECORD_KEYS) - set(r)
         assert r["state"] == "PASS"
         assert (r["model"], r["provider"]) == ("echo", "echo")
-        assert r["session_id"] and r["session_ids"] == [r["session_id"]]
+        assert r["session_id"] and r["session_ids"][0] == r["session_id"]
         assert r["turns"] >= 1
         assert r["usage"]["cost_usd"] > 0 and r["usage"]["spend_total_tokens"] > 0
         assert r["provenance"]["jaato_sdk_version"]

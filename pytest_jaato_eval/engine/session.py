@@ -6,6 +6,7 @@ unsigned terminal (S8): the agent worked but never signed off, so it is graded.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,21 @@ class AgentRun:
             "DriverStoppedShort")
 
 
+_PROVIDER_RAISED = re.compile(r"model loop raised (?P<cls>[A-Za-z_][\w.]*): (?P<rest>.*)", re.S)
+
+
+def provider_error(text: str) -> str | None:
+    """Name the provider's own exception (RateLimitError, InternalServerError, ...).
+
+    The daemon wraps every provider failure as RunnerCallError and keeps the real
+    class only in its text; the class is what tells a 429 from a broken stream.
+    """
+    m = _PROVIDER_RAISED.search(text)
+    if not m:
+        return None
+    return f"provider error: {m['cls']}: {' '.join(m['rest'].split())[:400]}"
+
+
 def run_session_arm(spec: SessionArmSpec) -> AgentRun:
     """Run one session arm to its terminus on its own event loop."""
     return asyncio.run(_SessionArm(spec).run())
@@ -90,6 +106,7 @@ class _SessionArm:
         self.errors: list[tuple[str, str]] = []
         self.history_box: asyncio.Future | None = None
         self.client: IPCClient | None = None
+        self.terminated = asyncio.Event()
 
     # -- events -------------------------------------------------------------
     def _on_info(self, ev: Any) -> None:
@@ -101,6 +118,7 @@ class _SessionArm:
         self.errors.append((getattr(ev, "error_type", "") or "Error", getattr(ev, "error", "")))
 
     def _on_terminated(self, ev: Any) -> None:
+        self.terminated.set()
         self.out.termination_reason = getattr(ev, "reason", None)
         if getattr(ev, "error_type", None):
             self.out.error_type = ev.error_type
@@ -170,7 +188,7 @@ class _SessionArm:
             if out.error_type in UNSIGNED_ERRORS:
                 out.error = text  # S8: graded, not blocked
             else:
-                out.blocked_reason = f"session error: {text}"
+                out.blocked_reason = provider_error(text) or f"session error: {text}"
         except PermissionUnhandled as exc:
             out.blocked_reason = (f"permission: tool {exc.tool_name!r} asked for permission and "
                                   f"nobody answers in an eval run; allow it in the profile "
@@ -210,7 +228,7 @@ class _SessionArm:
         try:
             async with asyncio.timeout(STOP_WAIT):
                 await self.client.stop_session(self.out.session_id)
-                await asyncio.sleep(0.2)  # let the command leave before we hang up
+                await self.terminated.wait()  # the daemon confirms with the session's terminal
         except (Exception, asyncio.CancelledError):  # noqa: BLE001 - best effort on a dying arm
             pass
 
