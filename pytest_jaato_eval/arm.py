@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from . import workspace
 from .engine.accounting import count_nudges
+from .engine.budget import profile_ceiling
 from .engine.daemon import DaemonError
 from .engine.driver import DriverArmSpec, run_driver_arm
 from .engine.session import AgentRun, Ceiling, SessionArmSpec, run_session_arm
@@ -20,6 +21,7 @@ from .graders.context import GraderContext
 from .graders.ledger import ledger_of
 from .manifest import DRIVER, Task
 from .record import build_record
+from .redact import Redactor
 from .verdict import BLOCKED, FAIL, PASS, roll_up
 
 DEFAULT_SET = "default"
@@ -53,6 +55,11 @@ class Daemon(Protocol):
     def ensure(self) -> str: ...
 
 
+class Pools(Protocol):
+    def pool_for(self, task: Task) -> tuple[str | None, str | None]: ...
+    def pool_reading(self, cid: str) -> dict | None: ...
+
+
 @dataclass(frozen=True)
 class ArmSettings:
     workspace_root: Path
@@ -62,19 +69,27 @@ class ArmSettings:
     # Workspaces removed after grading. The daemon may still persist a session
     # record into one a moment later, so the run removes them again at its end.
     discarded: list[Path] = field(default_factory=list)
+    # Credentials in the environment at run start: masked in every record (redact.py).
+    redact: Redactor = field(default_factory=Redactor.from_environ)
 
 
-def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings) -> dict[str, Any]:
+def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools) -> dict[str, Any]:
     """Run an arm and return its record. Never raises for an arm-level fault."""
     task = arm.task
-    run, caveats, ws, socket = AgentRun(), [], None, None
-    # D1: a driver arm's cascade id is fresh per arm (a task pool's, once pools exist).
-    cascade_id = f"jaato-eval-{settings.run_id}-{uuid.uuid4().hex[:8]}" if task.kind == DRIVER else None
+    run, caveats, ws, socket, on_arrival = AgentRun(), [], None, None, None
     try:
         ws = workspace.materialise(settings.workspace_root, arm.id, task.fixture, arm.profile_set)
         socket = daemon.ensure()
     except (workspace.WorkspaceError, DaemonError) as exc:
         run.blocked_reason = str(exc)
+    # B1 / D1: the task pool's cascade id; else a fresh one for a driver, none for a session.
+    cascade_id, pool_error = pools.pool_for(task) if socket else (None, None)
+    if pool_error:
+        run.blocked_reason, socket = pool_error, None
+    elif cascade_id:
+        on_arrival = pools.pool_reading(cascade_id)  # B2: immediately before the arm starts
+    elif task.kind == DRIVER:
+        cascade_id = f"jaato-eval-{settings.run_id}-{uuid.uuid4().hex[:8]}"
     if socket:
         if task.kind == DRIVER:
             run = run_driver_arm(DriverArmSpec(
@@ -85,7 +100,9 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings) -> dict[str, Any]:
                 socket_path=socket, workspace=ws, config_root=task.config_root,
                 profile=task.profile, prompt=task.prompt, agent=task.agent,
                 agent_params=dict(task.agent_params) if task.agent_params else None,
-                ceiling=settings.ceiling))
+                cascade_id=cascade_id, ceiling=settings.ceiling))
+        if (run.blocked_reason or "").startswith("CascadeExhaustedError"):
+            run.blocked_reason = f"pool {cascade_id} of task {task.id!r} exhausted: {run.blocked_reason}"
 
     verdicts = []
     if not run.blocked_reason and ws is not None:
@@ -116,13 +133,19 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings) -> dict[str, Any]:
         else:
             workspace.discard(ws)
             settings.discarded.append(ws)
-    return build_record(
+    ceiling = profile_ceiling(task.config_root, arm.profile_set, task.profile) if (
+        task.kind != DRIVER) else None  # a driver arm binds no profile of its own
+    # The one choke point: the store, JUnit, the failure text and the reports all read
+    # this record, so a secret a grader printed is masked before any of them sees it.
+    return settings.redact(build_record(
         arm_id=arm.id, task_id=task.id, profile_set=arm.set_name, repeat=arm.repeat,
         state=state, blocked_reason=blocked_reason, verdicts=verdicts, run=run,
-        caveats=caveats, completion_nudges=nudges,
+        caveats=caveats, completion_nudges=nudges, budget_ceiling=ceiling,
+        pool_limits={k: v for k, v in task.budget.items() if k != "degrade"} if task.budget else None,
+        pool_on_arrival=on_arrival,
         extra={"run_id": settings.run_id, "task_hash": task.content_hash,
                "termination_reason": run.termination_reason,
-               "workspace": kept, "finished_at": time.time()})
+               "workspace": kept, "finished_at": time.time()}))
 
 
 __all__ = ["Arm", "ArmSettings", "arms_of", "run_arm", "PASS", "FAIL", "BLOCKED"]

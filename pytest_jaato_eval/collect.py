@@ -7,6 +7,7 @@ import pytest
 
 from . import outcome
 from .arm import Arm, arms_of, run_arm
+from .engine.budget import ceiling_warning
 from .manifest import ManifestError, load_task
 from .run import EvalRun
 
@@ -35,6 +36,9 @@ class TaskFile(pytest.File):
                 raise ManifestError(self.path, "resume", (
                     f"task {task.id!r} changed since {settings.store} was written (its manifest, "
                     f"fixture or config root differs); run without --resume to start a new store"))
+        warning = ceiling_warning(task.id, task.budget, settings.ceiling.seconds)
+        if warning:  # B4
+            self.warn(pytest.PytestWarning(warning))
         for arm in arms_of(task, settings.profile_sets, settings.repeats):
             name = f"{_node_safe(task.id)}[{_node_safe(arm.set_name)}-r{arm.repeat}]"
             item = ArmItem.from_parent(self, name=name, arm=arm)
@@ -58,7 +62,7 @@ class ArmItem(pytest.Item):
 
     def runtest(self) -> None:
         run = self.config.stash[RUN_KEY]
-        self.record = run_arm(self.arm, run.daemon, run.arm_settings())
+        self.record = run_arm(self.arm, run.daemon, run.arm_settings(), run)
         # JUnit reads properties off the item's reports (X7).
         self.user_properties.extend(outcome.junit_properties(self.record))
         outcome.raise_for(self.record)

@@ -9,6 +9,7 @@ import pytest
 
 from . import outcome
 from .pivot import build_cells, render_pivot
+from .render import safe_text
 from .report.html import write_documents
 from .run import EvalRun
 
@@ -63,7 +64,7 @@ class Controller:
             if not any(tr.stats.get(cat) for ch, cat in _SUMMARY_CHARS.items()
                        if ch in tr.reportchars):
                 tr.write_sep("=", "short test summary info", cyan=True, bold=True)
-            for nodeid, reason in self.run.blocked:
-                tr.write_line(f"{tr._tw.markup('BLOCKED', yellow=True)} {nodeid} - "
-                              f"{outcome.one_line(reason, 200)}")
+            for nodeid, reason in self.run.blocked:  # both may carry a grader's or daemon's text
+                tr.write_line(f"{tr._tw.markup('BLOCKED', yellow=True)} "
+                              f"{safe_text(nodeid, 300, collapse=False)} - {safe_text(reason, 200)}")
         return result

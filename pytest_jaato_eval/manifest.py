@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any, Mapping
 import yaml
 
 from .contract import param_variable
+from .render import safe_text
 
 SESSION, DRIVER = "session", "driver"
 GRADER_KINDS = ("script", "processor", "judge")
@@ -38,12 +40,19 @@ REFUSED = {
     SESSION: ("harness.run", "input.params"),
     DRIVER: ("harness.profile", "input.prompt", "input.agent", "input.agent_params"),
 }
+# Parameters and the degrade ladder are handed on as JSON (C2): a bound on how many values
+# one may hold keeps a YAML alias bomb from expanding into billions of them.
+MAX_JSON_VALUES = 10_000
 
 
 class ManifestError(Exception):
     """A task.yaml that cannot be run; str() is the one-line message (M2)."""
 
     def __init__(self, path: Path | str, where: str, reason: str):
+        # A key or a YAML problem may hold a line break, an ESC or 100k characters: the
+        # line stays one printable line of bounded length whatever the file holds (M2).
+        where = safe_text(where, 200, collapse=False)
+        reason = safe_text(reason, 600, collapse=False)
         self.path, self.where, self.reason = str(path), where, reason
         super().__init__(f"{self.path}: {where}: {reason}" if where else f"{self.path}: {reason}")
 
@@ -91,6 +100,34 @@ class Task:
 
 def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
+
+
+def _shown(value: Any) -> str:
+    """A scalar quoted in a complaint, clipped."""
+    try:
+        shown = repr(value)
+    except ValueError:  # an int past sys.get_int_max_str_digits(): YAML reads 0x… of any size
+        return f"<{value.bit_length()}-bit integer>"
+    return shown[:57] + "...'" if isinstance(value, str) and len(shown) > 60 else shown
+
+
+def _finite(value: Any) -> bool:
+    """nan, inf and ints past float range are no count, limit or timeout anyone meant."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _unpassable(text: str) -> str | None:
+    """Why the OS cannot be handed `text` (argv, environment, paths), or None."""
+    if "\x00" in text:
+        return "holds a NUL character, which no command, path or variable can carry"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "holds an unpaired surrogate, which is not text"
+    return None
 
 
 class _Reader:
@@ -141,34 +178,80 @@ class _Reader:
         return self.check(value, full, kind)
 
     def check(self, value: Any, where: str, kind: str) -> Any:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value)
         ok = {
             "a string": isinstance(value, str),
             "a non-blank string": isinstance(value, str) and value.strip() != "",
             "a mapping": isinstance(value, dict),
             "a list": isinstance(value, list),
-            "an integer": isinstance(value, int) and not isinstance(value, bool),
-            "a number": isinstance(value, (int, float)) and not isinstance(value, bool),
-            "a number >= 0": isinstance(value, (int, float)) and not isinstance(value, bool)
-                              and value >= 0,
-            "a number > 0": isinstance(value, (int, float)) and not isinstance(value, bool)
-                             and value > 0,
-            "an integer >= 1": isinstance(value, int) and not isinstance(value, bool)
-                                and value >= 1,
-            "a string or number": isinstance(value, (str, int, float)) and not isinstance(value, bool),
+            "an integer": number and isinstance(value, int),
+            "a number": number,
+            "a number >= 0": number and value >= 0,
+            "a number > 0": number and value > 0,
+            "an integer >= 1": number and isinstance(value, int) and value >= 1,
+            "a string or number": isinstance(value, str) or number,
         }[kind]
         if not ok:
-            shown = repr(value) if isinstance(value, (str, int, float, bool)) else _type_name(value)
-            if isinstance(value, str) and len(shown) > 60:
-                shown = shown[:57] + "...'"
-            raise self.fail(where, f"expected {kind}, got {_type_name(value)} {shown}"
+            raise self.fail(where, f"expected {kind}, got {_type_name(value)} {_shown(value)}"
                             if isinstance(value, (str, int, float, bool))
-                            else f"expected {kind}, got {shown}")
+                            else f"expected {kind}, got {_type_name(value)}")
+        if isinstance(value, str) and (why := _unpassable(value)):
+            raise self.fail(where, why)
+        return value
+
+    def printable(self, value: str, where: str) -> str:
+        """Ids and set names end up in node ids, which pytest prints as they are."""
+        if not value.isprintable():
+            bad = next(c for c in value if not c.isprintable())
+            raise self.fail(where, f"holds {bad!r}; it names arms and test ids, so it must be "
+                                   f"printable text")
+        return value
+
+    def json_value(self, value: Any, where: str) -> Any:
+        """C2: parameters and the degrade ladder are handed on as JSON, so a YAML date,
+        set, !!binary or self-referencing alias is refused here, not at grading."""
+        left = [MAX_JSON_VALUES]
+
+        def walk(node: Any, at: str, ancestors: tuple[int, ...]) -> None:
+            left[0] -= 1
+            if left[0] < 0:
+                raise self.fail(where, f"holds more than {MAX_JSON_VALUES} values")
+            if isinstance(node, str):
+                if why := _unpassable(node):
+                    raise self.fail(at, why)
+            elif isinstance(node, (int, float)) and not isinstance(node, bool):
+                if not _finite(node):
+                    raise self.fail(at, f"expected a finite number, got {_shown(node)}")
+            elif isinstance(node, (dict, list)):
+                if id(node) in ancestors:
+                    raise self.fail(at, "contains itself (a YAML alias to its own anchor)")
+                inner = ancestors + (id(node),)
+                if isinstance(node, list):
+                    for i, item in enumerate(node):
+                        walk(item, f"{at}[{i}]", inner)
+                    return
+                for key, item in node.items():
+                    if not isinstance(key, str):
+                        raise self.fail(at, f"key {_shown(key)} is of type {_type_name(key)}; "
+                                            f"keys must be strings")
+                    walk(key, at, inner)
+                    walk(item, self.join(at, key), inner)
+            elif node is not None and not isinstance(node, bool):
+                raise self.fail(at, f"expected a JSON value (string, number, boolean, null, "
+                                    f"list or mapping), got {_type_name(node)}")
+
+        walk(value, where, ())
         return value
 
     def directory(self, value: str, where: str) -> Path:
-        resolved = (self.path.parent / value).resolve()
-        if not resolved.is_dir():
-            what = "is not a directory" if resolved.exists() else "does not exist"
+        try:
+            resolved = (self.path.parent / value).resolve()
+            is_dir, exists = resolved.is_dir(), resolved.exists()
+        except (OSError, RuntimeError) as exc:  # a name too long, a symlink loop
+            raise self.fail(where, f"{_shown(value)} cannot be resolved: "
+                                   f"{getattr(exc, 'strerror', None) or exc}") from None
+        if not is_dir:
+            what = "is not a directory" if exists else "does not exist"
             raise self.fail(where, f"{value!r} resolves to {resolved}, which {what}")
         return resolved
 
@@ -182,7 +265,7 @@ class _Reader:
                 raise self.fail(where, f"keys {seen[var]!r} and {key!r} both map to ${var}; "
                                        f"rename one")
             seen[var] = key
-        return value
+        return self.json_value(value, where)
 
 
 def load_task(path: Path | str) -> Task:
@@ -210,6 +293,7 @@ def load_task(path: Path | str) -> Task:
     task_id = str(task_id).strip()
     if not task_id:
         raise r.fail("id", "is blank; expected a non-blank id")
+    r.printable(task_id, "id")
     description = r.get(top, "", "description", "a string", default="")
 
     env = r.mapping(r.get(top, "", "environment", "a mapping", required=True),
@@ -233,6 +317,8 @@ def load_task(path: Path | str) -> Task:
                                  f"or change the kind")
 
     profile_set = r.get(harness, "harness", "profile_set", "a non-blank string")
+    if profile_set is not None:
+        r.printable(profile_set, "harness.profile_set")
     profile = run = prompt = agent = agent_params = params = None
     if kind == SESSION:  # M6
         profile = r.get(harness, "harness", "profile", "a non-blank string", required=True)
@@ -313,7 +399,7 @@ def _budget(r: _Reader, budget: dict | None) -> dict | None:
             out[key] = value
     degrade = r.get(budget, "budget", "degrade", "a list")
     if degrade is not None:
-        out["degrade"] = degrade
+        out["degrade"] = r.json_value(degrade, "budget.degrade")
     if not any(k in out for k in BUDGET_LIMITS):
         raise r.fail("budget", f"no limit declared; expected at least one of {', '.join(BUDGET_LIMITS)}")
     return out

@@ -14,11 +14,13 @@ from typing import Any
 
 from .engine.session import AgentRun
 from .record import build_record
+from .render import safe_text
 from .verdict import BLOCKED, FAIL
 
 BLOCKED_CATEGORY = "blocked"
 EXIT_BLOCKED = 2
 RECORD_ATTR = "jaato_record"
+EVIDENCE_LINES = 40  # per verdict in the failure text: the tail is where a failure shows
 
 
 class ArmFailed(Exception):
@@ -45,26 +47,35 @@ def raise_for(record: dict[str, Any]) -> None:
 
 
 def one_line(text: Any, width: int = 300) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= width else line[: width - 1] + "…"
+    """Untrusted text (a reason, a detail) as one bounded line with no escape sequence."""
+    return safe_text(text, width)
+
+
+def _id(text: Any, width: int = 60) -> str:
+    """An id (grader, arm, session) as written, spacing kept, control characters shown."""
+    return safe_text(text, width, collapse=False)
 
 
 def verdict_table(record: dict[str, Any]) -> str:
     """X3: a readable failure text: grader, state, detail, then each verdict's evidence."""
     verdicts = record.get("verdicts") or []
     rows = [("grader", "state", "detail")] + [
-        (one_line(v["grader_id"], 60), v["state"], one_line(v.get("detail") or "", 120))
+        (_id(v["grader_id"]), v["state"], one_line(v.get("detail") or "", 120))
         for v in verdicts]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = [f"arm {record['arm_id']}: {record['state']}"
-             f" (model {record.get('model') or '—'}, session {record.get('session_id') or '—'})"]
+    lines = [f"arm {_id(record['arm_id'], 200)}: {record['state']}"
+             f" (model {_id(record.get('model') or '—')},"
+             f" session {_id(record.get('session_id') or '—')})"]
     if record.get("error"):
         lines.append(f"error: {one_line(record['error'])}")
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     for v in verdicts:
         if v.get("evidence"):
-            lines.append(f"--- evidence of {one_line(v['grader_id'], 60)} ---")
-            lines += [f"  {line[:400]}" for line in v["evidence"]]
+            lines.append(f"--- evidence of {_id(v['grader_id'])} ---")
+            evidence = [str(line) for line in v["evidence"]]
+            if len(evidence) > EVIDENCE_LINES:
+                lines.append(f"  … {len(evidence) - EVIDENCE_LINES} earlier lines not shown")
+            lines += [f"  {_id(line, 400)}" for line in evidence[-EVIDENCE_LINES:]]
     return "\n".join(lines)
 
 
@@ -82,7 +93,9 @@ def junit_properties(record: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     if record.get("blocked_reason"):
         props.append(("jaato_blocked_reason", one_line(record["blocked_reason"])))
-    props += [(f"jaato_verdict[{v['grader_id']}]", v["state"])
+    # pytest escapes property values for XML, not names: a NUL in a grader id would
+    # otherwise make the whole JUnit file unreadable.
+    props += [(f"jaato_verdict[{_id(v['grader_id'], 200)}]", v["state"])
               for v in record.get("verdicts") or []]
     return props
 
@@ -96,7 +109,8 @@ def mark_report(report: Any, item: Any, record: dict[str, Any]) -> None:
         report.longrepr = (str(item.path), lineno, f"BLOCKED: {one_line(record['blocked_reason'])}")
 
 
-_ARM_NAME = re.compile(r"^(?P<task>.*)\[(?P<set>.*)-r(?P<repeat>\d+)\]$")
+# xdist's loadgroup appends `@<group>` to a grouped item's node id.
+_ARM_NAME = re.compile(r"^(?P<task>.*)\[(?P<set>.*)-r(?P<repeat>\d+)\](@.*)?$")
 
 
 def block_crashed(report: Any, nodeid: str, run_id: str) -> None:

@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from . import stats
+from .render import safe_text
 from .store import latest_by_arm
 from .verdict import FAIL, PASS
 
 DASH = "—"  # unknown, never 0 (P2)
+ID_WIDTH = 80  # a task id or set name in a pivot row: long enough to tell ids apart
 
 LEGEND = ("CI: 95% Wilson interval · floor: pass rate counting BLOCKED as FAIL · —: unknown, never 0",
           "det: share of exercised arms with the modal payload · pass@k / pass^k: any / all of k "
@@ -135,9 +137,9 @@ _IDS = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 
 
 def reason_key(reason: str, width: int = 160) -> str:
-    """A blocked reason as one digest line: whitespace collapsed, ids elided, truncated."""
-    line = _IDS.sub("…", " ".join(str(reason).split()))
-    return line if len(line) <= width else line[: width - 1] + "…"
+    """A blocked reason as one digest line: whitespace collapsed, ids elided, control
+    characters shown as escapes, truncated (render.safe_text)."""
+    return safe_text(_IDS.sub("…", " ".join(str(reason).split())), width)
 
 
 def digest(cells: list[Cell]) -> list[tuple[Cell, str, int]]:
@@ -165,8 +167,9 @@ def count(x: int | None, partial: bool = False) -> str:
 
 def cell_row(c: Cell, k: int | None) -> dict[str, str]:
     """The cell's values as text, keyed by column header (P1-P3)."""
-    row = {
-        "task": c.task_id, "profile set": c.profile_set,
+    row = {  # ids come from manifests and the command line: shown, never obeyed
+        "task": safe_text(c.task_id, ID_WIDTH, collapse=False),
+        "profile set": safe_text(c.profile_set, ID_WIDTH, collapse=False),
         "pass rate": pct(c.pass_rate), "95% CI": interval_text(c.interval),
         "n": str(c.exercised), "pass": str(c.passed), "fail": str(c.failed),
         "blocked": str(c.blocked), "floor": pct(c.floor),
@@ -178,6 +181,12 @@ def cell_row(c: Cell, k: int | None) -> dict[str, str]:
         row[f"pass@{k}"] = pct(c.pass_at(k))
         row[f"pass^{k}"] = pct(c.pass_hat(k))
     return row
+
+
+def row_id(c: Cell) -> str:
+    """`task @ set` for a digest line, safe to print."""
+    return (f"{safe_text(c.task_id, ID_WIDTH, collapse=False)} @ "
+            f"{safe_text(c.profile_set, ID_WIDTH, collapse=False)}")
 
 
 def pivot_rows(cells: list[Cell], k: int | None = None) -> tuple[list[str], list[dict[str, str]]]:
@@ -204,5 +213,5 @@ def render_pivot(cells: list[Cell], k: int | None = None) -> list[str]:
         lines.append("")
         lines.append("blocked reasons (most frequent first):")
         for c, reason, n in rows_digest:
-            lines.append(f"  {c.task_id} @ {c.profile_set}: ({n}×) {reason}")
+            lines.append(f"  {row_id(c)}: ({n}×) {reason}")
     return lines

@@ -55,6 +55,13 @@ def pytest_configure_node(node):
     node.workerinput["jaato_run_root"] = run.worker_root()
 
 
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """B1 under `-n`: a pooled task's arms go to one worker, where its one pool lives."""
+    from .scheduling import pool_aware_scheduler
+    return pool_aware_scheduler(config, log)
+
+
 def pytest_collect_file(file_path, parent):
     return collect_file(file_path, parent)
 

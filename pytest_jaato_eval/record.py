@@ -37,7 +37,9 @@ def _provenance() -> dict[str, Any]:
 
 def build_record(*, arm_id: str, task_id: str, profile_set: str, repeat: int, state: str,
                  blocked_reason: str | None, verdicts: list, run: Any, caveats: list[str],
-                 completion_nudges: int | None, extra: dict[str, Any]) -> dict[str, Any]:
+                 completion_nudges: int | None, extra: dict[str, Any],
+                 budget_ceiling: dict | None = None, pool_limits: dict | None = None,
+                 pool_on_arrival: dict | None = None) -> dict[str, Any]:
     record = {
         "results_version": RESULTS_VERSION,
         "caveats": list(caveats),
@@ -61,9 +63,9 @@ def build_record(*, arm_id: str, task_id: str, profile_set: str, repeat: int, st
         "upstream_provider": None,      # not on the wire yet
         "native_finish_reason": None,   # not on the wire yet
         "completion_nudges": completion_nudges,
-        "budget_ceiling": None,
-        "pool_limits": None,
-        "pool_on_arrival": None,
+        "budget_ceiling": budget_ceiling,
+        "pool_limits": pool_limits,
+        "pool_on_arrival": pool_on_arrival,
         "provenance": dict(_provenance()),
     }
     record.update(extra)

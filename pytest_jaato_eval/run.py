@@ -5,6 +5,7 @@ arm runs, so a pytest run that collects no task is untouched (X1).
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -14,7 +15,8 @@ from pathlib import Path
 
 from . import workspace
 from .arm import ArmSettings
-from .engine.daemon import ExternalDaemon, PrivateDaemon, reap_orphan_daemon, remove_session_tmp
+from .engine.budget import PoolError, PoolOwner
+from .engine.daemon import DaemonError, ExternalDaemon, PrivateDaemon, reap_orphan_daemon, remove_session_tmp
 from .options import Settings
 from .store import Store, latest_by_arm, read_records
 
@@ -47,6 +49,8 @@ class EvalRun:
         self._daemon = None
         self._arm_settings: ArmSettings | None = None
         self.started = time.time()
+        self._pools: dict[str, tuple[str, str | None]] = {}
+        self._pool_owner: PoolOwner | None = None
 
     # -- lazily made ---------------------------------------------------------
     @property
@@ -76,6 +80,25 @@ class EvalRun:
                                              env={**os.environ, "TMPDIR": str(tmp)})
         return self._daemon
 
+    # -- task pools (B1, B2) ----------------------------------------------------
+    def pool_for(self, task) -> tuple[str | None, str | None]:
+        """(cascade id, error) of the task's pool, declared once per run on first use."""
+        if not task.budget:
+            return None, None
+        if task.id not in self._pools:
+            cid = f"jaato-eval-{self.run_id}-pool-{hashlib.sha256(task.id.encode()).hexdigest()[:10]}"
+            try:
+                if self._pool_owner is None:
+                    self._pool_owner = PoolOwner(self.daemon.ensure(), self.run_dir)
+                self._pool_owner.declare(cid, dict(task.budget))
+                self._pools[task.id] = (cid, None)
+            except (PoolError, DaemonError, TimeoutError, OSError) as exc:
+                self._pools[task.id] = (cid, f"pool {cid} of task {task.id!r}: {exc}")
+        return self._pools[task.id]
+
+    def pool_reading(self, cid: str) -> dict | None:
+        return self._pool_owner.reading(cid) if self._pool_owner else None
+
     def arm_settings(self) -> ArmSettings:
         if self._arm_settings is None:
             root = self.settings.workspaces or (self.run_dir / "workspaces")
@@ -91,6 +114,9 @@ class EvalRun:
         Idempotent: called at session finish and again at unconfigure, for runs
         that never reached the first.
         """
+        if self._pool_owner is not None:
+            self._pool_owner.close()
+            self._pool_owner = None
         if self._daemon is not None:
             self._daemon.stop()
         if self._arm_settings is not None:  # now the daemon can no longer write into them

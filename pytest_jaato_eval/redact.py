@@ -1,0 +1,72 @@
+"""Credentials never leave the run in a record (issue 6, item 3).
+
+A script grader inherits the plugin's environment, and a grader that prints it
+(`env`, `set -x`, a provider's "invalid key sk-…" error) would otherwise copy an
+API key into the store, the JUnit file, the failure text and the HTML report.
+Every arm record passes through one `Redactor` before anything sees it (arm.py),
+which replaces each secret value with `***(<VARIABLE NAME>)`: the reader learns
+which credential was there, never what it is.
+
+The rule, by name (any case): a variable is a credential when its name ends in
+TOKEN, SECRET, PASSWORD, PASSWD, API_KEY, APIKEY, ACCESS_KEY, SECRET_KEY or
+PRIVATE_KEY (OPENAI_API_KEY, GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY, PGPASSWORD…).
+A bare `_KEY` is not enough: SORT_KEY or a PUBLIC_KEY is no secret. Values
+shorter than MIN_SECRET_CHARS are ignored: masking `true` or `1234` everywhere
+would garble every record and protect nothing a real credential needs.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Mapping
+
+SECRET_SUFFIXES = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "ACCESS_KEY",
+                   "SECRET_KEY", "PRIVATE_KEY")
+MIN_SECRET_CHARS = 6
+
+
+def is_secret_name(name: str) -> bool:
+    return name.upper().endswith(SECRET_SUFFIXES)
+
+
+def mask(name: str) -> str:
+    return f"***({name})"
+
+
+class Redactor:
+    """Masks the values of credential variables in strings and JSON-able structures."""
+
+    def __init__(self, secrets: Mapping[str, str]):
+        """`secrets`: variable name -> value, already filtered (see `from_environ`)."""
+        by_value: dict[str, str] = {}
+        for name in sorted(secrets):  # one value under two names: the first name, stably
+            # Stripped: `echo $KEY` (unquoted) prints the value without its outer spaces.
+            by_value.setdefault(secrets[name].strip(), name)
+        self.names = sorted(set(by_value.values()))
+        self._by_value = by_value
+        # Longest first, so a secret that contains another is masked whole.
+        self._pattern = re.compile("|".join(
+            re.escape(v) for v in sorted(by_value, key=len, reverse=True))) if by_value else None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> "Redactor":
+        environ = os.environ if environ is None else environ
+        return cls({name: value for name, value in environ.items()
+                    if is_secret_name(name) and len(value.strip()) >= MIN_SECRET_CHARS})
+
+    def text(self, text: str) -> str:
+        if self._pattern is None or not text:
+            return text
+        return self._pattern.sub(lambda m: mask(self._by_value[m.group()]), text)
+
+    def __call__(self, value: Any) -> Any:
+        """A copy of `value` with every string in it (keys too) masked; other values as they are."""
+        if self._pattern is None:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self(k): self(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(self(v) for v in value)
+        return value

@@ -1,0 +1,53 @@
+"""Budgets against a real daemon: one task pool per run drained arm by arm (B1, B2), an
+arm refused on an exhausted pool is BLOCKED naming it; profile ceilings (B3, B4)."""
+from __future__ import annotations
+
+import yaml
+
+from pytest_jaato_eval.engine.budget import ceiling_warning, profile_ceiling
+
+
+def test_one_pool_drains_arm_by_arm_under_xdist(project):
+    # echo reports 10 + 5 tokens per provider call, two calls per arm: 30 tokens an arm.
+    project.task("pooled", repeats=4, extra={"budget": {"tokens": 65}})
+    result = project.run("tasks", "-n", "4", shared_daemon=False)
+    records = sorted(project.records(), key=lambda r: r["repeat"])
+    assert len(records) == 4, result.stdout.str()
+    pools = {r["pool_on_arrival"]["cascade_driver_id"] for r in records if r["pool_on_arrival"]}
+    assert len(pools) == 1, "one pool for every arm of the task"
+    remaining = [r["pool_on_arrival"]["remaining"]["tokens"] for r in records]
+    assert remaining[:3] == [65.0, 35.0, 5.0], remaining
+    assert [r["state"] for r in records] == ["PASS", "PASS", "PASS", "BLOCKED"]
+    (cid,) = pools
+    assert records[3]["blocked_reason"].startswith(f"pool {cid} of task 'pooled' exhausted")
+    assert "no headroom left on tokens" in records[3]["blocked_reason"]
+    assert all(r["pool_limits"] == {"tokens": 65} for r in records)
+    assert result.ret == 2
+
+
+def test_profile_ceiling_follows_inherits_min_wins_and_the_set_first(tmp_path):
+    profiles = tmp_path / "profiles"
+    (profiles / "fast").mkdir(parents=True)
+    (profiles / "base.yaml").write_text(yaml.safe_dump(
+        {"name": "base", "budget_control": {"limits": {"usd": 1.0, "tokens": 500}}}))
+    (profiles / "mid.yml").write_text(yaml.safe_dump(
+        {"name": "mid", "inherits": ["base", "loop"], "budget_control": {"limits": {"usd": 2.0}}}))
+    (profiles / "loop.yaml").write_text(yaml.safe_dump({"name": "loop", "inherits": "mid"}))
+    (profiles / "fast" / "mid.json").write_text(
+        '{"name": "mid", "inherits": "base", "budget_control": {"limits": {"turns": 3}}}')
+    assert profile_ceiling(tmp_path, None, "mid") == {"usd": 1.0, "tokens": 500}
+    assert profile_ceiling(tmp_path, "fast", "mid") == {"turns": 3, "usd": 1.0, "tokens": 500}
+    assert profile_ceiling(tmp_path, None, "nowhere") is None
+    assert profile_ceiling(tmp_path, None, "loop") == {"usd": 1.0, "tokens": 500}
+
+
+def test_budget_seconds_above_the_arm_ceiling_is_warned():
+    assert "exceeds the per-arm ceiling" in ceiling_warning("t", {"seconds": 1000}, 900)
+    assert ceiling_warning("t", {"seconds": 100}, 900) is None
+    assert ceiling_warning("t", {"seconds": 1000}, 0) is None  # no ceiling, nothing to exceed
+
+
+def test_the_warning_reaches_the_user(project):
+    project.task("slowpool", extra={"budget": {"seconds": 5000}})
+    result = project.run("tasks", "--co")
+    result.stdout.fnmatch_lines(["*budget.seconds (5000) exceeds the per-arm ceiling (900 s*"])
