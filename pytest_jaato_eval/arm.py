@@ -66,9 +66,11 @@ class ArmSettings:
     keep_workspaces: str  # "never" | "failed" (FAIL and BLOCKED) | "always"
     ceiling: Ceiling
     run_id: str
-    # Workspaces removed after grading. The daemon may still persist a session
-    # record into one a moment later, so the run removes them again at its end.
-    discarded: list[Path] = field(default_factory=list)
+    # Every workspace made, and those kept. The daemon may still write into a
+    # discarded one a moment later, and an interrupted arm never reaches its own
+    # discard, so the run removes every unkept one again at its end.
+    made: list[Path] = field(default_factory=list)
+    kept: list[Path] = field(default_factory=list)
     # Credentials in the environment at run start: masked in every record (redact.py).
     redact: Redactor = field(default_factory=Redactor.from_environ)
 
@@ -79,6 +81,7 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools) -> di
     run, caveats, ws, socket, on_arrival = AgentRun(), [], None, None, None
     try:
         ws = workspace.materialise(settings.workspace_root, arm.id, task.fixture, arm.profile_set)
+        settings.made.append(ws)
         socket = daemon.ensure()
     except (workspace.WorkspaceError, DaemonError) as exc:
         run.blocked_reason = str(exc)
@@ -130,9 +133,9 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools) -> di
             settings.keep_workspaces == "failed" and state in (FAIL, BLOCKED))
         if keep:
             kept = str(ws)
+            settings.kept.append(ws)
         else:
             workspace.discard(ws)
-            settings.discarded.append(ws)
     ceiling = profile_ceiling(task.config_root, arm.profile_set, task.profile) if (
         task.kind != DRIVER) else None  # a driver arm binds no profile of its own
     # The one choke point: the store, JUnit, the failure text and the reports all read

@@ -137,7 +137,8 @@ def record_problems(r: dict[str, Any]) -> tuple[list[str], list[str]]:
     for key, ok, what in (("task_id", lambda v: isinstance(v, str), "a string"),
                           ("repeat", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
                           ("verdicts", lambda v: isinstance(v, list), "a list"),
-                          ("usage", lambda v: v is None or isinstance(v, dict), "a mapping or null"),
+                          ("usage", lambda v: v is None or isinstance(v, dict),
+                           "a mapping or null"),
                           ("session_ids", lambda v: v is None or isinstance(v, list), "a list"),
                           ("caveats", lambda v: v is None or isinstance(v, list), "a list")):
         if key in r and not ok(r[key]):

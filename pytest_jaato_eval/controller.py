@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from . import outcome
+from .collect import MANIFEST_NAME
 from .pivot import build_cells, render_pivot
 from .render import safe_text
 from .report.html import write_documents
@@ -34,7 +35,8 @@ class Controller:
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem, report, sched):
         """X6: a crashed xdist worker is an environment fault: its arm is BLOCKED, not FAILED."""
-        outcome.block_crashed(report, crashitem, self.run.run_id)
+        if crashitem.split("::", 1)[0].rsplit("/", 1)[-1] == MANIFEST_NAME:  # arms only
+            outcome.block_crashed(report, crashitem, self.run.run_id)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
@@ -66,5 +68,6 @@ class Controller:
                 tr.write_sep("=", "short test summary info", cyan=True, bold=True)
             for nodeid, reason in self.run.blocked:  # both may carry a grader's or daemon's text
                 tr.write_line(f"{tr._tw.markup('BLOCKED', yellow=True)} "
-                              f"{safe_text(nodeid, 300, collapse=False)} - {safe_text(reason, 200)}")
+                              f"{safe_text(nodeid, 300, collapse=False)} - "
+                              f"{safe_text(reason, 200)}")
         return result

@@ -1,4 +1,4 @@
-"""The pivot: pass rate per task x profile set, with its uncertainty, what was blocked and why (P1-P3).
+"""The pivot: pass rate per task x profile set, its uncertainty, what was blocked and why (P1-P3).
 
 Cells are built from records (the latest per arm id, R3) and rendered twice: as
 fixed-width lines for the terminal here, and as HTML in report/html.py. The
@@ -19,7 +19,8 @@ from .verdict import FAIL, PASS
 DASH = "—"  # unknown, never 0 (P2)
 ID_WIDTH = 80  # a task id or set name in a pivot row: long enough to tell ids apart
 
-LEGEND = ("CI: 95% Wilson interval · floor: pass rate counting BLOCKED as FAIL · —: unknown, never 0",
+LEGEND = ("CI: 95% Wilson interval · floor: pass rate counting BLOCKED as FAIL · "
+          "—: unknown, never 0",
           "det: share of exercised arms with the modal payload · pass@k / pass^k: any / all of k "
           "attempts pass")
 PARTIAL_NOTE = "+: some arms reported none; the sum covers the arms that did (P2)"
@@ -197,7 +198,7 @@ def pivot_rows(cells: list[Cell], k: int | None = None) -> tuple[list[str], list
 
 
 def render_pivot(cells: list[Cell], k: int | None = None) -> list[str]:
-    """Fixed-width lines for the terminal: the table, a legend, then the digest of blocked reasons."""
+    """Fixed-width terminal lines: the table, a legend, then the digest of blocked reasons."""
     header, rows = pivot_rows(cells, k)
     table = [header] + [[r[h] for h in header] for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]

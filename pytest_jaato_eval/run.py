@@ -120,7 +120,7 @@ class EvalRun:
         if self._daemon is not None:
             self._daemon.stop()
         if self._arm_settings is not None:  # now the daemon can no longer write into them
-            for ws in self._arm_settings.discarded:
+            for ws in set(self._arm_settings.made) - set(self._arm_settings.kept):
                 workspace.discard(ws)
             remove_session_tmp(str(self._arm_settings.workspace_root), self.started - 1)
         if self.store is not None:

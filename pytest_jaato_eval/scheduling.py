@@ -28,6 +28,26 @@ class _PoolAwareScheduling(LoadScopeScheduling):
         super().__init__(config, log)
         self._root = Path(config.rootpath)
 
+    def remove_node(self, node):
+        """A crashed worker: its arm is BLOCKED, never run again; the rest is re-queued.
+
+        (LoadScopeScheduling would re-queue the crashing item too, crashing worker
+        after worker; plain `load` does not, and neither do we.)
+        """
+        workload = self.assigned_work.pop(node)
+        if not self._pending_of(workload):
+            return None
+        crashitem = next(nodeid for unit in workload.values()
+                         for nodeid, done in unit.items() if not done)
+        for unit in workload.values():
+            if crashitem in unit:
+                unit[crashitem] = True
+        self.workqueue.update({scope: unit for scope, unit in workload.items()
+                               if not all(unit.values())})
+        for other in self.assigned_work:
+            self._reschedule(other)
+        return crashitem
+
     def _split_scope(self, nodeid: str) -> str:
         path = nodeid.split("::", 1)[0]
         if Path(path).name == MANIFEST_NAME and _pooled(str(self._root / path)):

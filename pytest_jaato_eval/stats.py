@@ -69,5 +69,5 @@ def modal_share(values: Iterable[Hashable]) -> float | None:
 
 
 def clearly_below(new: tuple[float, float] | None, base: tuple[float, float] | None) -> bool:
-    """True when the NEW interval lies wholly below the BASE one: a drop the noise cannot explain."""
+    """True when the NEW interval lies wholly below the BASE one: a drop noise cannot explain."""
     return new is not None and base is not None and new[1] < base[0]

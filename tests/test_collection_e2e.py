@@ -1,8 +1,6 @@
 """Collection as pytest users expect it (X1, X2, M1, M2), through a real pytest subprocess."""
 from __future__ import annotations
 
-import textwrap
-
 from conftest import processes_mentioning
 
 BAD = {

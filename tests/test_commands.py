@@ -80,9 +80,10 @@ def test_report_of_our_own_store(tmp_path, capsys):
 def test_report_pdf_without_weasyprint_names_the_install_line(tmp_path):
     # weasyprint made unimportable in a fresh interpreter: what a machine without it sees.
     store = write(tmp_path / "s.jsonl", BASE)
+    argv = ["report", str(store), "--pdf", str(tmp_path / "r.pdf")]
     code = ("import sys; sys.modules['weasyprint'] = None; "
             "from pytest_jaato_eval.commands import main; "
-            f"raise SystemExit(main(['report', {str(store)!r}, '--pdf', {str(tmp_path / 'r.pdf')!r}]))")
+            f"raise SystemExit(main({argv!r}))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 2

@@ -7,7 +7,6 @@ then ends it with NudgeExhausted).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest

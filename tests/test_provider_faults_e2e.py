@@ -30,9 +30,8 @@ def test_a_multi_turn_agent_passes(project, scripted_model):
     assert len(model.chat_requests) == 2
 
 
+# 429, 500 and the hang are in tests/faults; a broken stream is named the same way.
 @pytest.mark.parametrize("fault, names", [
-    (Turn.fault(429, "slow down", should_retry=False), "RateLimitError"),
-    (Turn.fault(500, "boom", should_retry=False), "InternalServerError"),
     (Turn.malformed("garbage"), "JSONDecodeError"),
 ])
 def test_provider_errors_are_blocked_naming_the_error(project, scripted_model, fault, names):
@@ -45,14 +44,3 @@ def test_provider_errors_are_blocked_naming_the_error(project, scripted_model, f
     assert r["blocked_reason"].startswith(f"provider error: {names}"), r["blocked_reason"]
     assert r["session_id"]
     result.stdout.fnmatch_lines([f"*({1}×) provider error: {names}*"])
-
-
-def test_provider_hang_is_cut_by_the_ceiling_and_the_session_stopped(project, scripted_model):
-    model = scripted_model([Turn.hang()])
-    scripted_task(project, model, "stuck")
-    result = project.run("tasks", "--arm-timeout=6")
-    assert result.ret == 2
-    (r,) = project.records()
-    assert r["state"] == "BLOCKED" and "arm ceiling" in r["blocked_reason"]
-    # S7 fix: the daemon stopped the session and confirmed it with its terminal event.
-    assert r["termination_reason"] == "operator_request"

@@ -55,8 +55,8 @@ def arm(task, ps, repeat, state, *, cost=0.002, model="echo", graders=None, reas
 RECORDS = [
     arm("write-file", "echo", 0, "PASS"),
     arm("write-file", "echo", 1, "FAIL", evidence=[NASTY_EVIDENCE, "last line"]),
-    arm("write-file", "echo", 2, "BLOCKED", cost=None, reason="ProviderError: 429 Too Many Requests",
-        graders=[(NASTY, "BLOCKED")]),
+    arm("write-file", "echo", 2, "BLOCKED", cost=None, graders=[(NASTY, "BLOCKED")],
+        reason="ProviderError: 429 Too Many Requests"),
     arm("write-file", "gpt-large", 0, "PASS", cost=0.21, model="gpt-large"),
     arm("write-file", "gpt-large", 1, "PASS", cost=0.19, model="gpt-large"),
     arm("config-file", "echo", 0, "PASS", graders=[("script:test -f config.ini", "PASS"),
@@ -115,13 +115,28 @@ def test_document_has_pivot_chart_and_one_table_per_task():
     rows = [t.count("<tr>") - 1 for t in tables]  # minus the header row
     assert sorted(rows) == [2, 5]
     # One column per grader, named by the grader id.
-    assert "<th class=\"mono\">processor:schema.py</th>" in doc
+    assert '<th class="mono grader" title="processor:schema.py">processor:schema.py</th>' in doc
     # The P4 columns, unknowns as dashes, the budget column.
     for col in ("session id", "sessions", "upstream", "nudges", "payload", "budget"):
         assert f"<th>{col}</th>" in doc
     assert "$0.0020 / own $0.0500" in text and "sess-write-file-echo-1" in text
     assert "(1×) ProviderError: 429 Too Many Requests" in text
     assert "error: NudgeExhausted: never signed off" in text
+
+
+def test_a_long_grader_id_is_clipped_in_its_header_and_whole_in_the_evidence():
+    long_id = "script:" + " && ".join(f"test -s file{i}.txt" for i in range(12))
+    doc = html.render([arm("t", "s", 0, "FAIL", graders=[(long_id, "FAIL")], evidence=["x"])])
+    header = re.search(r'<th class="mono grader" title="([^"]*)">([^<]*)</th>', doc)
+    assert header.group(1) == long_id.replace("&", "&amp;")
+    assert len(header.group(2).replace("&amp;", "&")) == html.GRADER_HEADER_CHARS
+    assert long_id in "".join(parse(doc).text)  # whole, in the evidence
+
+
+def test_evidence_lists_the_arms_worth_reading():
+    doc = html.render([arm("t", "s", 0, "PASS"), arm("t", "s", 1, "FAIL", evidence=["boom"])])
+    evidence = doc[doc.index("<h3>Evidence</h3>"):]
+    assert "t@s#1" in evidence and "t@s#0" not in evidence
 
 
 def test_chart_says_what_it_could_not_plot():

@@ -137,6 +137,10 @@ class _DriverArm:
             return
         out.duration_seconds = round(time.monotonic() - started, 3)
         out.termination_detail = "\n".join(tails["stderr"]) or None
+        if not self.client.is_connected:  # the daemon died under the driver: not its verdict
+            out.blocked_reason = (f"daemon: connection lost while the driver ran (it exited "
+                                  f"{code}); the daemon died or closed the connection")
+            return
         out.blocked_reason, out.error = exit_verdict(code, list(tails["stderr"]))
         if out.error:
             out.error_type = "DriverStoppedShort"

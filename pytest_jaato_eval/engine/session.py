@@ -93,6 +93,24 @@ def provider_error(text: str) -> str | None:
     return f"provider error: {m['cls']}: {' '.join(m['rest'].split())[:400]}"
 
 
+async def _unless_disconnected(client: IPCClient, waiting, poll: float = 0.5):
+    """Await `waiting`, but raise ConnectionError as soon as the daemon connection drops.
+
+    A daemon that dies mid-turn sends no terminal; without this the arm would sit
+    out the whole ceiling before anyone noticed.
+    """
+    task = asyncio.ensure_future(waiting)
+    try:
+        while not task.done():
+            await asyncio.wait({task}, timeout=poll)
+            if not task.done() and not client.is_connected:
+                raise ConnectionError("the daemon closed the connection mid-arm (did it die?)")
+        return task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+
+
 def run_session_arm(spec: SessionArmSpec) -> AgentRun:
     """Run one session arm to its terminus on its own event loop."""
     return asyncio.run(_SessionArm(spec).run())
@@ -181,7 +199,7 @@ class _SessionArm:
         session = Session(client, sid)  # no on_permission: an unanswered ask is BLOCKED (S4)
         t0 = time.monotonic()
         try:
-            out.payload = await session.complete(spec.prompt)
+            out.payload = await _unless_disconnected(client, session.complete(spec.prompt))
         except AgentError as exc:
             out.error_type = exc.error_type or out.error_type or "AgentError"
             text = f"{out.error_type}: {exc.error_summary or ''}".rstrip(": ")

@@ -109,7 +109,8 @@ def svg(points: list[Point], width: int = 720, height: int = 330) -> str:
     for t in (0, 0.25, 0.5, 0.75, 1.0):
         out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(t):.1f}" y2="{y(t):.1f}" '
                    f'stroke="#ddd"/>')
-        out.append(f'<text x="{left - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{100 * t:.0f}%</text>')
+        out.append(f'<text x="{left - 6}" y="{y(t) + 4:.1f}" text-anchor="end">'
+                   f'{100 * t:.0f}%</text>')
     for t in xticks:
         out.append(f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{top + ph}" y2="{top + ph + 4}" '
                    f'stroke="#999"/>')

@@ -20,6 +20,7 @@ from .pins import pins, pins_summary
 
 EVIDENCE_LINES = 40    # per verdict: the tail is where a script's failure is
 DETAIL_CHARS = 160     # a verdict's detail inside a table cell
+GRADER_HEADER_CHARS = 60
 
 CSS = """
 :root { font-family: "DejaVu Sans", "Segoe UI", Helvetica, Arial, sans-serif; font-size: 13px;
@@ -47,6 +48,7 @@ td.state { white-space: nowrap; }
 table.arms { font-size: 11.5px; width: 100%; }
 table.arms td { overflow-wrap: break-word; }
 table.arms td.arm { white-space: nowrap; }  /* the id people search for: never split */
+table.arms th.grader { word-break: break-all; min-width: 7em; }
 pre.evidence { background: #f6f6f6; border: 1px solid #ddd; padding: 6px; margin: 2px 0 8px;
                white-space: pre-wrap; overflow-wrap: anywhere; font-size: 11px; }
 svg.chart { max-width: 100%; height: auto; }
@@ -77,11 +79,11 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def pivot_table(cells: list[Cell], k: int | None = None) -> str:
+def pivot_table(cells: list[Cell], k: int | None = None, css_class: str = "pivot") -> str:
     """The pivot as an HTML table (the same values as the terminal pivot)."""
     header, rows = pivot_rows(cells, k)
     text_cols = ("task", "profile set")
-    out = ['<table class="pivot"><thead><tr>']
+    out = [f'<table class="{css_class}"><thead><tr>']
     out += [f"<th>{_e(h)}</th>" for h in header]
     out.append("</tr></thead><tbody>")
     for r in rows:
@@ -102,13 +104,14 @@ def digest_list(cells: list[Cell]) -> str:
     return f"<p>Blocked reasons, most frequent first:</p><ul class=\"digest\">{items}</ul>"
 
 
-def pivot_section(cells: list[Cell], k: int | None = None, prose: bool = False) -> str:
+def pivot_section(cells: list[Cell], k: int | None = None, prose: bool = False,
+                  css_class: str = "pivot") -> str:
     """Pivot, legend and digest: the report's first section and the pytest-html summary."""
     partial = any(c.cost is not None and c.cost_unknown or c.tokens is not None and c.tokens_unknown
                   for c in cells)
     notes = list(LEGEND) + ([PARTIAL_NOTE] if partial else []) + ([UNKNOWN_PROSE] if prose else [])
     legend = "".join(f'<p class="muted">{_e(line)}</p>' for line in notes)
-    return pivot_table(cells, k) + legend + digest_list(cells)
+    return pivot_table(cells, k, css_class) + legend + digest_list(cells)
 
 
 def verdict_cell(v: dict[str, Any] | None) -> str:
@@ -118,7 +121,8 @@ def verdict_cell(v: dict[str, Any] | None) -> str:
     detail = v.get("blocked_reason") if state == "BLOCKED" else v.get("detail")
     body = f'<span class="state">{_e(state)}</span>'
     if detail:
-        body += f'<div class="detail">{_e(_clip(" ".join(str(detail).split()), DETAIL_CHARS))}</div>'
+        line = _clip(" ".join(str(detail).split()), DETAIL_CHARS)
+        body += f'<div class="detail">{_e(line)}</div>'
     cls = state if state in ("PASS", "FAIL", "BLOCKED") else ""
     return f'<td class="verdict {cls}">{body}</td>'
 
@@ -154,7 +158,9 @@ def task_section(task_id: str, records: list[dict[str, Any]]) -> str:
     out = [f'<h2 id="task-{_e(task_id)}">Task {_e(task_id)}</h2>',
            '<table class="arms"><thead><tr>']
     out += [f"<th>{_e(c)}</th>" for c in arms.COLUMNS]
-    out += [f'<th class="mono">{_e(g)}</th>' for g in graders]
+    # A grader id can be a whole shell line: clipped in the header, whole in the evidence.
+    out += [f'<th class="mono grader" title="{_e(g)}">{_e(_clip(g, GRADER_HEADER_CHARS))}</th>'
+            for g in graders]
     out.append("</tr></thead><tbody>")
     numeric = {"sessions", "turns", "cost", "nudges", "duration"}
     mono = {"arm", "session id", "payload"}
@@ -176,14 +182,17 @@ def task_section(task_id: str, records: list[dict[str, Any]]) -> str:
         out += [verdict_cell(arms.verdict_of(r, g)) for g in graders]
         out.append("</tr>")
     out.append("</tbody></table>")
-    with_evidence = [r for r in records if r.get("error") or any(
-        arms.evidence_lines(v) or v.get("detail") for v in arms.verdicts(r))]
+    # Every arm that did not pass, and any arm whose graders left evidence lines: a clean
+    # PASS with only "exit 0" to say would bury the arms worth reading.
+    with_evidence = [r for r in records if r.get("state") != "PASS" or r.get("error")
+                     or any(arms.evidence_lines(v) for v in arms.verdicts(r))]
     if with_evidence:
         out.append("<h3>Evidence</h3>")
         for r in with_evidence:
-            out.append(f'<div class="arm-evidence"><p class="keep"><b class="mono">{_e(r.get("arm_id"))}'
-                       f'</b> <span class="state {_e(r.get("state"))}">{_e(r.get("state"))}</span></p>'
-                       f"{evidence(r)}</div>")
+            state = _e(r.get("state"))
+            out.append(f'<div class="arm-evidence"><p class="keep">'
+                       f'<b class="mono">{_e(r.get("arm_id"))}</b> '
+                       f'<span class="state {state}">{state}</span></p>{evidence(r)}</div>')
     return "".join(out)
 
 

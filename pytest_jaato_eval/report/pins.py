@@ -45,13 +45,15 @@ def pin_differences(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
             lines.append(f"{key} differs: {', '.join(b)} (base) vs {', '.join(n)} (new)")
         elif bool(b) != bool(n):
             lines.append(f"{key} recorded in only one store: "
-                         f"{', '.join(b or n)} ({'base' if b else 'new'}); cannot tell if it changed")
+                         f"{', '.join(b or n)} ({'base' if b else 'new'}); "
+                         f"cannot tell if it changed")
     bt, nt = base.get("task_hash", {}), new.get("task_hash", {})
     for task in sorted(set(bt) & set(nt)):
         if bt[task] != nt[task]:
             lines.append(f"task {task} changed between the runs (task_hash "
                          f"{', '.join(h[:12] for h in bt[task])} → "
-                         f"{', '.join(h[:12] for h in nt[task])}): its arms measure different tasks")
+                         f"{', '.join(h[:12] for h in nt[task])}): "
+                         f"its arms measure different tasks")
     return lines
 
 

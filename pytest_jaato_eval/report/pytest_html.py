@@ -85,8 +85,7 @@ class JaatoHtmlColumns:
 
     def pytest_html_results_summary(self, prefix, summary, postfix, session):
         if self.records:
-            table = pivot_section(build_cells(self.records)).replace(
-                '<table class="pivot">', '<table class="jaato-pivot">', 1)
+            table = pivot_section(build_cells(self.records), css_class="jaato-pivot")
             prefix.append(f"{STYLE}<h2>jaato-eval pivot</h2>{table}")
 
 
