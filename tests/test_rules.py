@@ -212,3 +212,27 @@ def test_pivot_pass_rate_ignores_blocked_and_unknown_is_a_dash():
                                                       (5, 0, 5), (4, 3, 4)])
 def test_exit_status_folds_blocked(status, blocked, expect):
     assert fold_exit_status(status, blocked) == expect
+
+
+# -- G3, G4: the ledger and the processor on an absent history ------------------------
+# The daemon answered every history request we made (pooled arms included), so an absent
+# history cannot be produced for real here: this builds the grader's context by hand.
+def test_processor_reading_an_unfaithful_ledger_is_blocked(tmp_path):
+    from pytest_jaato_eval.graders.context import GraderContext
+    from pytest_jaato_eval.graders.ledger import ledger_of
+    from pytest_jaato_eval.graders.processor import grade_processor
+    from pytest_jaato_eval.manifest import GraderSpec
+
+    (tmp_path / "check.py").write_text(
+        "def validate(payload, context):\n    return [c['name'] for c in context.tool_calls]\n")
+    spec = GraderSpec("processor", "check.py", {"script": "check.py"})
+    absent = ledger_of(None)
+    assert not absent.faithful and "absent, not empty" in absent.reason
+    ctx = GraderContext(workspace=tmp_path, config_root=tmp_path, params={}, payload={"a": 1},
+                        finish_reason="stop", ledger=absent)
+    verdict = grade_processor(spec, ctx)
+    assert verdict.state == BLOCKED and "ledger is not faithful" in verdict.detail
+    no_ids = ledger_of([{"role": "model", "parts": [{"type": "function_call", "name": "x"}]}])
+    assert not no_ids.faithful and "carry no call id" in no_ids.reason
+    empty = ledger_of([])
+    assert empty.faithful and empty.entries == []  # present and empty is a real, empty ledger
