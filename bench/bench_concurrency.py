@@ -214,8 +214,8 @@ def _kind(pid: int) -> str:
         return "jaato_eval"
     if "pytest" in cmd:
         return "pytest"
-    if "execnet" in cmd or "xdist" in cmd or "-c" in cmd.split()[1:2]:
-        return "xdist worker"
+    if "execnet" in cmd or "xdist" in cmd or "-c" in cmd.split()[1:4]:
+        return "xdist worker"  # execnet's `python -u -c "import sys;exec(eval(...))"`
     return (cmd.split() or ["?"])[0].rsplit("/", 1)[-1]
 
 
@@ -314,6 +314,55 @@ def _scratch_processes(scratch: Path) -> List[int]:
     return [p for p in found if bvr.pid_alive(p)]
 
 
+def ref_openai_overlay(ref_python: str, our_python: str, scratch: Path) -> Optional[str]:
+    """A directory to put on the reference daemon's PYTHONPATH so it can import ``openai``.
+
+    jaato's ``vllm`` provider needs ``openai``, an optional extra of jaato-server that the
+    reference venv (``jaato-server[interactive]``) lacks: without it every arm is BLOCKED with
+    ``ImportError: openai package not installed``. The same ``openai`` version as ours is
+    installed with ``--no-deps`` (the reference venv has every dependency) into the scratch
+    dir, so the reference venv itself is left untouched. None when it already has openai.
+    """
+    if subprocess.run([ref_python, "-c", "import openai"], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL).returncode == 0:
+        return None
+    version = bvr.distribution_versions(our_python, ["openai"]).get("openai")
+    target = scratch / "ref-openai"
+    spec = f"openai=={version}" if version else "openai"
+    log(f"reference venv lacks openai (needed by the vllm provider): installing {spec} "
+        f"into {target} for its daemon's PYTHONPATH")
+    proc = subprocess.run([ref_python, "-m", "pip", "install", "--quiet", "--no-deps",
+                           "--disable-pip-version-check", "--target", str(target), spec],
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: could not install {spec} for the reference: {proc.stderr[-1000:]}")
+    check = subprocess.run([ref_python, "-c", "import openai, sys; sys.stdout.write(openai.__version__)"],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(target)})
+    if check.returncode != 0:
+        raise SystemExit(f"bench: the reference still cannot import openai: {check.stderr[-1000:]}")
+    return str(target)
+
+
+class _environ:
+    """Set environment variables for what is started inside the block (the daemon)."""
+
+    def __init__(self, **values: Optional[str]) -> None:
+        self.values = {k: v for k, v in values.items() if v}
+        self.saved: Dict[str, Optional[str]] = {}
+
+    def __enter__(self) -> None:
+        for k, v in self.values.items():
+            self.saved[k] = os.environ.get(k)
+            os.environ[k] = v
+
+    def __exit__(self, *exc: Any) -> None:
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def run_one(side: str, conc: int, args: argparse.Namespace, scratch: Path,
             ref_python: Optional[str]) -> Dict[str, Any]:
     run_dir = scratch / f"{side}-c{conc}-{int(time.monotonic() * 1000) % 100000}"
@@ -330,7 +379,10 @@ def run_one(side: str, conc: int, args: argparse.Namespace, scratch: Path,
         if side == "reference":
             assert ref_python
             daemon = bvr.PrivateDaemon(ref_python, run_dir / "daemon", "reference")
-            result["daemon_ready"] = daemon.start(args.daemon_timeout)
+            pool = str(max(2, conc)) if args.ref_pool_size == "match" else None
+            result["ref_pool_size"] = pool or "default (2)"
+            with _environ(PYTHONPATH=args.ref_pythonpath, JAATO_RUNNER_POOL_SIZE=pool):
+                result["daemon_ready"] = daemon.start(args.daemon_timeout)
             if not daemon.alive():
                 # jaato-eval's client would auto-start a daemon on the global pid file/log.
                 result["skipped"] = f"private daemon not answering on {daemon.socket}"
@@ -527,6 +579,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--daemon-timeout", type=float, default=120.0)
     p.add_argument("--daemon-stop", choices=("flag", "sigterm"), default="flag",
                    help="how the reference's daemon is stopped (see bench_vs_reference.py)")
+    p.add_argument("--ref-pool-size", choices=("default", "match"), default="default",
+                   help="default: the reference daemon starts like bench_vs_reference.py's, with "
+                        "jaato-server's 2 warm runner slots. match: JAATO_RUNNER_POOL_SIZE = "
+                        "max(2, concurrency) for it, as jaato-eval's start-up warning advises")
     p.add_argument("--json", default=None, help="write every raw measurement here")
     p.add_argument("--keep", action="store_true", help="keep the scratch directory")
     p.add_argument("--serve-models", default=None, help=argparse.SUPPRESS)
@@ -576,6 +632,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 ref_python, ["jaato-eval", "jaato-server", "jaato-sdk"])
             if report["reference_versions"].get("jaato-eval") != "0.3.4":
                 notes.append(f"reference is jaato-eval {report['reference_versions'].get('jaato-eval')}, not 0.3.4")
+        args.ref_pythonpath = None
+        if ref_python:
+            args.ref_pythonpath = ref_openai_overlay(ref_python, args.python, scratch)
+            if args.ref_pythonpath:
+                notes.append(f"the reference venv has no openai (needed by the vllm provider): "
+                             f"its daemon ran with PYTHONPATH holding openai "
+                             f"{bvr.distribution_versions(args.python, ['openai']).get('openai')}, "
+                             f"ours' version, installed --no-deps into the scratch dir")
         # Warm the page cache for both interpreters' imports; not measured.
         subprocess.run([args.python, "-c", "import pytest, xdist, pytest_jaato_eval, jaato_server, "
                         "pytest_jaato_eval.testing.model_server"],
