@@ -51,3 +51,12 @@ def test_the_warning_reaches_the_user(project):
     project.task("slowpool", extra={"budget": {"seconds": 5000}})
     result = project.run("tasks", "--co")
     result.stdout.fnmatch_lines(["*budget.seconds (5000) exceeds the per-arm ceiling (900 s*"])
+
+
+def test_the_report_reads_the_daemons_pool_reading():
+    from pytest_jaato_eval.report.arms import budget_text
+    record = {"usage": {"cost_usd": None, "spend_total_tokens": 30}, "budget_ceiling": None,
+              "pool_limits": {"tokens": 65},
+              "pool_on_arrival": {"cascade_driver_id": "c", "declared": True,
+                                  "limits": {"tokens": 65}, "remaining": {"tokens": 35.0}}}
+    assert budget_text(record) == "30 tokens / pool 65 tokens (46% consumed on arrival)"

@@ -45,11 +45,21 @@ def _limits(value) -> dict[str, Any]:
     return {}
 
 
+def _consumed_on_arrival(value) -> dict[str, Any]:
+    """What the pool had spent when the arm started. Our records carry the daemon's own
+    reading ({limits, remaining, ...}); a plain mapping is read as spent per dimension."""
+    if isinstance(value, dict) and isinstance(value.get("remaining"), dict):
+        limits = value.get("limits") if isinstance(value.get("limits"), dict) else {}
+        return {dim: limits[dim] - left for dim, left in value["remaining"].items()
+                if _num(left) is not None and _num(limits.get(dim)) is not None}
+    return _limits(value)
+
+
 def budget_text(record: dict[str, Any]) -> str:
     """P4: `$spent / own $X` (the profile's own ceiling), or
     `$spent / pool $Y (N% consumed on arrival)` (the task pool, read as the arm started)."""
     own, pool = _limits(record.get("budget_ceiling")), _limits(record.get("pool_limits"))
-    arrival = _limits(record.get("pool_on_arrival"))
+    arrival = _consumed_on_arrival(record.get("pool_on_arrival"))
     for dim, spent_of, fmt in _DIMENSIONS:
         spent = _num(spent_of(record))
         spent_s = DASH if spent is None else fmt(spent)
