@@ -46,6 +46,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
+sys.dont_write_bytecode = True  # no bench/__pycache__ from importing the sibling script
 
 import bench_vs_reference as bvr  # noqa: E402  (our own sibling script)
 
@@ -571,10 +572,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="which side runs first at each level (the two run back to back)")
     p.add_argument("--mem-at", default="4",
                    help="concurrency levels whose runs are memory-sampled ('all' for every one)")
-    p.add_argument("--arm-timeout", type=float, default=60.0,
-                   help="--arm-timeout for both engines (their default, 900 s, would let one "
-                        "stalled reference arm eat the whole time budget)")
-    p.add_argument("--run-timeout", type=float, default=300.0,
+    p.add_argument("--arm-timeout", type=float, default=120.0,
+                   help="--arm-timeout for both engines. Their default, 900 s, would let one "
+                        "stalled reference arm eat the whole time budget; much below 120 s cuts "
+                        "reference arms that a stalled session.new delays to ~80 s but that "
+                        "then pass")
+    p.add_argument("--run-timeout", type=float, default=360.0,
                    help="ceiling per run; its process group is ended after it")
     p.add_argument("--daemon-timeout", type=float, default=120.0)
     p.add_argument("--daemon-stop", choices=("flag", "sigterm"), default="flag",
@@ -673,9 +676,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      "nothing. Every BLOCKED arm is spurious here: each arm's model answers")
         notes.append(f"peak MB = max over 0.2 s samples of the summed RSS of the run's process tree "
                      f"(reference: jaato_eval + its daemon + runners); sampled at levels {args.mem_at}. "
-                     f"Shared pages are counted once per process")
+                     f"Shared pages count in every process that maps them (RSS, not PSS)")
         notes.append(f"load average {load_start[0]:.2f} at the start, {load[0]:.2f} {load[1]:.2f} "
                      f"{load[2]:.2f} at the end, on {os.cpu_count()} CPUs")
+        if args.ref_pool_size == "match":
+            notes.append("reference daemon started with JAATO_RUNNER_POOL_SIZE = max(2, concurrency)")
         extra = sum(r.get("extra_chat_requests", 0) for r in results)
         if extra:
             notes.append(f"{extra} chat request(s) beyond the 2 per arm (retries) over all runs")
