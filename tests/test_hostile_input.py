@@ -453,10 +453,6 @@ def test_html_report_escapes_markup():
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\u202a-\u202e]")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "report/html.py (another helper's) html-escapes markup but passes ESC, BEL and NUL "
-    "through into the document; fix in its _e(): escape each line of "
-    "render.safe_text(line, None, collapse=False). Drop this mark with that fix."))
 def test_html_report_holds_no_raw_control_character():
     from pytest_jaato_eval.report import html
     document = html.render([hostile_record(), hostile_record("BLOCKED", reason=EVIL_ID)])

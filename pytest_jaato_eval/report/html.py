@@ -17,6 +17,7 @@ from ..pivot import DASH, LEGEND, PARTIAL_NOTE, Cell, build_cells, digest, pivot
 from ..store import latest_by_arm
 from . import arms, chart
 from .pins import pins, pins_summary
+from ..render import safe_text
 
 EVIDENCE_LINES = 40    # per verdict: the tail is where a script's failure is
 DETAIL_CHARS = 160     # a verdict's detail inside a table cell
@@ -72,7 +73,10 @@ UNKNOWN_PROSE = (
 
 
 def _e(value: Any) -> str:
-    return escape(str(value), quote=True)
+    """HTML-escape a record's text, after neutralising control characters (ANSI, NUL,
+    bidi overrides) line by line: evidence is untrusted output."""
+    return "\n".join(escape(safe_text(line, None, collapse=False), quote=True)
+                     for line in str(value).split("\n"))
 
 
 def _clip(text: str, width: int) -> str:

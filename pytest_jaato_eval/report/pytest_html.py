@@ -7,8 +7,6 @@ so it works the same under xdist.
 """
 from __future__ import annotations
 
-from html import escape
-
 import pytest
 from pytest_html import extras
 
@@ -16,6 +14,7 @@ from ..outcome import record_of
 from ..pivot import build_cells
 from . import arms
 from .html import evidence, pivot_section
+from .html import _e
 
 COLUMNS = ("state", "model", "provider", "session id", "turns", "cost", "budget", "nudges",
            "payload")
@@ -31,10 +30,6 @@ table.jaato-pivot th, table.jaato-pivot td { border: 1px solid #ccc; padding: 2p
 table.jaato-pivot td.num { text-align: right; }
 .jaato-evidence pre { white-space: pre-wrap; }
 </style>"""
-
-
-def _e(value) -> str:
-    return escape(str(value), quote=True)
 
 
 def verdicts_cell(record: dict) -> str:
