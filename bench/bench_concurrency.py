@@ -407,6 +407,7 @@ def run_one(side: str, conc: int, args: argparse.Namespace, scratch: Path,
             proc = subprocess.Popen(cmd, cwd=str(run_dir), stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
             proc_pid[0] = proc.pid
+            watcher = bvr.StoreWatcher(store, started).__enter__()
             if sampler:
                 sampler.__enter__()
             try:
@@ -421,6 +422,8 @@ def run_one(side: str, conc: int, args: argparse.Namespace, scratch: Path,
                 raise
             finally:
                 result["wall"] = time.monotonic() - started
+                watcher.__exit__()
+                result["landed"] = watcher.landed
                 if sampler:
                     sampler.__exit__()
         if sampler:
@@ -467,6 +470,18 @@ def run_one(side: str, conc: int, args: argparse.Namespace, scratch: Path,
         result["arms_per_min"] = 60.0 * result["graded"] / result["wall"]
         result["total"] = result["wall"] + result.get("daemon_ready", 0.0) + result.get("daemon_stop", 0.0)
         result["arms_per_min_total"] = 60.0 * result["graded"] / result["total"]
+    landed = result.get("landed") or []
+    if landed and result.get("wall"):
+        # When records landed in the store, watched from outside every 20 ms.
+        result["first_landed"] = landed[0]
+        result["after_last"] = result["wall"] - landed[-1]
+        # Mean spacing of records after the first: records land in bursts at concurrency > 1,
+        # so a median gap would mislead.
+        result["arm_interval"] = ((landed[-1] - landed[0]) / (len(landed) - 1)
+                                  if len(landed) > 1 else None)
+    durations_self = [r["duration_seconds"] for r in records
+                      if isinstance(r.get("duration_seconds"), (int, float))]
+    result["arm_self_median"] = statistics.median(durations_self) if durations_self else None
     stats = result["model_stats"]
     chats = [s["chat_requests"] for s in stats]
     durations = [d for s in stats for d in s["durations"] if isinstance(d, (int, float))]
@@ -513,6 +528,10 @@ def render(results: List[Dict[str, Any]], levels: Sequence[int], args: argparse.
                 "extra_chat_requests": sum(r.get("extra_chat_requests", 0) for r in runs),
                 "model_reply_median_s": median_of(runs, "model_reply_median_s"),
                 "timed_out": sum(1 for r in runs if r.get("timed_out")),
+                "first_landed": median_of(runs, "first_landed"),
+                "after_last": median_of(runs, "after_last"),
+                "arm_interval": median_of(runs, "arm_interval"),
+                "arm_self_median": median_of(runs, "arm_self_median"),
             }
         o, f = row["ours"], row["reference"]
         for key in ("arms_per_min", "arms_per_min_total"):
@@ -535,6 +554,17 @@ def render(results: List[Dict[str, Any]], levels: Sequence[int], args: argparse.
                          f"{fmt(s['arms_per_min']):>10}{fmt(s['arms_per_min_total']):>9}"
                          f"{s['blocked']:>9}{s['missing']:>9}{s['fail']:>6}"
                          f"{fmt(s['peak_rss_mb'], 0):>9}{ratio:>10}{ratio_t:>9}")
+    lines.append("")
+    head2 = (f"{'concurrency':<12}{'side':<11}{'start->1st stored':>19}{'1st->last/arm':>15}"
+             f"{'last->exit':>12}{'arm self med':>14}")
+    lines += [head2, "-" * len(head2)]
+    for c in levels:
+        for side in ("ours", "reference"):
+            s = summary[c][side]
+            label = (f"-n {c}" if side == "ours" else f"--conc {c}")
+            lines.append(f"{label:<12}{side:<11}{fmt(s['first_landed']):>19}"
+                         f"{fmt(s['arm_interval'], 2):>15}{fmt(s['after_last']):>12}"
+                         f"{fmt(s['arm_self_median']):>14}")
     lines.append("")
     for r in results:
         if r.get("peak_breakdown"):
@@ -672,6 +702,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         notes.append("wall = the pytest / jaato_eval command alone. total = wall + the reference's "
                      "script-managed daemon start and stop (ours starts and stops its per-worker "
                      "daemons inside the command, so its total = wall)")
+        notes.append("second table (seconds, from the store watched every 20 ms): process start "
+                     "to the first record; (last record - first record) / (arms - 1); last record "
+                     "to exit; median of each store's own duration_seconds (the two engines time "
+                     "different spans)")
         notes.append("arms/min counts graded arms (PASS or FAIL); BLOCKED and missing arms earn "
                      "nothing. Every BLOCKED arm is spurious here: each arm's model answers")
         notes.append(f"peak MB = max over 0.2 s samples of the summed RSS of the run's process tree "

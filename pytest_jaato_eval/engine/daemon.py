@@ -122,6 +122,9 @@ class PrivateDaemon:
         env = dict(os.environ if self.env is None else self.env)
         # Nothing of an outer eval run leaks into the daemon (C3 spirit).
         env = {k: v for k, v in env.items() if not k.startswith("JAATO_EVAL")}
+        # Arms run one at a time on a private daemon: one warm runner slot is enough, and
+        # under `-n N` each extra idle runner (~150 MB, CPU to warm) competes with the arms.
+        env.setdefault("JAATO_RUNNER_POOL_SIZE", "1")
         try:
             self.proc = subprocess.Popen(
                 [self.python, "-m", "jaato_server", "--ipc-socket", self.socket_path,
@@ -157,13 +160,14 @@ class PrivateDaemon:
                 return f"last line of {name}: {lines[-1][:300]}"
         return "it wrote no log"
 
-    def stop(self, timeout: float = 20.0) -> None:
+    def stop(self, timeout: float = 3.0) -> None:
         """Stop the daemon and every process it started, runners included.
 
-        SIGTERM runs the daemon's own shutdown (which reaps its runners) and is
-        much quicker than spawning `jaato_server --stop`. Runners live in their
-        own sessions, so the ones alive now are noted first and any survivor is
-        killed by PID after the daemon is gone.
+        SIGTERM runs the daemon's own shutdown, which is much quicker than spawning
+        `jaato_server --stop`; it then gives each runner seconds to exit, which a
+        run that is over does not need, so after `timeout` the rest is killed.
+        Runners live in their own sessions, so the ones alive now are noted first
+        and every survivor is killed by PID.
         """
         if self.proc is None:
             return
