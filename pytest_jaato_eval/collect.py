@@ -85,7 +85,6 @@ def deselect_resumed(config, items) -> None:
     if done:
         items[:] = [i for i in items if i not in done]
         config.hook.pytest_deselected(items=done)
-        run.resumed_count = len(done)
 
 
 def collect_file(file_path, parent):

@@ -104,7 +104,7 @@ def mark_report(report: Any, item: Any, record: dict[str, Any]) -> None:
     """Attach the record to the call report and turn BLOCKED into a marked skip."""
     setattr(report, RECORD_ATTR, json.loads(json.dumps(record, default=str)))  # xdist-safe
     if record["state"] == BLOCKED:
-        path, lineno, _ = item.location
+        _, lineno, _ = item.location
         report.outcome = "skipped"
         report.longrepr = (str(item.path), lineno, f"BLOCKED: {one_line(record['blocked_reason'])}")
 

@@ -66,7 +66,7 @@ def exit_verdict(code: int, stderr_tail: list[str]) -> tuple[str | None, str | N
 class _DriverArm:
     def __init__(self, spec: DriverArmSpec):
         self.spec = spec
-        self.out = AgentRun(error_type=None)
+        self.out = AgentRun()
         self.acc: dict[str, TurnAccumulator] = {}
         self.terminated: set[str] = set()
         self.client: IPCClient | None = None
