@@ -373,6 +373,7 @@ def run_one(side: str, conc: int, args: argparse.Namespace, scratch: Path,
     result: Dict[str, Any] = {"side": side, "concurrency": conc, "log": str(out_log)}
     helper = ModelHelper(args.python, run_dir / "tasks", args.arms, args.delay)
     daemon: Optional[bvr.PrivateDaemon] = None
+    phases_file: Optional[Path] = None
     before = bvr.global_state()
     try:
         info = helper.start()
@@ -398,14 +399,21 @@ def run_one(side: str, conc: int, args: argparse.Namespace, scratch: Path,
             cmd = [args.python, "-m", "pytest", tasks, "-p", "no:cacheprovider", "-q",
                    "-n", str(conc), "--jaato-out", str(store), "--profile-set", sets,
                    "--arm-timeout", str(args.arm_timeout)]
+            if args.phases:  # time the daemon calls of every arm (phase_timing.py)
+                cmd[3:3] = ["-p", "phase_timing"]
+                phases_file = run_dir / "phases.jsonl"
             roots = lambda: [proc_pid[0]] if proc_pid[0] else []
         proc_pid: List[Optional[int]] = [None]
+        run_env = dict(os.environ)
+        if phases_file is not None:
+            run_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), run_env.get("PYTHONPATH")]))
+            run_env["JAATO_BENCH_PHASES"] = str(phases_file)
         sampler = MemorySampler(roots) if conc in args.mem_at else None
         log(f"{side} c={conc}: $ {' '.join(cmd)}")
         started = time.monotonic()
         with out_log.open("wb") as out:
             proc = subprocess.Popen(cmd, cwd=str(run_dir), stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+                                    stderr=subprocess.STDOUT, start_new_session=True, env=run_env)
             proc_pid[0] = proc.pid
             watcher = bvr.StoreWatcher(store, started).__enter__()
             if sampler:
@@ -482,6 +490,8 @@ def run_one(side: str, conc: int, args: argparse.Namespace, scratch: Path,
     durations_self = [r["duration_seconds"] for r in records
                       if isinstance(r.get("duration_seconds"), (int, float))]
     result["arm_self_median"] = statistics.median(durations_self) if durations_self else None
+    if phases_file is not None:
+        result["phases"] = read_phases(phases_file)
     stats = result["model_stats"]
     chats = [s["chat_requests"] for s in stats]
     durations = [d for s in stats for d in s["durations"] if isinstance(d, (int, float))]
@@ -492,6 +502,64 @@ def run_one(side: str, conc: int, args: argparse.Namespace, scratch: Path,
         f"stored={len(records)} {states} chat_requests={sum(chats)} "
         f"peak={result.get('peak_rss_mb', '—')} MB {reasons or ''}")
     return result
+
+
+def read_phases(path: Path) -> Dict[str, Any]:
+    """Medians of phase_timing.py's lines. A create_session over SLOW_CREATE seconds met no
+    warm runner slot (the daemon booted one for it); the rest are the warm-slot cost."""
+    rows = []
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue
+    creates = [r["end"] - r["start"] for r in rows if r.get("phase") == "create_session"]
+    completes = [r["end"] - r["start"] for r in rows if r.get("phase") == "complete"]
+    warm = [x for x in creates if x < SLOW_CREATE]
+    warm_med = statistics.median(warm) if warm else None
+    slow = [x for x in creates if x >= SLOW_CREATE]
+    return {"creates": len(creates), "create_warm_median": warm_med,
+            "create_slow": len(slow),
+            "create_slow_extra": sum(x - (warm_med or 0.0) for x in slow),
+            "complete_median": statistics.median(completes) if completes else None}
+
+
+SLOW_CREATE = 1.0
+
+
+def render_floor(results: List[Dict[str, Any]], summary: Dict[Any, Any], levels: Sequence[int],
+                 args: argparse.Namespace) -> List[str]:
+    """What the daemon leaves to any client: the least seconds an arm can take.
+
+    An arm cannot be quicker than its model turns plus the daemon's own work around them
+    (`complete`) plus a session on a warm runner slot (`create_session`, warm). At
+    concurrency c, c lanes share the arms, so no client can store them faster than one per
+    floor / c; the reference's measured interval over that is the best ratio possible.
+    """
+    lines = []
+    head = (f"{'concurrency':<12}{'model/arm':>10}{'create warm':>12}{'complete':>10}"
+            f"{'floor/arm':>10}{'floor/c':>9}{'ref /arm':>9}{'best ratio':>11}{'ours /arm':>10}"
+            f"{'cold creates':>18}")
+    for c in levels:
+        runs = [r for r in results if r["side"] == "ours" and r["concurrency"] == c
+                and r.get("phases")]
+        if not runs:
+            continue
+        ph = runs[0]["phases"]
+        create, complete = ph["create_warm_median"], ph["complete_median"]
+        if create is None or complete is None:
+            continue
+        floor = create + complete
+        ref_iv = summary[c]["reference"].get("arm_interval")
+        best = (ref_iv / (floor / c)) if ref_iv else None
+        if not lines:
+            lines += [head, "-" * len(head)]
+        lines.append(f"{'-n ' + str(c):<12}{2 * args.delay:>10.2f}{create:>12.2f}{complete:>10.2f}"
+                     f"{floor:>10.2f}{floor / c:>9.2f}{fmt(ref_iv, 2):>9}{fmt(best, 2):>11}"
+                     f"{fmt(summary[c]['ours'].get('arm_interval'), 2):>10}"
+                     f"{ph['create_slow']:>6} (+{ph['create_slow_extra']:.1f} s)")
+    return lines
 
 
 # --------------------------------------------------------------------------- report
@@ -575,6 +643,15 @@ def render(results: List[Dict[str, Any]], levels: Sequence[int], args: argparse.
         if r.get("blocked_reasons"):
             for reason, n in r["blocked_reasons"].items():
                 lines.append(f"BLOCKED {r['side']} c={r['concurrency']}: {n}x {reason}")
+    floor = render_floor(results, summary, levels, args)
+    if floor:
+        lines += ["", "the daemon's floor (ours, from phase_timing.py; seconds):"] + floor
+        notes.append("floor table: create warm = median create_session that found a warm runner "
+                     f"slot (< {SLOW_CREATE:g} s); complete = median prompt-to-answer (model turns + "
+                     "the daemon's turn work); floor/arm = their sum, the least any client of this "
+                     "daemon pays per arm; floor/c = the least interval at concurrency c; best ratio "
+                     "= reference interval / floor/c, the most any client could gain in steady "
+                     "state; cold creates = sessions that met no warm slot, and their extra seconds")
     lines += [""] + [f"note: {n}" for n in notes]
     return "\n".join(lines), summary
 
@@ -616,6 +693,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="default: the reference daemon starts like bench_vs_reference.py's, with "
                         "jaato-server's 2 warm runner slots. match: JAATO_RUNNER_POOL_SIZE = "
                         "max(2, concurrency) for it, as jaato-eval's start-up warning advises")
+    p.add_argument("--phases", action="store_true",
+                   help="time ours' create_session and complete calls (phase_timing.py) and "
+                        "print the daemon's per-arm floor beside the reference's interval")
     p.add_argument("--json", default=None, help="write every raw measurement here")
     p.add_argument("--keep", action="store_true", help="keep the scratch directory")
     p.add_argument("--serve-models", default=None, help=argparse.SUPPRESS)

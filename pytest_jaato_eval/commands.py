@@ -21,9 +21,17 @@ from typing import Any, Sequence
 from . import stats
 from .pivot import Cell, build_cells, interval_text, pct, render_pivot
 from .record import RECORD_KEYS, RESULTS_VERSION
+from .render import safe_text
 from .report.pins import pin_differences, pins
 from .store import latest_by_arm
 from .verdict import BLOCKED, FAIL, PASS, STATES
+
+
+def say(line: str, file=None) -> None:
+    """Print one line of a command's output. Arm ids, task ids and reasons come from a
+    store anybody may have written, so no control character reaches the terminal."""
+    print(safe_text(line, None, collapse=False), file=file or sys.stdout)
+
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE = 0, 1, 2
 VERDICT_KEYS = ("grader_id", "claim", "state", "detail", "evidence", "blocked_reason")
@@ -94,24 +102,24 @@ def cmd_report(args) -> int:
         try:
             pdf.load_weasyprint()
         except pdf.PdfUnavailable as exc:
-            print(f"error: --pdf: {exc}", file=sys.stderr)
+            say(f"error: --pdf: {exc}", file=sys.stderr)
             return EXIT_UNUSABLE
     store = read_store(args.store)
     for note in store.skipped_notes():
-        print(note, file=sys.stderr)
+        say(note, file=sys.stderr)
     latest = latest_by_arm(store.records)
-    print(f"{store.path}: {len(latest)} arms")
+    say(f"{store.path}: {len(latest)} arms")
     for line in render_pivot(build_cells(latest.values()), k=args.k):
-        print(line)
+        say(line)
     if args.html or args.pdf:
         document = html.render(latest.values(), source=str(store.path), k=args.k)
         if args.html:
             Path(args.html).parent.mkdir(parents=True, exist_ok=True)
             Path(args.html).write_text(document, encoding="utf-8")
-            print(f"html report: {args.html}")
+            say(f"html report: {args.html}")
         if args.pdf:
             pdf.write(Path(args.pdf), document)
-            print(f"pdf report: {args.pdf}")
+            say(f"pdf report: {args.pdf}")
     return EXIT_OK
 
 
@@ -199,12 +207,12 @@ def cmd_validate(args) -> int:
         problems.append(f"{store.path}:{store.partial_last}: partial last line: a run stopped "
                         f"mid-write and this arm's record is lost (readers skip it, R1)")
     for w in warnings:
-        print(f"warning: {w}")
+        say(f"warning: {w}")
     for p in problems:
-        print(f"problem: {p}")
+        say(f"problem: {p}")
     summary = (f"{store.path}: {len(store.records)} records, {len(problems)} problems, "
                f"{len(warnings)} warnings")
-    print(summary if problems else f"{summary}: ok")
+    say(summary if problems else f"{summary}: ok")
     return EXIT_PROBLEMS if problems else EXIT_OK
 
 
@@ -272,13 +280,13 @@ def compare_groups(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> lis
 def cmd_compare(args) -> int:
     base, new = read_store(args.base), read_store(args.new)
     for note in base.skipped_notes() + new.skipped_notes():
-        print(note, file=sys.stderr)
+        say(note, file=sys.stderr)
     blatest = list(latest_by_arm(base.records).values())
     nlatest = list(latest_by_arm(new.records).values())
-    print(f"base: {base.path} ({len(blatest)} arms)")
-    print(f"new:  {new.path} ({len(nlatest)} arms)")
+    say(f"base: {base.path} ({len(blatest)} arms)")
+    say(f"new:  {new.path} ({len(nlatest)} arms)")
     for w in pin_differences(pins(blatest), pins(nlatest)):
-        print(f"warning: pins differ: {w}")
+        say(f"warning: pins differ: {w}")
     changes = compare_groups(blatest, nlatest)
     header = ("group", "base", "new", "Δ pass rate", "flips", "")
     rows = [header]
@@ -291,25 +299,25 @@ def cmd_compare(args) -> int:
                      "REGRESSED" if g.regressed else ""))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for r in rows:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+        say("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
     for g in changes:
         name = f"{g.task_id} @ {g.profile_set}"
         for arm in g.down:
-            print(f"PASS→FAIL {arm}")
+            say(f"PASS→FAIL {arm}")
         for arm in g.up:
-            print(f"FAIL→PASS {arm}")
+            say(f"FAIL→PASS {arm}")
         for line in g.blocked:
-            print(f"blocked change {line}")
+            say(f"blocked change {line}")
         if g.base is None:
-            print(f"note: {name} is only in the new store")
+            say(f"note: {name} is only in the new store")
         elif g.new is None:
-            print(f"note: {name} is only in the base store")
+            say(f"note: {name} is only in the base store")
     regressed = [g for g in changes if g.regressed]
     if regressed:
         names = ", ".join(f"{g.task_id} @ {g.profile_set}" for g in regressed)
-        print(f"regressed: {len(regressed)} group(s): {names}")
+        say(f"regressed: {len(regressed)} group(s): {names}")
         return EXIT_PROBLEMS
-    print(f"no group regressed ({len(changes)} compared)")
+    say(f"no group regressed ({len(changes)} compared)")
     return EXIT_OK
 
 
@@ -360,8 +368,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except Unusable as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say(f"error: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
     except OSError as exc:  # e.g. the --html target cannot be written
-        print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        say(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_UNUSABLE

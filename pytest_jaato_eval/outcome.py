@@ -14,6 +14,7 @@ from typing import Any
 
 from .engine.session import AgentRun
 from .record import build_record
+from .redact import Redactor
 from .render import safe_text
 from .verdict import BLOCKED, FAIL
 
@@ -113,19 +114,24 @@ def mark_report(report: Any, item: Any, record: dict[str, Any]) -> None:
 _ARM_NAME = re.compile(r"^(?P<task>.*)\[(?P<set>.*)-r(?P<repeat>\d+)\](@.*)?$")
 
 
-def block_crashed(report: Any, nodeid: str, run_id: str) -> None:
-    """Turn xdist's FAILED crash report into a BLOCKED arm with a record of its own."""
+def block_crashed(report: Any, nodeid: str, run_id: str, redact: Redactor | None = None) -> None:
+    """Turn xdist's FAILED crash report into a BLOCKED arm with a record of its own.
+
+    The crash text is the worker's last words (a traceback, its stderr), so it goes
+    through the same masker as every other record before the store or JUnit sees it.
+    """
+    redact = redact or Redactor.from_environ()
     name = nodeid.rsplit("::", 1)[-1]
     m = _ARM_NAME.match(name)
     task, pset, repeat = (m["task"], m["set"], int(m["repeat"])) if m else (name, "default", 0)
-    reason = f"worker crashed: {one_line(report.longrepr)} (the arm's process died; the arm " \
-             f"taught us nothing)"
-    record = build_record(
+    reason = redact.text(f"worker crashed: {one_line(report.longrepr)} (the arm's process "
+                         f"died; the arm taught us nothing)")
+    record = redact(build_record(
         arm_id=f"{task}@{pset}#{repeat}", task_id=task, profile_set=pset, repeat=repeat,
         state=BLOCKED, blocked_reason=reason, verdicts=[], run=AgentRun(), caveats=[
             "synthesised by the controller: the worker running this arm crashed"],
         completion_nudges=None, extra={"run_id": run_id, "task_hash": None, "workspace": None,
-                                       "finished_at": time.time()})
+                                       "finished_at": time.time()}))
     report.when = "call"
     report.outcome = "skipped"
     report.longrepr = (nodeid.split("::")[0], 0, f"BLOCKED: {reason}")

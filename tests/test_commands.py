@@ -256,3 +256,20 @@ def test_an_unwritable_html_target_is_one_line(tmp_path):
     result = run_cli("report", REFERENCE_STORE, "--html", target / "sub" / "r.html")
     assert result.returncode == 2
     assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["report", "compare", "validate"])
+def test_a_hostile_store_sends_no_control_character_to_the_terminal(tmp_path, command):
+    """Arm ids and reasons come from whoever wrote the store: an ESC in them must reach
+    the terminal as the text `\\x1b`, never as an escape sequence."""
+    evil = "write-file\x1b]0;pwned\x07\x1b[2J"
+    base = [arm(evil, "echo", 0, "PASS"), arm(evil, "echo", 1, "PASS")]
+    new = [arm(evil, "echo", 0, "FAIL"),
+           arm(evil, "echo", 1, "BLOCKED", reason="429\x1b[31m red")]
+    a, b = write(tmp_path / "a.jsonl", base), write(tmp_path / "b.jsonl", new)
+    twice = write(tmp_path / "twice.jsonl", new + new[:1])  # validate names a repeated arm
+    args = {"report": (b,), "compare": (a, b), "validate": (twice,)}[command]
+    result = run_cli(command, *args)
+    out = result.stdout + result.stderr
+    assert "\x1b" not in out and "\x07" not in out
+    assert "write-file\\x1b]0;pwned\\x07" in out  # shown, not swallowed

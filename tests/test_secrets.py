@@ -136,3 +136,24 @@ def test_a_grader_printing_its_environment_leaks_no_secret_end_to_end(project, m
         "BLOCKED *leaky-blocked* - *upstream rejected key ***(MY_API_KEY)",   # summary line
     ])
     assert 'name="jaato_blocked_reason"' in outputs["junit"]
+
+
+def test_a_crashed_workers_synthesised_record_is_masked_too():
+    """A crash record is built by the controller from xdist's crash text, not by run_arm,
+    so it takes its own pass through the masker. (Unit level: a real worker crash carries
+    xdist's message, which holds no secret we could plant; the crash path itself is
+    reached for real in tests/faults.)"""
+    from types import SimpleNamespace
+
+    from pytest_jaato_eval.outcome import RECORD_ATTR, block_crashed
+
+    secret = "sk-crash-0123456789"
+    report = SimpleNamespace(longrepr=f"worker 'gw0' crashed: key={secret}", when="call",
+                             outcome="failed")
+    nodeid = f"tasks/t/task.yaml::t[{secret}-r0]"
+    block_crashed(report, nodeid, "run1", Redactor({"OPENAI_API_KEY": secret}))
+    record = getattr(report, RECORD_ATTR)
+    text = json.dumps(record) + str(report.longrepr)
+    assert secret not in text
+    assert "***(OPENAI_API_KEY)" in record["blocked_reason"]
+    assert record["arm_id"] == "t@***(OPENAI_API_KEY)#0" and record["state"] == "BLOCKED"

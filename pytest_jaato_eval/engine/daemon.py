@@ -160,7 +160,7 @@ class PrivateDaemon:
                 return f"last line of {name}: {lines[-1][:300]}"
         return "it wrote no log"
 
-    def stop(self, timeout: float = 3.0) -> None:
+    def stop(self, timeout: float = 0.5) -> None:
         """Stop the daemon and every process it started, runners included.
 
         SIGTERM runs the daemon's own shutdown, which is much quicker than spawning
