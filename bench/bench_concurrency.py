@@ -397,7 +397,7 @@ def run_one(side: str, conc: int, args: argparse.Namespace, scratch: Path,
             roots: Callable[[], List[int]] = lambda: [p for p in (proc_pid[0], d.proc.pid if d.proc else None) if p]
         else:
             cmd = [args.python, "-m", "pytest", tasks, "-p", "no:cacheprovider", "-q",
-                   "-n", str(conc), "--jaato-out", str(store), "--profile-set", sets,
+                   *bvr.DEV_ONLY_PLUGINS, "-n", str(conc), "--jaato-out", str(store), "--profile-set", sets,
                    "--arm-timeout", str(args.arm_timeout)]
             if args.phases:  # time the daemon calls of every arm (phase_timing.py)
                 cmd[3:3] = ["-p", "phase_timing"]
@@ -775,6 +775,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         elapsed = time.monotonic() - started
         report["results"] = results
         load = os.getloadavg()
+        notes.append("ours runs with -p no:hypothesispytest: the dev venv's test extra carries "
+                     "hypothesis, whose pytest plugin costs ~2 s at the end of a run; a user's "
+                     "install does not have it")
         notes.append(f"{args.arms} arms per run (1 task x {args.arms} profile sets x 1 repeat), "
                      f"scripted model: 2 replies per arm, each after {args.delay:g} s; "
                      f"--arm-timeout {args.arm_timeout:g} on both sides; {args.rounds} round(s), "

@@ -66,7 +66,7 @@ def main() -> int:
             t0 = time.monotonic()
             proc = subprocess.run(
                 [str(PY), "-m", "pytest", str(tasks), "-q", "-p", "no:cacheprovider",
-                 "-n", str(args.workers), f"--jaato-out={store}"],
+                 "-p", "no:hypothesispytest", "-n", str(args.workers), f"--jaato-out={store}"],
                 cwd=base, capture_output=True, text=True, env={**__import__("os").environ,
                                                                 "TMPDIR": str(tmp)})
             walls.append(time.monotonic() - t0)

@@ -88,7 +88,8 @@ def pytest_sessionfinish(session, exitstatus):
     run = session.config.stash.get(RUN_KEY, None)
     if run is None:
         return
-    kept = run.finish()
+    run.wind_down()  # the daemon stops while pytest reports; run.finish() at unconfigure
+    kept = run.kept_folder()
     if kept is not None and run.controller:
         session.config.pluginmanager.get_plugin("jaato-eval-controller").notes.append(
             f"kept workspaces: {kept}")
@@ -99,7 +100,7 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_unconfigure(config):
     run = config.stash.get(RUN_KEY, None)
     if run is not None:
-        run.finish()  # idempotent; covers runs that never reached sessionfinish
+        run.finish()  # stops the daemon for good, removes what the run made
 
 
 def _stop_on_sigterm() -> None:

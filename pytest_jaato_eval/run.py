@@ -108,15 +108,32 @@ class EvalRun:
         return self._arm_settings
 
     # -- the end ---------------------------------------------------------------
-    def finish(self) -> Path | None:
-        """Stop our daemon and remove what the run made; return where kept workspaces are.
+    def wind_down(self) -> None:
+        """The last arm is over: close the pool owner and ask the daemon to go.
 
-        Idempotent: called at session finish and again at unconfigure, for runs
-        that never reached the first.
+        At session finish; `finish` (at unconfigure) completes it. In between pytest
+        prints its summary and xdist stops its workers, and the daemon's shutdown runs
+        alongside instead of after them.
         """
         if self._pool_owner is not None:
             self._pool_owner.close()
             self._pool_owner = None
+        if self._daemon is not None:
+            self._daemon.request_stop()
+
+    def kept_folder(self) -> Path | None:
+        """Where this process's kept workspaces are (None when it kept none)."""
+        if self._arm_settings is None or not self._arm_settings.kept:
+            return None
+        return Path(self._arm_settings.workspace_root)
+
+    def finish(self) -> None:
+        """Stop our daemon and remove what the run made, kept workspaces excepted.
+
+        Idempotent: called at unconfigure, whether or not the session got as far
+        as its finish.
+        """
+        self.wind_down()
         if self._daemon is not None:
             self._daemon.stop()
         if self._arm_settings is not None:  # now the daemon can no longer write into them
@@ -137,7 +154,7 @@ class EvalRun:
                 root.rmdir()
         run_dir, self._run_dir = self._run_dir, None
         if run_dir is None or not run_dir.exists():
-            return None
+            return
         kept = run_dir / "workspaces"
         has_kept = _has_kept_workspaces(run_dir)
         for child in list(run_dir.iterdir()):
@@ -148,8 +165,6 @@ class EvalRun:
                     child.unlink(missing_ok=True)
         if not has_kept:
             shutil.rmtree(run_dir, ignore_errors=True)
-            return None
-        return kept
 
 
 def _has_kept_workspaces(run_dir: Path) -> bool:

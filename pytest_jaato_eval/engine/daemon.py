@@ -81,6 +81,9 @@ class ExternalDaemon:
     def alive(self) -> bool:
         return can_connect(self.socket_path)
 
+    def request_stop(self) -> None:
+        pass
+
     def stop(self) -> None:
         pass
 
@@ -101,6 +104,8 @@ class PrivateDaemon:
         self.env = env
         self.proc: subprocess.Popen | None = None
         self.starts = 0
+        self._stop_asked: float | None = None  # when request_stop sent SIGTERM
+        self._family: list[int] = []
 
     @property
     def pid(self) -> int | None:
@@ -111,6 +116,8 @@ class PrivateDaemon:
 
     def ensure(self) -> str:
         """Start the daemon if it is not running (again, if it died); return its socket."""
+        if self._stop_asked is not None:  # asked to go: let it, then start afresh
+            self.stop()
         if self.alive():
             return self.socket_path
         if self.proc is not None:  # it died under us: reap it, then start afresh
@@ -160,41 +167,61 @@ class PrivateDaemon:
                 return f"last line of {name}: {lines[-1][:300]}"
         return "it wrote no log"
 
-    def stop(self, timeout: float = 0.5) -> None:
-        """Stop the daemon and every process it started, runners included.
+    def request_stop(self) -> None:
+        """SIGTERM the daemon and return at once; `stop` finishes the job.
 
-        SIGTERM runs the daemon's own shutdown, which is much quicker than spawning
-        `jaato_server --stop`; it then gives each runner seconds to exit, which a
-        run that is over does not need, so after `timeout` the rest is killed.
-        Runners live in their own sessions, so the ones alive now are noted first
-        and every survivor is killed by PID.
+        Sent when the run's last arm is over, so the daemon's own shutdown runs while
+        pytest prints its summary and xdist tears its workers down. Runners live in
+        their own sessions, so the ones alive now are noted first, to be killed by PID.
         """
-        if self.proc is None:
+        if self.proc is None or self._stop_asked is not None:
             return
-        family = descendants(self.proc.pid)
+        self._family = descendants(self.proc.pid)
+        self._stop_asked = time.monotonic()
         if self.proc.poll() is None:
             try:
                 self.proc.send_signal(signal.SIGTERM)
-                self.proc.wait(timeout=timeout)
+            except ProcessLookupError:
+                pass
+
+    def stop(self, grace: float = 0.5) -> None:
+        """Stop the daemon and every process it started, runners included.
+
+        The daemon gets `grace` seconds from its SIGTERM (its own shutdown would go on
+        giving each runner seconds to exit, which a run that is over does not need);
+        then whatever is left of its group and family is killed.
+        """
+        if self.proc is None:
+            return
+        self.request_stop()
+        if self.proc.poll() is None:
+            try:
+                self.proc.wait(timeout=max(0.0, self._stop_asked + grace - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
-        self._kill_group()
+        family = set(self._family) | set(descendants(self.proc.pid))
+        self._kill_group(warned=True)
         for pid in family:
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        self._stop_asked, self._family = None, []
 
-    def _kill_group(self) -> None:
-        """SIGKILL whatever is left of the group we started (the daemon and its runners)."""
+    def _kill_group(self, warned: bool = False) -> None:
+        """SIGKILL whatever is left of the group we started (the daemon and its runners).
+
+        `warned`: it had its SIGTERM already (stop's grace), so it gets no second one.
+        """
         assert self.proc is not None
         pgid = self.proc.pid  # start_new_session: the group id is the daemon's pid
-        for sig in (signal.SIGTERM, signal.SIGKILL):
+        for sig in (signal.SIGKILL,) if warned else (signal.SIGTERM, signal.SIGKILL):
             try:
                 os.killpg(pgid, sig)
             except (ProcessLookupError, PermissionError):
                 break
-            time.sleep(0.2)
+            if sig == signal.SIGTERM:
+                time.sleep(0.2)
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
