@@ -539,8 +539,8 @@ def render_floor(results: List[Dict[str, Any]], summary: Dict[Any, Any], levels:
     """
     lines = []
     head = (f"{'concurrency':<12}{'model/arm':>10}{'create warm':>12}{'complete':>10}"
-            f"{'floor/arm':>10}{'floor/c':>9}{'ref /arm':>9}{'best ratio':>11}{'ours /arm':>10}"
-            f"{'cold creates':>18}")
+            f"{'floor/arm':>10}{'floor/c':>9}{'ref /arm':>9}{'best ratio':>11}{'bound':>7}"
+            f"{'ours /arm':>10}{'cold creates':>18}")
     for c in levels:
         runs = [r for r in results if r["side"] == "ours" and r["concurrency"] == c
                 and r.get("phases")]
@@ -553,10 +553,12 @@ def render_floor(results: List[Dict[str, Any]], summary: Dict[Any, Any], levels:
         floor = create + complete
         ref_iv = summary[c]["reference"].get("arm_interval")
         best = (ref_iv / (floor / c)) if ref_iv else None
+        bound = (ref_iv / (complete / c)) if ref_iv else None  # even with no session cost at all
         if not lines:
             lines += [head, "-" * len(head)]
         lines.append(f"{'-n ' + str(c):<12}{2 * args.delay:>10.2f}{create:>12.2f}{complete:>10.2f}"
                      f"{floor:>10.2f}{floor / c:>9.2f}{fmt(ref_iv, 2):>9}{fmt(best, 2):>11}"
+                     f"{fmt(bound, 2):>7}"
                      f"{fmt(summary[c]['ours'].get('arm_interval'), 2):>10}"
                      f"{ph['create_slow']:>6} (+{ph['create_slow_extra']:.1f} s)")
     return lines
@@ -651,7 +653,8 @@ def render(results: List[Dict[str, Any]], levels: Sequence[int], args: argparse.
                      "the daemon's turn work); floor/arm = their sum, the least any client of this "
                      "daemon pays per arm; floor/c = the least interval at concurrency c; best ratio "
                      "= reference interval / floor/c, the most any client could gain in steady "
-                     "state; cold creates = sessions that met no warm slot, and their extra seconds")
+                     "state; bound = the same with no session cost at all (complete alone, as if "
+                     "every session were created while the previous arm ran); cold creates = sessions that met no warm slot, and their extra seconds")
     lines += [""] + [f"note: {n}" for n in notes]
     return "\n".join(lines), summary
 

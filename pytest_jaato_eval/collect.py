@@ -79,9 +79,9 @@ class ArmItem(pytest.Item):
 def deselect_resumed(config, items) -> None:
     """R3: with --resume, arms already in the store are deselected, not run again."""
     run = config.stash[RUN_KEY]
-    if not run.resumed:
+    if not run.done:
         return
-    done = [i for i in items if isinstance(i, ArmItem) and i.arm.id in run.resumed]
+    done = [i for i in items if isinstance(i, ArmItem) and i.arm.id in run.done]
     if done:
         items[:] = [i for i in items if i not in done]
         config.hook.pytest_deselected(items=done)

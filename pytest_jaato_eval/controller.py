@@ -13,6 +13,7 @@ from .pivot import build_cells, render_pivot
 from .render import safe_text
 from .report.html import write_documents
 from .run import EvalRun
+from .store import latest_by_arm
 
 _SUMMARY_CHARS = {"f": "failed", "E": "error", "s": "skipped", "x": "xfailed",
                   "X": "xpassed", "p": "passed"}
@@ -43,16 +44,22 @@ class Controller:
         tr = terminalreporter
         if self.run.records or self.run.resumed:  # X1: nothing graded, nothing printed
             tr.write_sep("=", "jaato-eval pivot")
-            # With --resume the pivot is the whole store: the kept arms and this run's.
-            records = list(self.run.resumed.values()) + self.run.records
+            # With --resume the pivot is the whole store: the kept arms and this run's,
+            # an arm run again (--retry-blocked) by its new record (R3: last wins).
+            records = list(latest_by_arm(list(self.run.resumed.values()) + self.run.records)
+                           .values())
             for line in render_pivot(build_cells(records)):
                 tr.write_line(line)
             store = self.run.store
             tr.write_line("")
             tr.write_line(f"store: {store.path} ({store.written} records, run {self.run.run_id})")
-            if self.run.resumed:
-                tr.write_line(f"resumed: {len(self.run.resumed)} arms already in the store were "
+            if self.run.done:
+                tr.write_line(f"resumed: {len(self.run.done)} arms already in the store were "
                               f"kept, not run again")
+            retried = sum(1 for r in self.run.records if r["arm_id"] in self.run.resumed)
+            if retried:
+                tr.write_line(f"retried: {retried} arms stored as BLOCKED were run again "
+                              f"(--retry-blocked); their new records count")
             if store.rotated_to:
                 tr.write_line(f"the previous store was kept as {store.rotated_to}")
             for note in self.notes:

@@ -36,6 +36,10 @@ def add_options(parser) -> None:
     group.addoption("--resume", dest="jaato_resume", action="store_true", default=False,
                     help="run only the arms missing from the store and append to it; refused "
                          "when a task changed since the store was written")
+    group.addoption("--retry-blocked", dest="jaato_retry_blocked", action="store_true",
+                    default=False,
+                    help="--resume, and also run again the arms whose latest record is BLOCKED "
+                         "(an environment fault you have since fixed); the new record wins")
     group.addoption("--jaato-html", dest="jaato_html", default=None, metavar="PATH",
                     help="also write a self-contained HTML report (pivot, chart, one row per arm)")
     group.addoption("--jaato-pdf", dest="jaato_pdf", default=None, metavar="PATH",
@@ -63,6 +67,7 @@ class Settings:
     keep_workspaces: str
     store: Path
     resume: bool = False
+    retry_blocked: bool = False  # R3 with BLOCKED arms counted as not done
     html: Path | None = None   # P4 report documents
     pdf: Path | None = None
 
@@ -115,7 +120,8 @@ def read_settings(config) -> Settings:
         socket=str(_path(socket, Path.cwd())) if socket else None,
         workspaces=_path(ws, Path.cwd()) if ws else None, keep_workspaces=keep,
         store=_path(store, rootdir) if not opt.jaato_out else _path(store, Path.cwd()),
-        resume=bool(opt.jaato_resume),
+        resume=bool(opt.jaato_resume or opt.jaato_retry_blocked),
+        retry_blocked=bool(opt.jaato_retry_blocked),
         html=_path(opt.jaato_html, Path.cwd()) if opt.jaato_html else None,
         pdf=_path(opt.jaato_pdf, Path.cwd()) if opt.jaato_pdf else None,
     )

@@ -19,6 +19,7 @@ from .engine.budget import PoolError, PoolOwner
 from .engine.daemon import DaemonError, ExternalDaemon, PrivateDaemon, reap_orphan_daemon, remove_session_tmp
 from .options import Settings
 from .store import Store, latest_by_arm, read_records
+from .verdict import BLOCKED
 
 
 def new_run_id() -> str:
@@ -32,6 +33,14 @@ def resume_index(settings: Settings) -> dict[str, dict]:
     return latest_by_arm(read_records(settings.store))
 
 
+def done_arms(resumed: dict[str, dict], retry_blocked: bool) -> dict[str, dict]:
+    """The stored arms not to run again: all of them, or with --retry-blocked those whose
+    latest record is not BLOCKED (a BLOCKED arm taught us nothing about the agent)."""
+    if not retry_blocked:
+        return resumed
+    return {arm: r for arm, r in resumed.items() if r.get("state") != BLOCKED}
+
+
 class EvalRun:
     def __init__(self, settings: Settings, run_id: str, controller: bool,
                  parent_dir: str | None = None):
@@ -41,7 +50,8 @@ class EvalRun:
         self.run_id = run_id
         self.controller = controller
         self.store = Store(settings.store, append=settings.resume) if controller else None
-        self.resumed: dict[str, dict] = resume_index(settings)
+        self.resumed: dict[str, dict] = resume_index(settings)  # every stored arm, latest
+        self.done: dict[str, dict] = done_arms(self.resumed, settings.retry_blocked)
         self.records: list[dict] = []       # controller: every arm's record, in finish order
         self.blocked: list[tuple[str, str]] = []  # (nodeid, reason)
         self.task_paths: dict[str, Path] = {}     # M1: task id -> manifest

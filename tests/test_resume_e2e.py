@@ -39,3 +39,32 @@ def test_xdist_spreads_arms_over_private_daemons_and_one_writer(project):
     assert len({r["run_id"] for r in records}) == 1, "workers share the controller's run id"
     assert result.stdout.str().count("jaato-eval pivot") == 1
     assert processes_mentioning(str(project.tmp)) == [] and project.run_dirs() == []
+
+
+def test_retry_blocked_runs_again_only_the_blocked_arms_and_the_new_record_counts(project):
+    """A BLOCKED arm is an environment fault: once it is fixed, --retry-blocked runs those
+    arms again (and only those), appending records that win over the BLOCKED ones."""
+    project.task("alpha", repeats=2)
+    project.task("beta", repeats=1)
+    project.run("tasks", "-k", "alpha")
+    alpha = {r["arm_id"]: r["session_id"] for r in project.records()}
+    # The fault: no daemon where the run is told to look. beta is BLOCKED, for real.
+    broken = project.run("tasks", "--resume", f"--jaato-socket={project.tmp}/no-daemon.sock",
+                         shared_daemon=False)
+    assert broken.ret == 2
+    assert [r["state"] for r in project.records() if r["task_id"] == "beta"] == ["BLOCKED"]
+    # --resume alone keeps BLOCKED arms as done: nothing to run.
+    project.run("tasks", "--resume").assert_outcomes(deselected=3)
+    # Fixed: --retry-blocked runs beta again, and nothing else.
+    result = project.run("tasks", "--retry-blocked")
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=1, deselected=2)
+    result.stdout.fnmatch_lines(["*resumed: 2 arms already in the store were kept*",
+                                 "*retried: 1 arms stored as BLOCKED were run again*"])
+    pivot = result.stdout.str().split("jaato-eval pivot", 1)[1]
+    beta_row = next(line for line in pivot.splitlines() if line.startswith("beta"))
+    assert "100%" in beta_row, pivot  # the new PASS, not the old BLOCKED
+    records = project.records()
+    assert [r["state"] for r in records if r["task_id"] == "beta"] == ["BLOCKED", "PASS"]
+    assert {r["arm_id"]: r["session_id"] for r in records if r["task_id"] == "alpha"} == alpha
+    assert len([r for r in records if r["task_id"] == "alpha"]) == 2  # not run again
