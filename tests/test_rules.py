@@ -236,3 +236,24 @@ def test_processor_reading_an_unfaithful_ledger_is_blocked(tmp_path):
     assert not no_ids.faithful and "carry no call id" in no_ids.reason
     empty = ledger_of([])
     assert empty.faithful and empty.entries == []  # present and empty is a real, empty ledger
+
+
+def test_the_daemons_family_is_killed_by_pid_and_start_time_never_a_successor():
+    """stop() notes the daemon's runners when it sends SIGTERM and kills the survivors a
+    moment later: a PID that now names another process must be left alone."""
+    import subprocess
+    import sys
+
+    from pytest_jaato_eval.engine.daemon import descendants, kill_if_same
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        noted = [p for p in descendants(os.getpid()) if p[0] == child.pid]
+        assert len(noted) == 1
+        kill_if_same([(child.pid, noted[0][1] + "0")])  # same PID, another start time
+        assert child.poll() is None
+        kill_if_same(noted)
+        assert child.wait(timeout=10) == -9
+    finally:
+        if child.poll() is None:
+            child.kill()

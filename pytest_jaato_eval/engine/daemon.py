@@ -48,21 +48,42 @@ def _die_with_parent() -> None:
         pass
 
 
-def descendants(pid: int) -> list[int]:
-    """Every live process below `pid`, read from /proc (empty where there is no /proc)."""
-    children: dict[int, list[int]] = {}
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (None when it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def descendants(pid: int) -> list[tuple[int, str]]:
+    """Every live process below `pid` as (pid, start time), read from /proc (empty where
+    there is no /proc). The start time tells a process from a later one given its PID."""
+    children: dict[int, list[tuple[int, str]]] = {}
     for entry in Path("/proc").glob("[0-9]*"):
+        fields = _stat(entry.name)
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-        except (OSError, IndexError, ValueError):
+            children.setdefault(int(fields[1]), []).append((int(entry.name), fields[19]))
+        except (TypeError, IndexError, ValueError):
             continue
     out, todo = [], [pid]
     while todo:
         for child in children.get(todo.pop(), []):
             out.append(child)
-            todo.append(child)
+            todo.append(child[0])
     return out
+
+
+def kill_if_same(processes) -> None:
+    """SIGKILL each (pid, start time) that is still that very process, never its successor."""
+    for pid, started in processes:
+        fields = _stat(pid)
+        if fields is None or len(fields) < 20 or fields[19] != started:
+            continue
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 @dataclass
@@ -105,7 +126,7 @@ class PrivateDaemon:
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self._stop_asked: float | None = None  # when request_stop sent SIGTERM
-        self._family: list[int] = []
+        self._family: list[tuple[int, str]] = []
 
     @property
     def pid(self) -> int | None:
@@ -201,11 +222,7 @@ class PrivateDaemon:
                 pass
         family = set(self._family) | set(descendants(self.proc.pid))
         self._kill_group(warned=True)
-        for pid in family:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        kill_if_same(family)
         self._stop_asked, self._family = None, []
 
     def _kill_group(self, warned: bool = False) -> None:
