@@ -300,21 +300,6 @@ def read_records(path: Path) -> List[Dict[str, Any]]:
     return records
 
 
-def _scratch_processes(scratch: Path) -> List[int]:
-    """Live processes whose command line names our scratch dir (our runs' daemons), by pid."""
-    me = os.getpid()
-    found = []
-    needle = str(scratch).encode()
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and int(entry.name) != me:
-            try:
-                if needle in Path(f"/proc/{entry.name}/cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return [p for p in found if bvr.pid_alive(p)]
-
-
 def ref_openai_overlay(ref_python: str, our_python: str, scratch: Path) -> Optional[str]:
     """A directory to put on the reference daemon's PYTHONPATH so it can import ``openai``.
 
@@ -447,7 +432,7 @@ def run_one(side: str, conc: int, args: argparse.Namespace, scratch: Path,
         if after != before:
             result["global_paths_changed"] = {"before": before, "after": after}
             log(f"WARNING: global jaato paths changed during {side} c={conc}: {before} -> {after}")
-        leftovers = _scratch_processes(run_dir)
+        leftovers = bvr.processes_naming(str(run_dir))
         if leftovers:
             # Started (indirectly) by this run, named by its scratch path: end them by pid.
             result["leftover_processes"] = leftovers
@@ -817,10 +802,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         table, summary = render(results, args.levels, args, notes)
         report["summary"] = summary
         print(table)
-        if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=2, default=str) + "\n",
-                                       encoding="utf-8")
-            log(f"raw measurements: {args.json}")
+        bvr.write_report(args.json, report)
         bad = [r for r in results if r.get("rc") is None or r.get("skipped")]
         return 1 if bad else 0
     finally:
@@ -831,8 +813,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        raise SystemExit(main())
-    except KeyboardInterrupt as exc:
-        log(f"interrupted ({exc or 'Ctrl-C'}); daemons stopped, scratch removed")
-        raise SystemExit(130)
+    bvr.run_cli(main)

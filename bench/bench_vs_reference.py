@@ -44,7 +44,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -170,6 +170,35 @@ def is_jaato(pid: int) -> bool:
         return b"jaato_server" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
+
+
+def processes_naming(needle: str) -> List[int]:
+    """Live processes (not this one) whose command line contains `needle`, e.g. a scratch dir."""
+    me, found, text = os.getpid(), [], needle.encode()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and int(entry.name) != me:
+            try:
+                if text in Path(f"/proc/{entry.name}/cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return [p for p in found if pid_alive(p)]
+
+
+def write_report(path: Optional[str], report: Dict[str, Any]) -> None:
+    """--json: every raw measurement, for whoever wants to re-read a run."""
+    if path:
+        Path(path).write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
+        log(f"raw measurements: {path}")
+
+
+def run_cli(main: Callable[[], int]) -> None:
+    """The scripts' entry: Ctrl-C still stops the daemons and removes the scratch dir."""
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt as exc:
+        log(f"interrupted ({exc or 'Ctrl-C'}); daemons stopped, scratch removed")
+        raise SystemExit(130)
 
 
 def descendants_of(root: int) -> List[int]:
@@ -879,10 +908,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         notes.append(f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on "
                      f"{os.cpu_count()} CPUs (other work on the machine skews every number)")
         print(render_table(ours, ref, notes))
-        if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=2, default=str) + "\n",
-                                       encoding="utf-8")
-            log(f"raw measurements: {args.json}")
+        write_report(args.json, report)
         failed = [r for side in raw.values() for r in side.get("runs") or []
                   if r.get("rc") is None or r.get("skipped")]
         return 1 if failed else 0
@@ -894,8 +920,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        raise SystemExit(main())
-    except KeyboardInterrupt as exc:
-        log(f"interrupted ({exc or 'Ctrl-C'}); daemons stopped, scratch removed")
-        raise SystemExit(130)
+    run_cli(main)

@@ -18,6 +18,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+sys.dont_write_bytecode = True  # no bench/__pycache__ from importing the sibling script
+import bench_vs_reference as bvr  # noqa: E402  (our own sibling script: its /proc helper)
 PY = REPO / ".venv" / "bin" / "python"
 
 
@@ -33,18 +36,6 @@ def make_tasks(root: Path, arms: int) -> set[str]:
         (d / "task.yaml").write_text(text)
         expected |= {f"soak-{i}@echo#{r}" for r in range(per_task)}
     return expected
-
-
-def ours_alive(marker: str) -> list[str]:
-    out = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if marker in cmd:
-            out.append(cmd)
-    return out
 
 
 def main() -> int:
@@ -74,7 +65,7 @@ def main() -> int:
             ids = [r["arm_id"] for r in records]
             blocked = [r for r in records if r["state"] == "BLOCKED"]
             time.sleep(1)
-            left = ours_alive(str(tmp))
+            left = bvr.processes_naming(str(tmp))
             row = {"blocked": len(blocked), "missing": len(expected - set(ids)),
                    "duplicated": len(ids) - len(set(ids)), "left_running": len(left),
                    "failed": sum(r["state"] == "FAIL" for r in records)}
