@@ -1,4 +1,4 @@
-"""Store commands: `report`, `compare`, `validate` (`python -m pytest_jaato_eval ...`).
+"""Store commands: `report`, `compare`, `validate`, `merge` (`python -m pytest_jaato_eval ...`).
 
 They read any result store, ours or one written by jaato-eval 0.3.4 (same R2 record;
 ours adds keys). One exit-code vocabulary for all three:
@@ -104,7 +104,7 @@ def cmd_report(args) -> int:
         except pdf.PdfUnavailable as exc:
             say(f"error: --pdf: {exc}", file=sys.stderr)
             return EXIT_UNUSABLE
-    store = read_store(args.store)
+    store = _read_stores(args.store)  # several: read as one (merge.py)
     for note in store.skipped_notes():
         say(note, file=sys.stderr)
     latest = latest_by_arm(store.records)
@@ -181,7 +181,24 @@ def record_problems(r: dict[str, Any]) -> tuple[list[str], list[str]]:
 
 
 def cmd_validate(args) -> int:
-    store = read_store(args.store)
+    from .merge import expand, validate_across
+    stores = [read_store(p) for p in expand(args.store)]
+    results = [_validate_one(store) for store in stores]
+    across = validate_across(stores) if len(stores) > 1 else ([], [])
+    for w in [w for _, ws, _ in results for w in ws] + across[1]:
+        say(f"warning: {w}")
+    for p in [p for ps, _, _ in results for p in ps] + across[0]:
+        say(f"problem: {p}")
+    for problems, _, summary in results:
+        say(summary if problems else f"{summary}: ok")
+    if len(stores) > 1:
+        n = sum(len(ps) for ps, _, _ in results) + len(across[0])
+        say(f"{len(stores)} stores read as one: {len(across[0])} problems, "
+            f"{len(across[1])} warnings across them" + ("" if n else ": ok"))
+    return EXIT_PROBLEMS if any(ps for ps, _, _ in results) or across[0] else EXIT_OK
+
+
+def _validate_one(store: StoreFile) -> tuple[list[str], list[str], str]:
     problems: list[str] = []
     warnings: list[str] = []
     where = {}
@@ -206,14 +223,9 @@ def cmd_validate(args) -> int:
     if store.partial_last:
         problems.append(f"{store.path}:{store.partial_last}: partial last line: a run stopped "
                         f"mid-write and this arm's record is lost (readers skip it, R1)")
-    for w in warnings:
-        say(f"warning: {w}")
-    for p in problems:
-        say(f"problem: {p}")
     summary = (f"{store.path}: {len(store.records)} records, {len(problems)} problems, "
                f"{len(warnings)} warnings")
-    say(summary if problems else f"{summary}: ok")
-    return EXIT_PROBLEMS if problems else EXIT_OK
+    return problems, warnings, summary
 
 
 # -- compare --------------------------------------------------------------------------------
@@ -278,7 +290,11 @@ def compare_groups(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> lis
 
 
 def cmd_compare(args) -> int:
-    base, new = read_store(args.base), read_store(args.new)
+    if args.more:
+        raise Unusable(f"compare takes two sides, BASE and NEW, got {2 + len(args.more)} "
+                       f"arguments; for several stores a side, quote a pattern "
+                       f"('shards/*.jsonl') so it reaches compare as one argument")
+    base, new = _read_stores([args.base]), _read_stores([args.new])
     for note in base.skipped_notes() + new.skipped_notes():
         say(note, file=sys.stderr)
     blatest = list(latest_by_arm(base.records).values())
@@ -321,6 +337,17 @@ def cmd_compare(args) -> int:
     return EXIT_OK
 
 
+# -- several stores as one: merge.py ---------------------------------------------------------
+def _read_stores(patterns: Sequence[str]):
+    from .merge import read_stores
+    return read_stores(patterns)
+
+
+def cmd_merge(args) -> int:
+    from .merge import cmd_merge as merge
+    return merge(args)
+
+
 # -- entry point ----------------------------------------------------------------------------
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse's own exit code for usage errors is 2: ours too
@@ -343,7 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Read jaato-eval result stores (JSONL).")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     rep = sub.add_parser("report", help="print the pivot of a store; optionally write HTML/PDF")
-    rep.add_argument("store", help="a result store (ours or jaato-eval 0.3.4's)")
+    rep.add_argument("store", nargs="+", help="a result store (ours or jaato-eval 0.3.4's); "
+                                              "several, or a quoted glob, are read as one")
     rep.add_argument("--html", metavar="PATH", help="write the self-contained HTML report")
     rep.add_argument("--pdf", metavar="PATH", help="write the same report as PDF (needs "
                                                    "pip install 'pytest-jaato-eval[pdf]')")
@@ -353,13 +381,20 @@ def build_parser() -> argparse.ArgumentParser:
     rep.set_defaults(func=cmd_report)
     cmp_ = sub.add_parser("compare", help="compare two stores per (task, profile set); "
                                           "exit 1 when a group regressed")
-    cmp_.add_argument("base")
-    cmp_.add_argument("new")
+    cmp_.add_argument("base", help="a store, or a quoted glob of stores read as one")
+    cmp_.add_argument("new", help="the same, for the new side")
+    cmp_.add_argument("more", nargs="*", help=argparse.SUPPRESS)  # an unquoted glob's spill
     cmp_.set_defaults(func=cmd_compare)
     val = sub.add_parser("validate", help="check a store against the record schema (R2); "
                                           "exit 1 on problems")
-    val.add_argument("store")
+    val.add_argument("store", nargs="+", help="a store; several, or a quoted glob, are "
+                                             "also checked against each other")
     val.set_defaults(func=cmd_validate)
+    mrg = sub.add_parser("merge", help="write one store from several (the shards of a sweep); "
+                                       "exit 2 if a task changed between them")
+    mrg.add_argument("out", help="the merged store to write (never one of the inputs)")
+    mrg.add_argument("stores", nargs="+", help="the stores to merge (paths or quoted globs)")
+    mrg.set_defaults(func=cmd_merge)
     return parser
 
 
