@@ -30,6 +30,18 @@ def shards(tmp_path):
     return one, two
 
 
+class Ran:
+    def __init__(self, code, captured):
+        self.returncode, self.stdout, self.stderr = code, captured.out, captured.err
+
+
+@pytest.fixture
+def cli(capsys):
+    """`main` in this process (the entry point itself is run once, below)."""
+    capsys.readouterr()
+    return lambda *args: Ran(main([str(a) for a in args]), capsys.readouterr())
+
+
 def records(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -57,40 +69,40 @@ def test_merge_writes_one_store_the_later_record_wins_and_says_so(tmp_path):
     assert run_cli("validate", out).returncode == 0
 
 
-def test_without_a_later_finished_at_the_store_named_later_wins(tmp_path):
+def test_without_a_later_finished_at_the_store_named_later_wins(tmp_path, cli):
     a = write(tmp_path / "a.jsonl", [arm("t", "echo", 0, "FAIL", run="a")])
     b = write(tmp_path / "b.jsonl", [arm("t", "echo", 0, "PASS", run="b")])
     out = tmp_path / "out.jsonl"
-    result = run_cli("merge", out, a, b)
+    result = cli("merge", out, a, b)
     assert [r["run_id"] for r in records(out)] == ["b"]
     assert "neither has a finished_at: the store named later counts" in result.stderr
     # A record with a finished_at beats one without, wherever it is named.
     c = write(tmp_path / "c.jsonl", [at(arm("t", "echo", 0, "FAIL", run="c"), 5.0)])
-    result = run_cli("merge", tmp_path / "out2.jsonl", c, b)
+    result = cli("merge", tmp_path / "out2.jsonl", c, b)
     assert [r["run_id"] for r in records(tmp_path / "out2.jsonl")] == ["c"]
     assert f"the record in {c} counts (the other record has no finished_at)" in result.stderr
 
 
-def test_merge_refuses_a_task_that_changed_between_the_stores(tmp_path):
+def test_merge_refuses_a_task_that_changed_between_the_stores(tmp_path, cli):
     a = write(tmp_path / "a.jsonl", [arm("config", "echo", 0, "PASS", task_hash="a" * 64)])
     b = write(tmp_path / "b.jsonl", [arm("write-file", "echo", 0, "PASS"),
                                      arm("config", "echo", 1, "PASS", task_hash="b" * 64)])
     out = tmp_path / "out.jsonl"
-    result = run_cli("merge", out, a, b)
+    result = cli("merge", out, a, b)
     assert result.returncode == 2
     line, = result.stderr.splitlines()
     assert line.startswith(f"error: task 'config' has different task hashes: "
                            f"{'a' * 12} in {a}:1, {'b' * 12} in {b}:2: a task changed")
     assert not out.exists() and not list(tmp_path.glob(".out.jsonl*"))  # nothing written
     # report and compare read several stores by the same rule.
-    assert run_cli("report", a, b).returncode == 2
-    assert run_cli("compare", a, str(tmp_path / "*.jsonl")).returncode == 2
-    val = run_cli("validate", a, b)
+    assert cli("report", a, b).returncode == 2
+    assert cli("compare", a, str(tmp_path / "*.jsonl")).returncode == 2
+    val = cli("validate", a, b)
     assert val.returncode == 1 and "problem: task 'config' has different task hashes" in val.stdout
 
 
 @pytest.mark.parametrize("how", ["same path", "relative path", "symlink", "hard link", "glob"])
-def test_merge_never_writes_over_an_input(tmp_path, monkeypatch, how):
+def test_merge_never_writes_over_an_input(tmp_path, cli, monkeypatch, how):
     one, two = shards(tmp_path)
     before = one.read_bytes()
     monkeypatch.chdir(tmp_path)
@@ -106,17 +118,17 @@ def test_merge_never_writes_over_an_input(tmp_path, monkeypatch, how):
     elif how == "glob":  # a merged store left by an earlier merge matches the input pattern
         write(tmp_path / "merged.jsonl", records(one))
         inputs = [str(tmp_path / "*.jsonl")]
-    result = run_cli("merge", out, *inputs)
+    result = cli("merge", out, *inputs)
     assert result.returncode == 2
     line, = result.stderr.splitlines()
     assert line.startswith(f"error: {out}: is also an input (") and "never writes over" in line
     assert one.read_bytes() == before and os.path.lexists(out)
 
 
-def test_an_existing_out_is_kept_under_a_new_name(tmp_path):
+def test_an_existing_out_is_kept_under_a_new_name(tmp_path, cli):
     one, two = shards(tmp_path)
     out = write(tmp_path / "all.jsonl", [arm("old", "echo", 0, "PASS")])
-    result = run_cli("merge", out, one, two)
+    result = cli("merge", out, one, two)
     assert result.returncode == 0
     kept = [p for p in tmp_path.glob("all.*.jsonl")]
     assert len(kept) == 1 and records(kept[0])[0]["task_id"] == "old"
@@ -124,43 +136,43 @@ def test_an_existing_out_is_kept_under_a_new_name(tmp_path):
     assert len(records(out)) == 4
 
 
-def test_merge_validates_every_input(tmp_path):
+def test_merge_validates_every_input(tmp_path, cli):
     one, _ = shards(tmp_path)
     bad = arm("t", "echo", 0, "PASS")
     del bad["verdicts"]
     broken = write(tmp_path / "broken.jsonl", [bad])
     out = tmp_path / "out.jsonl"
-    result = run_cli("merge", out, one, broken)
+    result = cli("merge", out, one, broken)
     assert result.returncode == 2 and not out.exists()
     assert f"problem: {broken}:1: t@echo#0: missing keys: verdicts" in result.stderr
     assert "2 problem(s) in the inputs" in result.stderr.splitlines()[-1]
-    missing = run_cli("merge", out, one, tmp_path / "nope.jsonl")
+    missing = cli("merge", out, one, tmp_path / "nope.jsonl")
     assert missing.returncode == 2 and missing.stderr == f"error: {tmp_path / 'nope.jsonl'}: " \
                                                          f"no such file\n"
     # A run killed mid-write left a partial last line: skipped, said, the rest merged.
     cut = tmp_path / "cut.jsonl"
     cut.write_text(json.dumps(arm("u", "echo", 0, "PASS")) + "\n{\"arm_id\": \"u@e")
-    result = run_cli("merge", out, one, cut)
+    result = cli("merge", out, one, cut)
     assert result.returncode == 0 and f"{cut}:2: skipped: partial last line" in result.stderr
     assert len(records(out)) == 4
 
 
-def test_report_and_validate_read_several_stores_and_quoted_globs(tmp_path):
+def test_report_and_validate_read_several_stores_and_quoted_globs(tmp_path, cli):
     one, two = shards(tmp_path)
     out = tmp_path / "merged.jsonl"
-    assert run_cli("merge", out, one, two).returncode == 0
-    merged_report = run_cli("report", out).stdout.splitlines()[1:]
+    assert cli("merge", out, one, two).returncode == 0
+    merged_report = cli("report", out).stdout.splitlines()[1:]
     for args in ([one, two], [str(tmp_path / "shard-*.jsonl")]):
-        result = run_cli("report", *args)
+        result = cli("report", *args)
         assert result.returncode == 0, result.stderr
         assert result.stdout.splitlines()[0] == f"{one} + {two}: 4 arms"
         assert result.stdout.splitlines()[1:] == merged_report  # the same pivot as the merge
         assert "config@echo#1: in" in result.stderr
-    val = run_cli("validate", str(tmp_path / "shard-?.jsonl"))
+    val = cli("validate", str(tmp_path / "shard-?.jsonl"))
     assert val.returncode == 0, val.stdout
     assert "warning: config@echo#1: in" in val.stdout
     assert val.stdout.splitlines()[-1].startswith("2 stores read as one: 0 problems")
-    nothing = run_cli("report", str(tmp_path / "nope-*.jsonl"))
+    nothing = cli("report", str(tmp_path / "nope-*.jsonl"))
     assert nothing.returncode == 2
     assert nothing.stderr == f"error: {tmp_path / 'nope-*.jsonl'}: no file matches this pattern\n"
 
