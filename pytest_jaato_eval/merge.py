@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import sys
 import time
@@ -56,9 +57,9 @@ def expand(patterns: Sequence[str]) -> list[Path]:
 
 def _finished(record: dict[str, Any]) -> float | None:
     value = record.get("finished_at")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
-    return None
+    return None  # absent, or nothing a clock could have said (NaN, a string)
 
 
 def _when(value: float | None) -> str:

@@ -121,6 +121,10 @@ def read_settings(config) -> Settings:
         shard = parse_shard(opt.jaato_shard) if opt.jaato_shard is not None else None
     except ValueError as exc:
         raise UsageError(f"--jaato-shard: {exc}") from None
+    if shard is not None and getattr(opt, "lf", False):  # cacheprovider's, when loaded
+        raise UsageError("--jaato-shard does not combine with --lf: --lf collects only the files "
+                         "of this machine's last failures, and every machine must split the "
+                         "same collection; run the shard again (--resume keeps what it finished)")
 
     socket = opt.jaato_socket or str(ini("jaato_socket")).strip() or None
     ws = opt.jaato_workspaces or str(ini("jaato_workspaces")).strip() or None

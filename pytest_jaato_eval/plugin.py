@@ -67,6 +67,7 @@ def pytest_collect_file(file_path, parent):
     return collect_file(file_path, parent)
 
 
+@pytest.hookimpl(tryfirst=True)  # before anything that deselects per machine (--sw, a conftest)
 def pytest_collection_modifyitems(config, items):
     select_shard(config, items)  # first: every machine splits the same collection
     deselect_resumed(config, items)
