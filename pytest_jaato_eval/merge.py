@@ -146,7 +146,7 @@ def combine(stores: list[StoreFile]) -> Merged:
         if len(seen) > 1:
             where = ", ".join(f"{h[:12]} in {path}:{line}" for h, (path, line) in seen.items())
             merged.changed.append(f"task {task!r} has different task hashes: {where}")
-    # In the order read: the first store's arms, then the arms only later stores have.
+    # Grouped by the store each record that counts came from, in the order the stores were named.
     merged.records = [record for _, record in sorted(best.values(), key=lambda b: b[0])]
     merged.pin_notes = _pin_notes(stores)
     return merged

@@ -51,14 +51,20 @@ def parse_shard(text: str) -> Shard:
 
 
 def task_id_of(item) -> str | None:
-    """The task an item is an arm of, or None for an item that is no arm.
+    """The task an item is an arm of, or None for an item that is no arm. The one place
+    the split learns an item's task.
 
-    A YAML arm carries its task; an arm written in Python (a test function marked
-    `@pytest.mark.jaato(...)`) is its test's node id without the parameters.
+    A YAML arm carries its arm; an arm written in Python (a test function marked
+    `@pytest.mark.jaato(...)`) gets it as its `jaato_arm` parameter, and its task id
+    is its test's node id without the parameters.
     """
-    task = getattr(getattr(item, "arm", None), "task", None)
-    if task is not None and isinstance(getattr(task, "id", None), str):
-        return task.id
+    arm = getattr(item, "arm", None)
+    if arm is None:
+        callspec = getattr(item, "callspec", None)
+        arm = callspec.params.get("jaato_arm") if callspec is not None else None
+    task_id = getattr(getattr(arm, "task", None), "id", None)
+    if isinstance(task_id, str):
+        return task_id
     marker = item.get_closest_marker("jaato") if hasattr(item, "get_closest_marker") else None
     if marker is not None and (marker.args or marker.kwargs):
         original = getattr(item, "originalname", None)
@@ -109,12 +115,9 @@ def select_shard(config, items: list) -> None:
     Must run before anything that deselects per machine (`--resume`), so every machine
     splits the same collection.
     """
-    from .collect import RUN_KEY
-    run = config.stash.get(RUN_KEY, None)
-    shard = run.settings.shard if run is not None else None
-    if shard is None:
+    if not getattr(config.option, "jaato_shard", None):
         return
-    kept, dropped = split(items, shard)
+    kept, dropped = split(items, parse_shard(config.option.jaato_shard))  # checked at configure
     if dropped:
         items[:] = kept
         config.hook.pytest_deselected(items=dropped)

@@ -104,6 +104,11 @@ def test_python_arms_shard_by_their_test_not_by_parameter():
     arms = [FakeItem(f"tests/test_py.py::test_writes[{s}-r{r}]", marker=marker,
                      originalname="test_writes") for s in ("a", "b") for r in range(3)]
     assert {task_id_of(a) for a in arms} == {"tests/test_py.py::test_writes"}
+    # An arm given as the `jaato_arm` parameter names its task itself.
+    given = FakeItem("tests/test_py.py::test_other[a-r0]", originalname="test_other")
+    given.callspec = SimpleNamespace(params={"jaato_arm": SimpleNamespace(
+        task=SimpleNamespace(id="tests/test_py.py::test_other"))})
+    assert task_id_of(given) == "tests/test_py.py::test_other"
     plain = FakeItem("tests/test_x.py::test_y[1]", marker=SimpleNamespace(args=(), kwargs={}))
     assert task_id_of(plain) is None  # a bare `jaato` mark (YAML arms carry one) is no task
     owners = {i for i in range(1, 4) if set(split(arms, Shard(i, 3))[0]) == set(arms)}
