@@ -86,6 +86,10 @@ def test_three_concurrent_shards_merge_into_the_unsharded_run(project, capsys):
     merged = root / "merged.jsonl"
     assert main(["merge", str(merged), *map(str, stores)]) == 0
     assert main(["validate", str(merged)]) == 0
+    # --resume reads the merged store as one run's: nothing of the sweep is missing.
+    complete = project.run("tasks", "--co", "--resume", f"--jaato-out={merged}")
+    assert complete.ret == pytest.ExitCode.NO_TESTS_COLLECTED, complete.stdout.str()
+    complete.assert_outcomes(deselected=12)
 
     unsharded = project.run("tasks")  # one machine, the suite's daemon: the reference
     single = project.records()
