@@ -98,7 +98,7 @@ def main(argv=None) -> int:
                     store.append(arm_record(rng, task, pset, repeat, "bench"))
                     n += 1
     finally:
-        store.release()
+        store.close()
     size = args.out.stat().st_size
     print(f"{args.out}: {n} records, {size / 1e6:.0f} MB, {time.perf_counter() - t0:.1f} s",
           file=sys.stderr)

@@ -46,6 +46,20 @@ def check_output(option: str, target: Path | str | None, *protected: tuple[str, 
     return None
 
 
+def refuse_outputs(config, store: Path, html: Path | None, pdf: Path | None) -> str | None:
+    """A run's outputs must not overwrite its store: the first refusal, as one line."""
+    outputs = (("--jaato-html", html), ("--jaato-pdf", pdf),
+               ("--junitxml", getattr(config.option, "xmlpath", None)),
+               ("--html", getattr(config.option, "htmlpath", None)))
+    for option, target in outputs:
+        refusal = check_output(option, target, ("result store (--jaato-out)", store))
+        if refusal:
+            return refusal
+    if html and pdf and Path(html).resolve() == Path(pdf).resolve():
+        return f"--jaato-pdf {pdf}: is also the --jaato-html output"
+    return None
+
+
 def check_writable(path: Path) -> None:
     """Raise StoreError unless a run can create or append to `path`: found before the
     first arm, never as a lost record after it."""
@@ -101,8 +115,11 @@ class Store:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _take_lock(lock_path(self.path), self.path)
 
-    def release(self) -> None:
-        self.close()
+    def close(self) -> None:
+        """Close the file and release the lock: the run is done with the store."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
         fd, self._lock_fd = self._lock_fd, None
         if fd is not None:
             try:  # removed while still held: whoever locks next opens a fresh file
@@ -159,10 +176,6 @@ class Store:
             os.fsync(self._fh.fileno())  # a killed run keeps every arm it finished
         self.written += 1
 
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
 
 
 def _take_lock(lock: Path, store: Path) -> int:

@@ -254,7 +254,8 @@ def test_pdf_of_the_reference_store_through_the_command(tmp_path):
     _need_pdf_tools()
     from pytest_jaato_eval.commands import main
     target = tmp_path / "ref.pdf"
-    assert main(["report", str(DATA / "jaato-eval-0.3.4.jsonl"), "--pdf", str(target)]) == 0
+    # Exit 1: the store holds a FAIL (report exits with the verdict vocabulary).
+    assert main(["report", str(DATA / "jaato-eval-0.3.4.jsonl"), "--pdf", str(target)]) == 1
     text = subprocess.run(["pdftotext", str(target), "-"], capture_output=True, text=True,
                           check=True).stdout
     assert "summarise@openrouter_gemini25flash#1" in " ".join(text.split()).replace(" ", "") or \

@@ -183,7 +183,7 @@ def test_store_keeps_an_old_file_and_skips_a_cut_last_line(tmp_path):
 
 def test_a_repeated_arm_id_counts_once_last_wins():
     latest = latest_by_arm([{"arm_id": "x", "state": FAIL}, {"arm_id": "x", "state": PASS}])
-    assert list(latest.values()) == [{"arm_id": "x", "state": PASS}]
+    assert [(r.arm_id, r.state) for r in latest.values()] == [("x", PASS)]
 
 
 # -- P: the pivot --------------------------------------------------------------------
