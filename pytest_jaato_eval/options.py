@@ -31,8 +31,9 @@ def add_options(parser) -> None:
     group.addoption("--keep-failed-workspaces", dest="jaato_keep", action="store_const",
                     const="failed", help="keep the workspaces of FAIL and BLOCKED arms")
     group.addoption("--jaato-out", dest="jaato_out", default=None, metavar="PATH",
-                    help=f"the JSONL result store (default: {DEFAULT_STORE} in the rootdir; "
-                         f"an existing one is kept under a timestamped name)")
+                    help=f"the JSONL result store (default: {DEFAULT_STORE} in the rootdir); one "
+                         f"run at a time; the previous one is kept as NAME.previous (same "
+                         f"tasks) or under a timestamped name")
     group.addoption("--jaato-keep-previous", dest="jaato_keep_previous", action="store_true",
                     default=False,
                     help="keep every previous store under a timestamped name (default: one "
