@@ -236,3 +236,19 @@ def test_iterating_on_one_task_keeps_one_previous_store(project):
     assert stores == ["results.jsonl", "results.previous.jsonl"]
     result = project.run("tasks", "--jaato-keep-previous")
     result.stdout.fnmatch_lines(["the previous store was kept as *results.2*"])
+
+
+def test_resume_on_a_store_of_odd_but_valid_json_is_not_a_traceback(project):
+    """A store anybody may have edited: a list run_id, a 400-digit cost, Infinity, a string
+    repeat. --resume keeps the arm, runs the missing one, and pivots without a traceback."""
+    project.task("alpha", repeats=2)
+    odd = arm_record("alpha", "echo", 0, "PASS", task_hash=None).to_dict()
+    odd.update(run_id=["a", "b"], usage={"cost_usd": 10 ** 400, "spend_total_tokens": float("inf")},
+               duration_seconds=float("-inf"), completion_nudges="2", verdicts=[None, {"state": 1}])
+    project.store.write_text(json.dumps(odd) + "\n")
+    result = project.run("tasks", "--resume")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 0, out
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+    result.assert_outcomes(passed=1, deselected=1)
+    result.stdout.fnmatch_lines(["alpha *echo *100%*", "store: * (2 records; 1 record written by this run; run *"])
