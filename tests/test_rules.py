@@ -188,9 +188,9 @@ def test_a_repeated_arm_id_counts_once_last_wins():
 
 # -- P: the pivot --------------------------------------------------------------------
 def rec(arm, state, cost=None, reason=None, h=None, task="t", ps="s"):
-    return {"arm_id": arm, "task_id": task, "profile_set": ps, "state": state,
-            "blocked_reason": reason, "payload_hash": h,
-            "usage": {"cost_usd": cost, "spend_total_tokens": None}}
+    from pytest_jaato_eval.testing.records import arm_record
+    return arm_record(task, ps, 0, state, arm_id=arm, cost=cost, tokens=None, reason=reason,
+                      payload_hash=h)
 
 
 def test_pivot_pass_rate_ignores_blocked_and_unknown_is_a_dash():
