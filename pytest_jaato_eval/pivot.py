@@ -8,6 +8,7 @@ in report/html.py, through the formatters below, so both say the same thing.
 """
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from . import stats
-from .record import ArmRecord, RecordError, coerce, fields_reader
+from .record import ArmRecord, RecordError, coerce, fields_reader, number_or_none
 from .render import safe_text
 from .store import _loads, read_at
 from .verdict import FAIL, PASS
@@ -152,50 +153,56 @@ class Cell:
         return self.exercised_cost / self.exercised_costed if self.exercised_costed else None
 
 
-# What the pivot reads of a record, decided by the record's own checks.
+# What the pivot reads of a record, decided by the record's own checks (the usage
+# numbers by the same rule, read without copying the rest of `usage`).
 _FIELDS = ("arm_id", "task_id", "profile_set", "repeat", "state", "blocked_reason",
-           "payload_hash", "usage", "run_id", "task_hash", "provenance")
+           "payload_hash", "run_id", "task_hash")
 _read = fields_reader(_FIELDS)
+_read_provenance = fields_reader(("arm_id", "provenance"))
 PROVENANCE_PINS = ("harness", "harness_version", "jaato_sdk_version", "jaato_sdk_path")
 
 
 class _Interned:
-    """One tuple per distinct provenance, shared by every arm that has it."""
+    """One tuple of pins per distinct provenance, shared by every arm that has it; the
+    record's own check runs once per distinct value, not once per line."""
 
     def __init__(self):
-        self._seen: dict[tuple, tuple] = {}
+        self._seen: dict[Any, tuple | None] = {}
 
-    def __call__(self, prov: dict | None) -> tuple | None:
-        if not prov:
+    def __call__(self, data: dict) -> tuple | None:
+        raw = data.get("provenance")
+        if not raw:
             return None
         try:
-            raw: tuple | None = tuple(prov.items())
-            hit = self._seen.get(raw)
-        except TypeError:  # a list among the values: unhashable as read
-            raw, hit = None, None
-        if hit is None:
-            pins = tuple(None if prov.get(k) is None else str(prov.get(k))
-                         for k in PROVENANCE_PINS)
-            hit = self._seen.setdefault(pins, pins)
-            if raw is not None:
-                self._seen[raw] = hit
-        return hit
+            key: Any = tuple(raw.items()) if type(raw) is dict else raw
+            return self._seen[key]
+        except (KeyError, TypeError):  # new, or unhashable as read
+            pass
+        prov = _read_provenance(data)[1]
+        pins = None if not prov else tuple(
+            None if prov.get(k) is None else str(prov.get(k)) for k in PROVENANCE_PINS)
+        try:
+            self._seen[key] = pins
+        except TypeError:
+            pass
+        return pins
 
 
-def _summary(values: list, offset: int | None, intern: _Interned) -> ArmSummary:
-    arm_id, task, pset, repeat, state, reason, phash, usage, run_id, thash, prov = values
-    cost, tokens = usage.get("cost_usd"), usage.get("spend_total_tokens")
-    return ArmSummary(
-        arm_id, str(task), pset or "default", repeat if repeat is not None else 0, state,
-        reason, phash, cost if type(cost) in (int, float) else None,
-        tokens if type(tokens) in (int, float) else None, run_id, thash,
-        intern(prov), offset)
+def _summary(data: dict, offset: int | None, intern: _Interned) -> ArmSummary:
+    """Raises RecordError when `data` is not a record."""
+    arm_id, task, pset, repeat, state, reason, phash, run_id, thash = _read(data)
+    usage = data.get("usage")
+    cost = tokens = None
+    if type(usage) is dict:
+        cost = number_or_none(usage.get("cost_usd"))
+        tokens = number_or_none(usage.get("spend_total_tokens"))
+    return ArmSummary(arm_id, str(task), pset or "default", repeat if repeat is not None else 0,
+                      state, reason, phash, cost, tokens, run_id, thash, intern(data), offset)
 
 
 def summarise(record: ArmRecord | dict, offset: int | None = None,
               intern: _Interned | None = None) -> ArmSummary:
-    r = coerce(record)
-    return _summary([getattr(r, name) for name in _FIELDS], offset, intern or _Interned())
+    return _summary(coerce(record).to_dict(), offset, intern or _Interned())
 
 
 class Pivot:
@@ -247,7 +254,7 @@ class Pivot:
         n = 0
         offset = 0
         number = 0
-        read = _read
+        loads, summary = json.loads, _summary
         with open(path, "rb") as fh:
             for raw in fh:
                 number += 1
@@ -255,7 +262,11 @@ class Pivot:
                 if raw.isspace():
                     continue
                 try:
-                    values = read(_loads(raw))
+                    try:
+                        data = loads(raw)
+                    except UnicodeDecodeError:
+                        data = _loads(raw)
+                    a = summary(data, start, intern)
                 except RecordError as exc:
                     skipped.append((number, str(exc)))
                     continue
@@ -266,7 +277,6 @@ class Pivot:
                         partial = number
                     continue
                 n += 1
-                a = _summary(values, start, intern)
                 latest.pop(a.arm_id, None)
                 latest[a.arm_id] = a
         pivot = cls(latest, source=path)
