@@ -30,6 +30,7 @@ from _pytest.junitxml import bin_xml_escape
 
 from pytest_jaato_eval.arm import arms_of
 from pytest_jaato_eval.contract import build_contract_env
+from pytest_jaato_eval import manifest
 from pytest_jaato_eval.manifest import ManifestError, Task, load_task
 from pytest_jaato_eval.outcome import junit_properties, verdict_table
 from pytest_jaato_eval.pivot import build_cells, reason_key, render_pivot
@@ -310,7 +311,16 @@ BASE = to_yaml(SESSION)
     (BASE.replace("profile_set: echo", 'profile_set: "echo\\n"'), "harness.profile_set",
      "must be printable text"),
 ])
-def test_what_the_fuzzing_found_is_a_one_line_error(task_file, text, where, says):
+@pytest.mark.parametrize("loader", ["libyaml", "pure"])
+def test_what_the_fuzzing_found_is_a_one_line_error(task_file, text, where, says, loader,
+                                                    monkeypatch):
+    """Under libyaml's loader (the default when PyYAML has it) and the pure-Python one."""
+    if loader == "pure":
+        monkeypatch.setattr(manifest, "_loader", lambda: yaml.SafeLoader)
+    elif not yaml.__with_libyaml__:
+        pytest.skip("PyYAML was built without libyaml")
+    elif "\\ud800" in text:  # libyaml refuses a surrogate escape itself
+        where, says = "line 19", "not valid YAML: found invalid Unicode character escape code"
     write(task_file, text)
     with pytest.raises(ManifestError) as info:
         load_task(task_file)

@@ -55,9 +55,9 @@ def test_id_is_stringified(tmp_path):
     (VALID.replace("harness: {profile: writer}", "harness: {profile: null}"),
      ": harness.profile: ", "is null; expected a non-blank string"),
     # wrong type, naming the type found
-    (VALID + "repeats: abc\n", ": repeats: ", "expected an integer >= 1, got str 'abc'"),
-    (VALID + "repeats: 0\n", ": repeats: ", "expected an integer >= 1, got int 0"),
-    (VALID + "repeats: true\n", ": repeats: ", "expected an integer >= 1, got bool True"),
+    (VALID + "repeats: abc\n", ": repeats: ", "expected an integer >= 1 and <= 1000, got str 'abc'"),
+    (VALID + "repeats: 0\n", ": repeats: ", "expected an integer >= 1 and <= 1000, got int 0"),
+    (VALID + "repeats: true\n", ": repeats: ", "expected an integer >= 1 and <= 1000, got bool True"),
     (VALID.replace("input: {prompt: do it}", "input: {prompt: [a]}"), ": input.prompt: ",
      "expected a non-blank string, got list"),
     (VALID.replace('run: "true"}', 'run: "true", weight: x}'), ": graders[0].weight: ",
