@@ -509,6 +509,26 @@ def json_schema() -> dict:
         "if": {"properties": {"harness": {"properties": {"kind": {"const": DRIVER}},
                                           "required": ["kind"]}}},
         "then": driver, "else": session}]
+    _drop_null_defaults(schema)
     script = schema["$defs"]["ScriptGrader"]
     script["oneOf"] = [{"required": ["run"]}, {"required": ["file"]}]
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def _drop_null_defaults(node: Any) -> None:
+    """`default: null` on a string field reads as an invitation to write null."""
+    if isinstance(node, dict):
+        if node.get("default", 0) is None:
+            del node["default"]
+        for child in node.values():
+            _drop_null_defaults(child)
+    elif isinstance(node, list):
+        for child in node:
+            _drop_null_defaults(child)
+
+
+def cmd_schema(_args: Any = None) -> int:
+    """`python -m pytest_jaato_eval schema`: the schema on stdout."""
+    import json
+    print(json.dumps(json_schema(), indent=2))
+    return 0
