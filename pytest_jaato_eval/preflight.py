@@ -89,8 +89,8 @@ def _hint(name: str, candidates: list[str]) -> str:
 def _set_problem(root: Path, name: str) -> str | None:
     if name in _set_names(root):
         return None
-    return (f"profile set {name!r} not found: no folder {root / 'profiles' / name}/"
-            f"{_hint(name, _set_names(root))}")
+    return (f"profile set {name!r} not found{_hint(name, _set_names(root))}: no folder "
+            f"{root / 'profiles' / name}/")
 
 
 def _profile_problem(root: Path, profile_set: str | None, profile: str, what: str) -> str | None:
@@ -108,8 +108,8 @@ def _profile_problem(root: Path, profile_set: str | None, profile: str, what: st
             return f"{what} {profile!r}: {folder / broken[name][0]} {broken[name][1]}"
     looked = " and ".join(f"{t}/" for t in tiers)
     in_set = f" of profile set {profile_set!r}" if profile_set else " (no profile set)"
-    return (f"{what} {profile!r}{in_set} not found: looked in {looked} for "
-            f"{name}{'|'.join(PROFILE_SUFFIXES)}{_hint(name, known)}")
+    return (f"{what} {profile!r}{in_set} not found{_hint(name, known)}: looked in {looked} "
+            f"for {name}{'|'.join(PROFILE_SUFFIXES)}")
 
 
 def _file_problem(root: Path, relative: str, what: str, *, executable: bool = False) -> str | None:
@@ -125,7 +125,7 @@ def _file_problem(root: Path, relative: str, what: str, *, executable: bool = Fa
     if not regular:
         siblings = _files_near(path.parent)
         state = "is not a regular file" if resolved.exists() else "not found"
-        return f"{what} {relative} {state}: looked for {path}{_hint(path.name, siblings)}"
+        return f"{what} {relative} {state}{_hint(path.name, siblings)}: looked for {path}"
     if executable and not os.access(resolved, os.X_OK):
         return (f"{what} {relative} is not executable: mark it executable (chmod +x), or "
                 f"write it in Python (.py runs with $JAATO_EVAL_PYTHON)")
@@ -142,7 +142,6 @@ def _set_names(root: Path) -> list[str]:
         return []
 
 
-@lru_cache(maxsize=65536)
 def _files_near(folder: Path) -> list[str]:
     try:
         with os.scandir(folder) as it:
@@ -193,5 +192,5 @@ def _read_profile(path: Path, suffix: str) -> tuple[dict[str, Any], str | None]:
 
 def clear_cache() -> None:
     """Forget what was looked up (a long-lived process whose config roots change)."""
-    for cached in (_set_names, _files_near, _profiles_in):
+    for cached in (_set_names, _profiles_in):
         cached.cache_clear()
