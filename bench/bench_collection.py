@@ -8,11 +8,13 @@ Both trees are generated in a scratch directory (removed afterwards unless --kee
 
 - ours: N task folders, each a task.yaml, a two-file fixture and a config root with one
   profile per set; collected with `--profile-set=s0,s1,s2 --jaato-repeats R`.
-- baseline: N test files, each one no-op test parametrised over S x R values (the same
-  number of files and items), collected by the same interpreter, with the same plugins.
+- baselines, collected by the same interpreter with the same plugins:
+  `one file`: one no-op test parametrised over N x S x R values;
+  `N files`: N test files, each one no-op test parametrised over S x R values.
 
-Each side runs --runs times, alternating, in fresh processes; the table gives the median
-wall time of each and the ratio ours / baseline. Standard library only.
+Each of the three runs --runs times, interleaved, in fresh processes; the table gives the
+median wall time and the median CPU time (user + system of the pytest process: steadier
+than wall time on a loaded machine) and the ratios ours / baseline. Standard library only.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -92,22 +95,27 @@ def make_baseline(root: Path, files: int, per_file: int) -> None:
         (root / f"test_noop_{i:04d}.py").write_text(BASELINE.format(n=per_file))
 
 
-def collect(python: str, args: list[str], cwd: Path, expect: int) -> float:
-    """Wall seconds of one `pytest --co -q` run; checks it collected `expect` items."""
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def collect(python: str, args: list[str], cwd: Path, expect: int) -> tuple[float, float]:
+    """(wall, CPU) seconds of one `pytest --co -q` run; checks it collected `expect` items."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "JAATO_EVAL"))}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     # No bytecode cache for the baseline's test files either: both sides parse every run.
     cmd = [python, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesis",
            *args]
-    start = time.perf_counter()
+    cpu, start = _children_cpu(), time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, _children_cpu() - cpu
     found = re.search(r"(\d+) tests? collected", proc.stdout)
     if proc.returncode != 0 or not found or int(found.group(1)) != expect:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
         raise SystemExit(f"bench: {' '.join(cmd)} in {cwd} failed (exit {proc.returncode}, "
                          f"expected {expect} items):\n{tail}")
-    return wall
+    return wall, cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,37 +132,44 @@ def main(argv: list[str] | None = None) -> int:
     arms = args.tasks * args.sets * args.repeats
     scratch = Path(tempfile.mkdtemp(prefix="jaato-bench-co-"))
     try:
-        ours, base = scratch / "tasks", scratch / "baseline"
-        ours.mkdir()
-        base.mkdir()
+        ours, files, one = scratch / "tasks", scratch / "files", scratch / "one"
+        for d in (ours, files, one):
+            d.mkdir()
         make_tasks(ours, args.tasks, args.sets)
-        make_baseline(base, args.tasks, args.sets * args.repeats)
+        make_baseline(files, args.tasks, args.sets * args.repeats)
+        make_baseline(one, 1, arms)
         sets = ",".join(f"s{s}" for s in range(args.sets))
-        ours_args = [f"--profile-set={sets}", f"--jaato-repeats={args.repeats}", str(ours)]
-        times: dict[str, list[float]] = {"ours": [], "baseline": []}
-        collect(args.python, ours_args, scratch, arms)  # one unmeasured run each: warm caches
-        collect(args.python, [str(base)], scratch, arms)
+        sides = {
+            "ours": ([f"--profile-set={sets}", f"--jaato-repeats={args.repeats}", str(ours)],
+                     f"{args.tasks:,} tasks, {arms:,} arms"),
+            "one file": ([str(one)], f"{arms:,} parametrised no-op tests in one file"),
+            "files": ([str(files)], f"{arms:,} parametrised no-op tests in {args.tasks:,} files"),
+        }
+        runs: dict[str, list[tuple[float, float]]] = {side: [] for side in sides}
+        for side, (argv, _) in sides.items():  # one unmeasured run each: warm caches
+            collect(args.python, argv, scratch, arms)
         for run in range(args.runs):
-            times["ours"].append(collect(args.python, ours_args, scratch, arms))
-            times["baseline"].append(collect(args.python, [str(base)], scratch, arms))
-            print(f"run {run + 1}/{args.runs}: ours {times['ours'][-1]:.2f} s, "
-                  f"baseline {times['baseline'][-1]:.2f} s", file=sys.stderr)
-        ours_s, base_s = statistics.median(times["ours"]), statistics.median(times["baseline"])
+            for side, (argv, _) in sides.items():
+                runs[side].append(collect(args.python, argv, scratch, arms))
+            print(f"run {run + 1}/{args.runs}: " + ", ".join(
+                f"{side} {runs[side][-1][0]:.2f} s" for side in sides), file=sys.stderr)
+        med = {side: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r))
+               for side, r in runs.items()}
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        print(f"\n`pytest --co` of {arms:,} items ({args.tasks:,} files x {args.sets} x "
-              f"{args.repeats}), median of {args.runs} runs, load average {load:.1f}\n")
-        print("| what | median s | min s | max s |")
-        print("|---|---|---|---|")
-        for side, label in (("ours", f"{args.tasks:,} tasks, {arms:,} arms"),
-                            ("baseline", f"{arms:,} parametrised no-op tests")):
-            t = times[side]
-            print(f"| {label} | {statistics.median(t):.2f} | {min(t):.2f} | {max(t):.2f} |")
-        print(f"\nratio ours / baseline: {ours_s / base_s:.2f}x")
+        print(f"\n`pytest --co` of {arms:,} items ({args.tasks:,} tasks x {args.sets} sets x "
+              f"{args.repeats} repeats), median of {args.runs} runs, load average {load:.1f}\n")
+        print("| what | wall s (median) | wall min-max | CPU s (median) | ours / this, wall | ours / this, CPU |")
+        print("|---|---|---|---|---|---|")
+        for side, (_, label) in sides.items():
+            walls = [w for w, _ in runs[side]]
+            ratio = "" if side == "ours" else (f"{med['ours'][0] / med[side][0]:.2f}x",
+                                               f"{med['ours'][1] / med[side][1]:.2f}x")
+            print(f"| {label} | {med[side][0]:.2f} | {min(walls):.2f}-{max(walls):.2f} | "
+                  f"{med[side][1]:.2f} | {ratio[0] if ratio else ''} | {ratio[1] if ratio else ''} |")
         if args.json:
             Path(args.json).write_text(json.dumps({
                 "tasks": args.tasks, "sets": args.sets, "repeats": args.repeats, "arms": arms,
-                "runs": times, "median": {"ours": ours_s, "baseline": base_s},
-                "ratio": ours_s / base_s, "load": load}, indent=2))
+                "runs": runs, "median": med, "load": load}, indent=2))
     finally:
         if args.keep:
             print(f"kept: {scratch}", file=sys.stderr)

@@ -7,6 +7,8 @@ the plugin uses. Every problem is a ManifestError whose text is one line:
 """
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -139,24 +141,24 @@ def _loader():
 def _directory(path: Path, value: str, where: str) -> Path:
     try:
         resolved = (path.parent / value).resolve()
-        is_dir, exists = resolved.is_dir(), resolved.exists()
+        mode = os.stat(resolved).st_mode
+    except FileNotFoundError:
+        mode = None
     except (OSError, RuntimeError, ValueError) as exc:  # a name too long, a symlink loop
         raise ManifestError(path, where, f"{_shown(value)} cannot be resolved: "
                                          f"{getattr(exc, 'strerror', None) or exc}") from None
-    if not is_dir:
-        what = "is not a directory" if exists else "does not exist"
+    if mode is None or not stat.S_ISDIR(mode):
+        what = "is not a directory" if mode is not None else "does not exist"
         raise ManifestError(path, where, f"{value!r} resolves to {resolved}, which {what}")
     return resolved
 
 
 def _tree(path: Path, raw: bytes, fixture: Path, config_root: Path) -> TaskTree:
-    bases = []
-    for base, where in ((fixture, "environment.fixture"), (config_root, "environment.config_root")):
-        try:
-            bases.append((base, list_tree(base)))
-        except TreeError as exc:
-            raise ManifestError(path, where, str(exc)) from None
-    return TaskTree(raw, bases)
+    try:
+        listing = list_tree(fixture)
+    except TreeError as exc:
+        raise ManifestError(path, "environment.fixture", str(exc)) from None
+    return TaskTree(raw, fixture, listing, config_root)
 
 
 def _shown(value: Any) -> str:

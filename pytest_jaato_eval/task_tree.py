@@ -1,12 +1,16 @@
 """The files a task is made of: listed once when the task is read, hashed when first asked.
 
-The listing refuses what no task should hold — a FIFO, a socket, a device node — by its
-type from the directory entry or lstat, so nothing is ever opened to find out, and it
-stops at MAX_ENTRIES. Symlinks are listed as links: never followed, in or out of the tree.
+The fixture's listing, made when the task is read, refuses what no fixture should hold
+— a FIFO, a socket, a device node — by its type from the directory entry or lstat, so
+nothing is ever opened to find out, and it stops at MAX_ENTRIES. Symlinks are listed as
+links: never followed, in or out of the tree. Every arm copies the fixture, so this is
+where a special file must be stopped.
 
-The content hash (what `--resume` compares and every record carries) is computed from
-that listing the first time it is read: `pytest --co` hashes nothing, a run hashes each
-task once, and no read can block or fill memory (regular files only, streamed).
+The content hash (what `--resume` compares and every record carries) is computed the
+first time it is read: `pytest --co` hashes nothing, a run hashes each task once. The
+config root is listed then, by the same rules, and no read can block or fill memory
+(regular files only, opened non-blocking, streamed). A config root that cannot be listed
+hashes as its reason: the hash is a fingerprint, never a reason to stop an arm.
 """
 from __future__ import annotations
 
@@ -42,9 +46,11 @@ def _kind(entry: os.DirEntry) -> str:
     return next((name for test, name in _SPECIAL if test(mode)), "special file")
 
 
-def list_tree(base: Path, limit: int = MAX_ENTRIES) -> list[tuple[str, str]]:
-    """(relative path, "file" | "link" | "unreadable dir") in the hash's order: a
-    folder's files sorted by name, then its folders, depth first. Raises TreeError."""
+def list_tree(base: Path, limit: int = MAX_ENTRIES, *,
+              refuse_special: bool = True) -> list[tuple[str, str]]:
+    """(relative path, "file" | "link" | "special" | "unreadable dir") in the hash's
+    order: a folder's files sorted by name, then its folders, depth first. Raises
+    TreeError past `limit` entries, and on a special file when `refuse_special`."""
     out: list[tuple[str, str]] = []
     seen = 0
     todo = [""]
@@ -71,6 +77,8 @@ def list_tree(base: Path, limit: int = MAX_ENTRIES) -> list[tuple[str, str]]:
                 folders.append(path)
             elif entry.is_file(follow_symlinks=False):
                 out.append((path, "file"))
+            elif not refuse_special:
+                out.append((path, "special"))
             else:
                 shown = os.fsdecode(path).encode("utf-8", "backslashreplace").decode()
                 raise TreeError(f"{shown!r} is a {_kind(entry)}: a task's folders may hold "
@@ -81,23 +89,29 @@ def list_tree(base: Path, limit: int = MAX_ENTRIES) -> list[tuple[str, str]]:
 
 
 class TaskTree:
-    """The manifest's bytes and the listing of its fixture and config root."""
+    """The manifest's bytes, the fixture's listing, and where the config root is."""
 
-    def __init__(self, manifest_bytes: bytes, bases: list[tuple[Path, list[tuple[str, str]]]]):
+    def __init__(self, manifest_bytes: bytes, fixture: Path,
+                 fixture_listing: list[tuple[str, str]], config_root: Path):
         self._head = hashlib.sha256(manifest_bytes)
-        self._bases = bases
+        self._fixture = (fixture, fixture_listing)
+        self._config_root = config_root
         self._digest: str | None = None
 
     @classmethod
     def of(cls, manifest_bytes: bytes, fixture: Path, config_root: Path) -> "TaskTree":
-        return cls(manifest_bytes, [(fixture, list_tree(fixture)),
-                                    (config_root, list_tree(config_root))])
+        return cls(manifest_bytes, fixture, list_tree(fixture), config_root)
 
     def digest(self) -> str:
         """sha256 over the manifest, then each listed entry's path and content (R3)."""
         if self._digest is None:
             h = self._head.copy()
-            for base, entries in self._bases:
+            try:
+                config = list_tree(self._config_root, refuse_special=False)
+            except TreeError as exc:
+                config = []
+                h.update(f"<config root: {exc}>".encode("utf-8", "backslashreplace"))
+            for base, entries in (self._fixture, (self._config_root, config)):
                 for rel, kind in entries:
                     if kind == "unreadable dir":
                         continue
@@ -108,6 +122,9 @@ class TaskTree:
 
 
 def _feed(h, path: str, kind: str) -> None:
+    if kind == "special":
+        h.update(b"<special file>")
+        return
     try:
         if kind == "link":
             h.update(os.fsencode(os.readlink(path)))

@@ -200,13 +200,20 @@ def test_a_fifo_in_the_fixture_is_refused_without_being_opened(tmp_path):
     assert "\n" not in str(error)
 
 
-def test_a_socket_in_the_config_root_is_refused(tmp_path):
-    import socket
+def test_special_files_in_the_config_root_are_hashed_without_being_opened(tmp_path):
+    """Nothing copies the config root, so it is not refused; its hash never opens a FIFO
+    (jaato and preflight read only regular files from it)."""
     path = write(tmp_path, VALID)
-    with socket.socket(socket.AF_UNIX) as s:
-        s.bind(str(tmp_path / ".jaato" / "s.sock"))
-        error = _load_in_thread(path)["error"]
-    assert error.where == "environment.config_root" and "'s.sock' is a socket" in error.reason
+    os.mkfifo(tmp_path / ".jaato" / "pipe")
+    task = _load_in_thread(path)["task"]
+    import threading
+    done = []
+    thread = threading.Thread(target=lambda: done.append(task.content_hash), daemon=True)
+    thread.start()
+    thread.join(30)
+    assert done and len(done[0]) == 64, "hashing opened the FIFO"
+    (tmp_path / ".jaato" / "profile.yaml").write_text("x: 1\n")
+    assert load_task(path).content_hash != done[0]  # the rest of the root still counts
 
 
 def test_a_fixture_of_dev_is_refused_naming_a_device(tmp_path):
