@@ -54,9 +54,11 @@ SESSION = {
         {"kind": "script", "run": "true", "expect_exit": 0, "timeout_seconds": 5, "weight": 1},
         {"kind": "processor", "script": "check.py"},
         {"kind": "judge", "profile": "rubric", "threshold": 0.5, "gate_on": ["script:true"]},
+        {"kind": "script", "file": "checks/grade.py"},
     ],
     "budget": {"usd": 0.5, "turns": 10, "degrade": [{"at": 0.8, "profile": "cheap"}]},
     "repeats": 2,
+    "marks": ["smoke", {"xfail": {"reason": "known", "strict": True}}, {"skipif": "False"}],
 }
 DRIVER = {
     "id": 7,
@@ -236,6 +238,13 @@ def load_or_refuse(path: Path) -> Task | None:
     for grader in task.graders:
         assert isinstance(grader.id, str) and grader.id.startswith(f"{grader.kind}:")
         assert math.isfinite(grader.options["timeout_seconds"])
+        for rel in (grader.options.get("file"), grader.options.get("script")):
+            if rel:  # a grader file never names a path outside the config root
+                assert not Path(rel).is_absolute() and ".." not in Path(rel).parts[:1]
+    for name, args in task.marks:  # what the pytest layer turns into marks
+        assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)
+        assert args is None or isinstance(args, (str, list, dict))
+        json.dumps(args, allow_nan=False)
     return task
 
 
