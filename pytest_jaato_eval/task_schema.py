@@ -161,9 +161,18 @@ Positive = value_kind("a number > 0", lambda v: is_number(v) and v > 0,
                       {"type": "number", "exclusiveMinimum": 0})
 Integer = value_kind("an integer", lambda v: is_number(v) and isinstance(v, int),
                      {"type": "integer"})
-Repeats = value_kind(f"an integer >= 1 and <= {MAX_REPEATS}",
-                     lambda v: is_number(v) and isinstance(v, int) and 1 <= v <= MAX_REPEATS,
-                     {"type": "integer", "minimum": 1, "maximum": MAX_REPEATS})
+
+
+def at_most_max_repeats(value: int) -> int:
+    if value > MAX_REPEATS:
+        raise problem(f"expected an integer from 1 to {MAX_REPEATS}, got int {shown(value)} "
+                      f"(each repeat is an arm: a run of its own)")
+    return value
+
+
+Repeats = value_kind("an integer >= 1", lambda v: is_number(v) and isinstance(v, int) and v >= 1,
+                     {"type": "integer", "minimum": 1, "maximum": MAX_REPEATS},
+                     at_most_max_repeats)
 
 
 def json_problem(value: Any) -> PydanticCustomError | None:
