@@ -370,7 +370,15 @@ def build_parser() -> argparse.ArgumentParser:
                                           "exit 1 on problems")
     val.add_argument("store")
     val.set_defaults(func=cmd_validate)
+    sch = sub.add_parser("schema", help="print the JSON Schema of task.yaml (for an editor's "
+                                        "YAML language server)")
+    sch.set_defaults(func=_cmd_schema)
     return parser
+
+
+def _cmd_schema(args) -> int:
+    from .task_schema import cmd_schema  # pydantic only when asked
+    return cmd_schema(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
