@@ -109,17 +109,16 @@ def cmd_report(args) -> int:
         say(note, file=sys.stderr)
     latest = latest_by_arm(store.records)
     say(f"{store.path}: {len(latest)} arms")
-    for line in render_pivot(build_cells(latest.values()), k=args.k):
+    cells = build_cells(latest.values())
+    for line in render_pivot(cells, k=args.k):
         say(line)
-    if args.html or args.pdf:
-        document = html.render(latest.values(), source=str(store.path), k=args.k)
-        if args.html:
-            Path(args.html).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.html).write_text(document, encoding="utf-8")
-            say(f"html report: {args.html}")
-        if args.pdf:
-            pdf.write(Path(args.pdf), document)
-            say(f"pdf report: {args.pdf}")
+    document = {"cells": cells, "source": str(store.path), "k": args.k}
+    if args.html:  # streamed to the file, a task at a time
+        html.write(Path(args.html), latest.values(), **document)
+        say(f"html report: {args.html}")
+    if args.pdf:
+        pdf.write(Path(args.pdf), html.render(latest.values(), **document))
+        say(f"pdf report: {args.pdf}")
     return EXIT_OK
 
 

@@ -94,8 +94,9 @@ def test_document_is_self_contained_and_escaped():
     assert "@media print" in doc and "@page" in doc
     # The grader id and the evidence are text: escaped in the source, intact once parsed.
     assert NASTY not in doc and '"READY" answer.txt' not in doc
-    assert "script:grep -q &quot;READY&quot; answer.txt &amp;&amp; test -s answer.txt" in doc
-    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in doc
+    # (Jinja2's autoescape writes a quote as &#34;, the same character as &quot;.)
+    assert "script:grep -q &#34;READY&#34; answer.txt &amp;&amp; test -s answer.txt" in doc
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in doc
     parsed = parse(doc)
     text = "".join(parsed.text)
     assert NASTY in text and NASTY_EVIDENCE in text
