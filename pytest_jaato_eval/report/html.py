@@ -56,6 +56,7 @@ def environment():
         autoescape=True, finalize=shown, trim_blocks=True, lstrip_blocks=True,
         undefined=jinja2.StrictUndefined)
     env.filters["safe_text"] = safe_text
+    env.globals["STATES"] = ("PASS", "FAIL", "BLOCKED")  # the only states that become a class
     env.filters["fixed"] = lambda x: f"{x:.1f}"
     return env
 
@@ -128,10 +129,10 @@ def context(records: Iterable[Any], *, cells: list[Cell] | None = None,
     if source:
         meta.insert(0, f"store: {source}")
     meta += pins_summary(pins(seen.pinned.values()))
-    note = (f"{seen.arms:,} arms, more than {tables.FULL_ARMS:,}: each task × profile set's "
-            f"PASS arms are summarised in one row; every other arm keeps its own row, and the "
-            f"evidence of the first {tables.EVIDENCE_ARMS_PER_CELL} of each task × profile "
-            f"set that did not pass is shown." if summarise else "")
+    note = (f"{seen.arms:,} arms, more than {tables.FULL_ARMS:,}: each task's PASS arms are "
+            f"counted per profile set, and its other arms grouped by how they did not pass: "
+            f"the first arm of each kind has its row, which names the others of that kind, "
+            f"and one evidence per kind is shown." if summarise else "")
     return {"title": title, "meta": meta, "pivot": pivot_view(cells, k), "prose": [UNKNOWN_PROSE],
             "chart": chart.layout(points), "unplotted": chart.unplotted(points),
             "summarised": note, "tasks": seen.tables.tasks(), "css": stylesheet(),

@@ -1,28 +1,28 @@
 """The per-task arm tables of the report, gathered in one pass over the records.
 
 Records arrive in any order (the store's order, one per arm id); each is reduced at once
-to what the document shows, so no record is kept. Small reports give every arm its row.
-Large ones keep each failing or blocked arm's row complete and fold a task × profile set's
-PASS arms into one summary row; evidence is kept only for arms that did not pass, for the
-first few of each task × profile set (docs/reports.md says why).
+to what the document shows, so no record is kept. Small reports give every arm its row
+and the evidence of every arm worth reading. Large ones count a task × profile set's PASS
+arms, and fold its other arms by how they did not pass: the first arm of each kind has
+its row, naming the rest of that kind, and one evidence per kind and task
+(docs/reports.md says why).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from ..pivot import DASH, money
+from ..pivot import DASH, money, reason_key
 from ..render import safe_text
 from . import arms
 
 FULL_ARMS = 1000            # up to this many arms, every arm has its own row
 EVIDENCE_LINES = 40         # per verdict: the tail is where a script's failure is
 EVIDENCE_LINE_CHARS = 2000  # one evidence line; a 100k-char line would swamp the page
-EVIDENCE_ARMS_PER_CELL = 5  # summarised: arms whose evidence is shown per task × profile set
+GROUPS_PER_CELL = 10        # summarised: kinds of failure shown in full per task × profile set
 DETAIL_CHARS = 160          # a verdict's detail inside a table cell
 CELL_CHARS = 400            # any other table cell (notes may quote a whole error)
 TEXT_CHARS = 4000           # a detail, reason or error in the evidence
-MODELS_SHOWN = 3
 
 
 @dataclass
@@ -42,6 +42,7 @@ class ArmEvidence:
     state: str
     error: str
     verdicts: list[VerdictView]
+    also: list[str] = field(default_factory=list)  # arms of other profile sets failing alike
 
 
 @dataclass
@@ -96,57 +97,23 @@ def _repeat(record: dict[str, Any]) -> int:
     return r if isinstance(r, int) and not isinstance(r, bool) else 0
 
 
-class PassSummary:
-    """A task × profile set's PASS arms as one row: how many, what they cost, how long."""
+class _Group:
+    """Arms of one task × profile set that did not pass, the same way: the first in full,
+    the rest named."""
 
-    def __init__(self) -> None:
-        self.arms = 0
-        self.models: dict[str, None] = {}
-        self.providers: dict[str, None] = {}
-        self.cost: float | None = None
-        self.cost_unknown = 0
-        self.seconds = 0.0
-        self.timed = 0
-        self.turns = 0
-        self.counted_turns = 0
-        self.verdicts: dict[str, int] = {}
+    def __init__(self, key: tuple[int, str], row: Row):
+        self.key, self.row = key, row
+        self.others: list[tuple[int, str, str]] = []   # (repeat, arm id, state)
 
-    def add(self, record: dict[str, Any]) -> None:
-        self.arms += 1
-        fields = arms.arm_fields(record)
-        for seen, key in ((self.models, "model"), (self.providers, "provider")):
-            if fields[key] != DASH:
-                seen.setdefault(fields[key], None)
-        cost = arms.number(arms.usage(record).get("cost_usd"))
-        if cost is None:
-            self.cost_unknown += 1
-        else:
-            self.cost = cost if self.cost is None else self.cost + cost
-        if (seconds := arms.number(record.get("duration_seconds"))) is not None:
-            self.seconds, self.timed = self.seconds + seconds, self.timed + 1
-        if (turns := arms.number(record.get("turns"))) is not None:
-            self.turns, self.counted_turns = self.turns + turns, self.counted_turns + 1
-        for v in arms.verdicts(record):
-            gid = str(v.get("grader_id"))
-            self.verdicts[gid] = self.verdicts.get(gid, 0) + 1
-
-    def row(self) -> Row:
-        def few(names: dict[str, None]) -> str:
-            shown = list(names)[:MODELS_SHOWN]
-            more = len(names) - len(shown)
-            return ", ".join(shown) + (f" +{more}" if more > 0 else "") if shown else DASH
-        fields = dict.fromkeys(arms.COLUMNS, DASH)
-        fields.update({
-            "arm": f"{self.arms} arm{'s' if self.arms != 1 else ''}", "state": "PASS",
-            "model": few(self.models), "provider": few(self.providers),
-            "sessions": str(self.arms),
-            "turns": f"{self.turns / self.counted_turns:.1f} mean" if self.counted_turns else DASH,
-            "cost": money(self.cost, partial=self.cost is not None and self.cost_unknown > 0),
-            "duration": f"{self.seconds / self.timed:.1f}s mean" if self.timed else DASH,
-            "notes": "every arm passed; summarised in one row"})
-        verdicts = {g: VerdictView(g, "PASS", "", "", "", f"×{n}")
-                    for g, n in self.verdicts.items()}
-        return Row(fields, verdicts, summary=True)
+    def folded(self) -> Row:
+        """The first arm's row, saying how many more failed the same way, and which."""
+        if self.others:
+            fields = self.row.fields
+            fields["arm"] += f" +{len(self.others)}"
+            alike = (f"{len(self.others)} more with the same verdicts and details: "
+                     f"{_named(self.others)}")
+            fields["notes"] = f"{fields['notes']}; {alike}" if fields["notes"] else alike
+        return self.row
 
 
 @dataclass
@@ -154,8 +121,31 @@ class _Cell:
     """One task × profile set while the records stream past."""
     rows: list[tuple[tuple[int, str], Row]] = field(default_factory=list)
     evidence: list[tuple[tuple[int, str], ArmEvidence]] = field(default_factory=list)
-    passing: PassSummary | None = None
-    evidence_not_shown: int = 0
+    passed: int = 0             # summarised: PASS arms are counted, not shown
+    groups: dict[tuple, _Group] = field(default_factory=dict)
+    overflow: list[tuple[int, str, str]] = field(default_factory=list)
+
+
+def signature(record: dict[str, Any]) -> tuple:
+    """How an arm did not pass: its state, its reason (ids elided, as in the blocked-reason
+    digest) and each verdict's state and detail, so repeats of one failure match."""
+    reason = record.get("blocked_reason")
+    return (str(record.get("state")), reason_key(reason) if reason else "",
+            tuple((str(v.get("grader_id")), str(v.get("state")),
+                   str(v.get("blocked_reason") or v.get("detail") or "")[:DETAIL_CHARS])
+                  for v in arms.verdicts(record)))
+
+
+def _named(arms_: list[tuple[int, str, str]]) -> str:
+    """Arms listed by repeat number, `#3 #7 …`, with the state where it varies."""
+    states = {s for _, _, s in arms_}
+    return " ".join(f"#{r}" if len(states) == 1 else f"#{r} {s}" for r, _, s in sorted(arms_))
+
+
+def _more_row(text: str, named: list[tuple[int, str, str]], state: str, note: str) -> Row:
+    fields = dict.fromkeys(arms.COLUMNS, DASH)
+    fields.update({"arm": text, "state": state, "notes": f"{note}: {_named(named)}"})
+    return Row(fields, {}, summary=True)
 
 
 @dataclass
@@ -164,7 +154,7 @@ class TaskTable:
     graders: list[str]
     rows: list[Row]
     evidence: list[ArmEvidence]
-    evidence_not_shown: int
+    passed: list[tuple[str, int]]   # summarised: (profile set, PASS arms), no rows
 
 
 class Tables:
@@ -174,6 +164,8 @@ class Tables:
         self.summarise = summarise
         self.cells: dict[tuple[str, str], _Cell] = {}
         self.graders: dict[str, dict[str, None]] = {}  # task -> grader ids, first seen first
+        # summarised: one evidence per task and kind of failure, with its owner's sort key
+        self.kinds: dict[str, dict[tuple, tuple[tuple, ArmEvidence]]] = {}
 
     def add(self, record: Any) -> None:
         record = arms.as_mapping(record)
@@ -183,23 +175,27 @@ class Tables:
         for v in arms.verdicts(record):
             graders.setdefault(str(v.get("grader_id")), None)
         key = (_repeat(record), str(record.get("arm_id")))
-        if self.summarise and record.get("state") == "PASS":
-            cell.passing = cell.passing or PassSummary()
-            cell.passing.add(record)
-            return
-        verdicts = {}
-        for v in arms.verdicts(record):
-            verdicts.setdefault(str(v.get("grader_id")), verdict_view(v, with_lines=False))
-        fields = {c: safe_text(v, CELL_CHARS, collapse=c == "notes")
-                  for c, v in arms.arm_fields(record).items()}
-        cell.rows.append((key, Row(fields, verdicts)))
         if not self.summarise:
+            cell.rows.append((key, _row(record)))
             if worth_reading(record):
                 cell.evidence.append((key, arm_evidence(record)))
-        elif len(cell.evidence) < EVIDENCE_ARMS_PER_CELL:
-            cell.evidence.append((key, arm_evidence(record, failed_only=True)))
+        elif record.get("state") == "PASS":
+            cell.passed += 1
         else:
-            cell.evidence_not_shown += 1
+            sig = signature(record)
+            group = cell.groups.get(sig)
+            if group is not None:
+                group.others.append((*key, str(record.get("state"))))
+            elif len(cell.groups) < GROUPS_PER_CELL:
+                cell.groups[sig] = _Group(key, _row(record))
+                kinds = self.kinds.setdefault(task, {})
+                if sig in kinds:
+                    kinds[sig][1].also.append(_text(record.get("arm_id"), 80))
+                else:
+                    kinds[sig] = ((str(record.get("profile_set") or "default"), key),
+                                  arm_evidence(record, failed_only=True))
+            else:
+                cell.overflow.append((*key, str(record.get("state"))))
 
     def tasks(self) -> Iterator[TaskTable]:
         """Tasks in id order, profile sets in name order, arms by repeat then id; each
@@ -208,15 +204,34 @@ class Tables:
         for task, profile_set in sorted(self.cells):
             by_task.setdefault(task, []).append(profile_set)
         for task, sets in by_task.items():
-            rows, evidence, not_shown = [], [], 0
+            rows: list[Row] = []
+            evidence: list[ArmEvidence] = []
+            passed: list[tuple[str, int]] = []
             for profile_set in sets:
                 cell = self.cells.pop((task, profile_set))
-                if cell.passing is not None:
-                    rows.append(cell.passing.row())
+                if cell.passed:
+                    passed.append((_text(profile_set, 80), cell.passed))
                 rows += [row for _, row in sorted(cell.rows, key=lambda kr: kr[0])]
                 evidence += [ev for _, ev in sorted(cell.evidence, key=lambda ke: ke[0])]
-                not_shown += cell.evidence_not_shown
-            yield TaskTable(_text(task), list(self.graders.pop(task)), rows, evidence, not_shown)
+                for group in sorted(cell.groups.values(), key=lambda g: g.key):
+                    rows.append(group.folded())
+                if cell.overflow:
+                    rows.append(_more_row(
+                        f"+{len(cell.overflow)} more that did not pass", cell.overflow,
+                        "/".join(sorted({s for _, _, s in cell.overflow})),
+                        f"other failures (only {GROUPS_PER_CELL} kinds are shown in full)"))
+            evidence += [ev for _, ev in sorted(self.kinds.pop(task, {}).values(),
+                                                key=lambda ke: ke[0])]
+            yield TaskTable(_text(task), list(self.graders.pop(task)), rows, evidence, passed)
+
+
+def _row(record: dict[str, Any]) -> Row:
+    fields = {c: safe_text(v, CELL_CHARS, collapse=c == "notes")
+              for c, v in arms.arm_fields(record).items()}
+    verdicts: dict[str, VerdictView] = {}
+    for v in arms.verdicts(record):
+        verdicts.setdefault(str(v.get("grader_id")), verdict_view(v, with_lines=False))
+    return Row(fields, verdicts)
 
 
 def gather(records: Iterable[Any], summarise: bool) -> Tables:
