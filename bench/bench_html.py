@@ -150,16 +150,24 @@ def _run(python: str, pythonpath: Path, args: list[str], cwd: Path) -> dict:
     return {"wall": wall, "rss_mb": usage.ru_maxrss / 1024}
 
 
+BROWSER_TIMEOUT = 600
+
+
 def _browser(page: Path, scratch: Path) -> float | None:
+    """Seconds until headless chromium has loaded, laid out and painted the page (its
+    screenshot); BROWSER_TIMEOUT when it had not by then."""
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
         return None
     with tempfile.TemporaryDirectory(dir=scratch) as profile:
         start = time.perf_counter()
-        subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                        "--disable-background-networking", f"--user-data-dir={profile}",
-                        "--window-size=1400,1000", f"--screenshot={scratch / 'shot.png'}",
-                        page.as_uri()], capture_output=True, timeout=900)
+        try:
+            subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                            "--disable-background-networking", f"--user-data-dir={profile}",
+                            "--window-size=1400,1000", f"--screenshot={scratch / 'shot.png'}",
+                            page.as_uri()], capture_output=True, timeout=BROWSER_TIMEOUT)
+        except subprocess.TimeoutExpired:  # subprocess.run has killed it
+            return float(BROWSER_TIMEOUT)
         return time.perf_counter() - start
 
 
@@ -229,8 +237,9 @@ def main() -> int:
     if args.browser and results["before"]["browser"] is not None:
         e = results["empty page"]["browser"]
         b, a = results["before"]["browser"], results["after"]["browser"]
-        print(f"| chromium load + screenshot, s (empty page: {e:.1f}) | {b:.1f} | {a:.1f} | "
-              f"{a / b:.2f} |")
+        cap = f"≥ {BROWSER_TIMEOUT} (cut)" if b >= BROWSER_TIMEOUT else f"{b:.1f}"
+        print(f"| chromium load + screenshot, s (empty page: {e:.1f}) | {cap} | {a:.1f} | "
+              f"{'≤ ' if b >= BROWSER_TIMEOUT else ''}{a / b:.2f} |")
     if args.json:
         args.json.write_text(json.dumps({"store": str(store), "before": ref, **results},
                                         indent=2))
