@@ -7,7 +7,8 @@ against this tree, in one invocation, on the same store.
 
 For each side it runs, in fresh processes, `python -m pytest_jaato_eval report STORE`
 (the store read and the terminal pivot: the part this change does not touch) and the same
-with `--html OUT`, and reports wall time, peak RSS (the process's own maximum) and the
+with `--html OUT`, and reports wall and CPU time (CPU is the steadier one on a shared
+machine), peak RSS (the process's own maximum) and the
 document's size; with `--browser`, how long headless chromium takes to load and paint each
 document (a screenshot), next to an empty page. Ratios are after / before.
 
@@ -147,7 +148,7 @@ def _run(python: str, pythonpath: Path, args: list[str], cwd: Path) -> dict:
     err = proc.stderr.read().decode(errors="replace")
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{args}: exit {proc.returncode}\n{err[-2000:]}")
-    return {"wall": wall, "rss_mb": usage.ru_maxrss / 1024}
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024}
 
 
 BROWSER_TIMEOUT = 600
@@ -223,15 +224,18 @@ def main() -> int:
         return statistics.median(r[key] for r in results[side][kind])
 
     rows = [("`report` (read + pivot), wall s", "pivot", "wall"),
+            ("`report` (read + pivot), CPU s", "pivot", "cpu"),
             ("`report --html`, wall s", "html", "wall"),
+            ("`report --html`, CPU s", "html", "cpu"),
             ("`report --html`, peak RSS MB", "html", "rss_mb")]
     print("\n| what | before | after | after/before |\n|---|---|---|---|")
     for label, kind, key in rows:
         b, a = med("before", kind, key), med("after", kind, key)
         print(f"| {label} | {b:.1f} | {a:.1f} | {a / b:.2f} |")
-    b = med("before", "html", "wall") - med("before", "pivot", "wall")
-    a = med("after", "html", "wall") - med("after", "pivot", "wall")
-    print(f"| the HTML's own share (difference), s | {b:.1f} | {a:.1f} | {a / b:.2f} |")
+    for key in ("wall", "cpu"):
+        b = med("before", "html", key) - med("before", "pivot", key)
+        a = med("after", "html", key) - med("after", "pivot", key)
+        print(f"| the HTML's own share (difference), {key} s | {b:.1f} | {a:.1f} | {a / b:.2f} |")
     b, a = results["before"]["size_mb"], results["after"]["size_mb"]
     print(f"| document size, MB | {b:.1f} | {a:.1f} | {a / b:.3f} |")
     if args.browser and results["before"]["browser"] is not None:
