@@ -32,46 +32,20 @@ class Point:
         return stats.wilson(self.passed, self.exercised)
 
 
-@dataclass
-class SetCosts:
-    """Running sum of the reported costs of a profile set's exercised arms."""
-    total: float = 0.0
-    arms: int = 0
-
-    def add(self, record) -> None:
-        usage = _get(record, "usage")
-        cost = usage.get("cost_usd") if isinstance(usage, dict) else None
-        if _get(record, "state") in ("PASS", "FAIL") and isinstance(cost, (int, float)) \
-                and not isinstance(cost, bool):
-            self.total += float(cost)
-            self.arms += 1
-
-    @property
-    def mean(self) -> float | None:
-        return self.total / self.arms if self.arms else None
-
-
-def _get(record, key):
-    """A record field, whether the record is a mapping or an object with attributes."""
-    return record.get(key) if isinstance(record, dict) else getattr(record, key, None)
-
-
-def profile_points(cells: list[Cell], costs: dict[str, SetCosts] | None = None) -> list[Point]:
-    """Pool every task's cells by profile set (a set's arms over all tasks). `costs` are the
-    sets' exercised-arm costs gathered while the records streamed past; without them they
-    are read from the cells' own arms."""
+def profile_points(cells: list[Cell]) -> list[Point]:
+    """Pool every task's cells by profile set (a set's arms over all tasks)."""
     by_set: dict[str, list[Cell]] = {}
     for c in cells:
         by_set.setdefault(c.profile_set, []).append(c)
-    if costs is None:
-        costs = {}
-        for name, group in by_set.items():
-            acc = costs[name] = SetCosts()
-            for r in (r for c in group for r in c.arms):
-                acc.add(r)
-    return [Point(name, sum(c.passed for c in group), sum(c.exercised for c in group),
-                  costs[name].mean if name in costs else None)
-            for name, group in sorted(by_set.items())]
+    points = []
+    for name, group in sorted(by_set.items()):
+        costs = [float(r["usage"]["cost_usd"]) for c in group for r in c.arms
+                 if r.get("state") in ("PASS", "FAIL") and isinstance(r.get("usage"), dict)
+                 and isinstance(r["usage"].get("cost_usd"), (int, float))
+                 and not isinstance(r["usage"].get("cost_usd"), bool)]
+        points.append(Point(name, sum(c.passed for c in group), sum(c.exercised for c in group),
+                            sum(costs) / len(costs) if costs else None))
+    return points
 
 
 def _nice_ticks(top: float, count: int = 5) -> list[float]:

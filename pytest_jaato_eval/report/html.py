@@ -90,52 +90,36 @@ def pivot_view(cells: list[Cell], k: int | None = None) -> PivotView:
                      [(row_id(c), n, reason) for c, reason, n in digest(cells)])
 
 
-class _Gathered:
-    """One pass over the latest records: the task tables, each profile set's costs for the
-    chart, and the distinct run pins; no record is kept."""
-
-    def __init__(self, records: Iterable[Any], summarise: bool):
-        self.tables = tables.Tables(summarise)
-        self.costs: dict[str, chart.SetCosts] = {}
-        self.pinned: dict[tuple, dict[str, Any]] = {}
-        self.arms = 0
-        for record in records:
-            record = arms.as_mapping(record)
-            self.arms += 1
-            self.tables.add(record)
-            self.costs.setdefault(str(record.get("profile_set") or "default"),
-                                  chart.SetCosts()).add(record)
-            prov = record.get("provenance")
-            slim = {"provenance": prov if isinstance(prov, dict) else None,
-                    "run_id": record.get("run_id"), "task_hash": record.get("task_hash"),
-                    "task_id": record.get("task_id")}
-            self.pinned.setdefault(repr(sorted((k, repr(v)) for k, v in slim.items())), slim)
+def every_arm_shown(cells: list[Cell]) -> bool:
+    """Whether each arm gets its own row; if not, only the records of arms that did not
+    pass are read (PASS arms are counted from the cells), so a caller may pass only those."""
+    return sum(c.arms_total for c in cells) <= tables.FULL_ARMS
 
 
 def context(records: Iterable[Any], *, cells: list[Cell] | None = None,
             title: str = "jaato-eval report", source: str | None = None,
             k: int | None = None) -> dict[str, Any]:
-    """What the report template needs. `records` are read once; given `cells`, they must
-    already be the latest record per arm id (the pivot's own input), else they are."""
+    """What the report template needs. `records` are read once, in any order; given
+    `cells`, they must be the latest record per arm id (the pivot's own input), else they
+    are made so. The counts, the chart and the run pins come from the cells."""
     if cells is None:
         records = list(latest_by_arm(arms.as_mapping(r) for r in records).values())
         cells = build_cells(records)
-    total = sum(c.arms_total for c in cells)
-    summarise = total > tables.FULL_ARMS
-    seen = _Gathered(records, summarise)
-    points = chart.profile_points(cells, seen.costs)
-    meta = [f"{seen.arms} arms in {len(cells)} cells (task × profile set)",
-            f"generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}"]
+    summarise = not every_arm_shown(cells)
+    table = tables.gather(records, cells, summarise)
+    points = chart.profile_points(cells)
+    meta = [f"{sum(c.arms_total for c in cells)} arms in {len(cells)} cells "
+            f"(task × profile set)", f"generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}"]
     if source:
         meta.insert(0, f"store: {source}")
-    meta += pins_summary(pins(seen.pinned.values()))
-    note = (f"{seen.arms:,} arms, more than {tables.FULL_ARMS:,}: each task's PASS arms are "
-            f"counted per profile set, and its other arms grouped by how they did not pass: "
-            f"the first arm of each kind has its row, which names the others of that kind, "
-            f"and one evidence per kind is shown." if summarise else "")
+    meta += pins_summary(pins(r for c in cells for r in c.arms))
+    note = (f"{sum(c.arms_total for c in cells):,} arms, more than {tables.FULL_ARMS:,}: each "
+            f"task's PASS arms are counted per profile set, and its other arms grouped by how "
+            f"they did not pass: the first arm of each kind has its row, which names the others "
+            f"of that kind, and one evidence per kind is shown." if summarise else "")
     return {"title": title, "meta": meta, "pivot": pivot_view(cells, k), "prose": [UNKNOWN_PROSE],
             "chart": chart.layout(points), "unplotted": chart.unplotted(points),
-            "summarised": note, "tasks": seen.tables.tasks(), "css": stylesheet(),
+            "summarised": note, "tasks": table.tasks(), "css": stylesheet(),
             "columns": arms.COLUMNS, "numeric": {"sessions", "turns", "cost", "nudges", "duration"},
             "mono": {"session id", "payload"}, "grader_header_chars": GRADER_HEADER_CHARS}
 

@@ -121,7 +121,6 @@ class _Cell:
     """One task × profile set while the records stream past."""
     rows: list[tuple[tuple[int, str], Row]] = field(default_factory=list)
     evidence: list[tuple[tuple[int, str], ArmEvidence]] = field(default_factory=list)
-    passed: int = 0             # summarised: PASS arms are counted, not shown
     groups: dict[tuple, _Group] = field(default_factory=dict)
     overflow: list[tuple[int, str, str]] = field(default_factory=list)
 
@@ -160,8 +159,9 @@ class TaskTable:
 class Tables:
     """Every task's table, filled one record at a time."""
 
-    def __init__(self, summarise: bool) -> None:
+    def __init__(self, summarise: bool, passed: dict[tuple[str, str], int] | None = None):
         self.summarise = summarise
+        self.passed = passed or {}   # (task, profile set) -> PASS arms, from the pivot
         self.cells: dict[tuple[str, str], _Cell] = {}
         self.graders: dict[str, dict[str, None]] = {}  # task -> grader ids, first seen first
         # summarised: one evidence per task and kind of failure, with its owner's sort key
@@ -169,6 +169,8 @@ class Tables:
 
     def add(self, record: Any) -> None:
         record = arms.as_mapping(record)
+        if self.summarise and record.get("state") == "PASS":
+            return  # counted from the pivot's cells
         task = str(record.get("task_id"))
         cell = self.cells.setdefault((task, str(record.get("profile_set") or "default")), _Cell())
         graders = self.graders.setdefault(task, {})
@@ -179,8 +181,6 @@ class Tables:
             cell.rows.append((key, _row(record)))
             if worth_reading(record):
                 cell.evidence.append((key, arm_evidence(record)))
-        elif record.get("state") == "PASS":
-            cell.passed += 1
         else:
             sig = signature(record)
             group = cell.groups.get(sig)
@@ -201,16 +201,18 @@ class Tables:
         """Tasks in id order, profile sets in name order, arms by repeat then id; each
         task's rows are released once it has been yielded."""
         by_task: dict[str, list[str]] = {}
-        for task, profile_set in sorted(self.cells):
+        shown = set(self.cells) | ({k for k, n in self.passed.items() if n} if self.summarise
+                                   else set())
+        for task, profile_set in sorted(shown):
             by_task.setdefault(task, []).append(profile_set)
         for task, sets in by_task.items():
             rows: list[Row] = []
             evidence: list[ArmEvidence] = []
             passed: list[tuple[str, int]] = []
             for profile_set in sets:
-                cell = self.cells.pop((task, profile_set))
-                if cell.passed:
-                    passed.append((_text(profile_set, 80), cell.passed))
+                cell = self.cells.pop((task, profile_set), None) or _Cell()
+                if self.summarise and self.passed.get((task, profile_set)):
+                    passed.append((_text(profile_set, 80), self.passed[task, profile_set]))
                 rows += [row for _, row in sorted(cell.rows, key=lambda kr: kr[0])]
                 evidence += [ev for _, ev in sorted(cell.evidence, key=lambda ke: ke[0])]
                 for group in sorted(cell.groups.values(), key=lambda g: g.key):
@@ -222,7 +224,7 @@ class Tables:
                         f"other failures (only {GROUPS_PER_CELL} kinds are shown in full)"))
             evidence += [ev for _, ev in sorted(self.kinds.pop(task, {}).values(),
                                                 key=lambda ke: ke[0])]
-            yield TaskTable(_text(task), list(self.graders.pop(task)), rows, evidence, passed)
+            yield TaskTable(_text(task), list(self.graders.pop(task, {})), rows, evidence, passed)
 
 
 def _row(record: dict[str, Any]) -> Row:
@@ -234,8 +236,9 @@ def _row(record: dict[str, Any]) -> Row:
     return Row(fields, verdicts)
 
 
-def gather(records: Iterable[Any], summarise: bool) -> Tables:
-    tables = Tables(summarise)
+def gather(records: Iterable[Any], cells: Iterable[Any], summarise: bool) -> Tables:
+    """The tables of `records`; `cells` give each task × profile set's PASS count."""
+    tables = Tables(summarise, {(c.task_id, c.profile_set): c.passed for c in cells})
     for record in records:
         tables.add(record)
     return tables
