@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_jaato_eval.record import RECORD_KEYS
+from pytest_jaato_eval.testing.records import arm_record
 from pytest_jaato_eval.report import chart, html, pdf
 
 DATA = Path(__file__).parent / "data"
@@ -31,25 +31,10 @@ NASTY_EVIDENCE = '<script>alert("x")</script> & <b>not bold</b>'
 
 def arm(task, ps, repeat, state, *, cost=0.002, model="echo", graders=None, reason=None,
         evidence=(), error=None):
-    record = dict.fromkeys(RECORD_KEYS)
-    verdicts = [{"grader_id": g, "claim": "the answer is READY", "state": s,
-                 "detail": "exit 1, expected 0" if s == "FAIL" else "",
-                 "evidence": list(evidence) if s != "PASS" else [],
-                 "blocked_reason": reason if s == "BLOCKED" else None}
-                for g, s in (graders or [(NASTY, state)])]
-    record.update(results_version="1", caveats=[], arm_id=f"{task}@{ps}#{repeat}",
-                  task_id=task, profile_set=ps, repeat=repeat, state=state,
-                  blocked_reason=reason, verdicts=verdicts, error=error,
-                  usage={"cost_usd": cost, "spend_total_tokens": 15}, turns=2,
-                  duration_seconds=3.25, finish_reason="stop", payload_hash="ab" * 32,
-                  session_id=f"sess-{task}-{ps}-{repeat}", session_ids=[f"s{repeat}"],
-                  model=model, provider="echo", completion_nudges=0,
-                  budget_ceiling={"usd": 0.05},
-                  provenance={"jaato_sdk_path": "/x/jaato_sdk/__init__.py",
-                              "jaato_sdk_version": "0.29.4", "harness": "pytest-jaato-eval",
-                              "harness_version": "0.1.0"},
-                  run_id="r1", task_hash="h")
-    return record
+    return arm_record(task, ps, repeat, state, cost=cost, tokens=15, model=model,
+                      graders=graders or [(NASTY, state)], reason=reason, evidence=evidence,
+                      error=error, payload_hash="ab" * 32, budget_ceiling={"usd": 0.05},
+                      run_id="r1", task_hash="h").to_dict()
 
 
 RECORDS = [
@@ -255,7 +240,8 @@ def test_pdf_of_the_reference_store_through_the_command(tmp_path):
     _need_pdf_tools()
     from pytest_jaato_eval.commands import main
     target = tmp_path / "ref.pdf"
-    assert main(["report", str(DATA / "jaato-eval-0.3.4.jsonl"), "--pdf", str(target)]) == 0
+    # Exit 1: the store holds a FAIL (report exits with the verdict vocabulary).
+    assert main(["report", str(DATA / "jaato-eval-0.3.4.jsonl"), "--pdf", str(target)]) == 1
     text = subprocess.run(["pdftotext", str(target), "-"], capture_output=True, text=True,
                           check=True).stdout
     assert "summarise@openrouter_gemini25flash#1" in " ".join(text.split()).replace(" ", "") or \
@@ -370,23 +356,20 @@ def test_too_many_kinds_of_failure_are_named_in_one_row(monkeypatch):
     assert "other failures (only 2 kinds are shown in full): #2 #3 #4" in text
 
 
+def _store(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
 def test_the_document_is_streamed_a_task_at_a_time(tmp_path):
-    from pytest_jaato_eval.pivot import build_cells
+    from pytest_jaato_eval.pivot import Pivot
     records = [arm(f"task{t}", "echo", r, "PASS") for t in range(30) for r in range(2)]
-    cells = build_cells(records)
-    consumed = []
-
-    def latest():  # a one-pass iterable, as a streaming store reader gives
-        for r in records:
-            consumed.append(r["arm_id"])
-            yield r
-
-    pieces = html.stream(latest(), cells=cells)
+    pivot = Pivot.of_store(_store(tmp_path / "s.jsonl", records))
+    pieces = html.stream(pivot)
     first = next(pieces)
     assert first.startswith("<!DOCTYPE html>")
     rest = list(pieces)
-    assert len(consumed) == len(records)  # read once
-    written = html.write(tmp_path / "r.html", iter(records), cells=cells).read_text()
+    written = html.write(tmp_path / "r.html", pivot).read_text()
     strip = lambda d: re.sub(r"generated [^<]*", "", d)  # noqa: E731
     assert strip(written) == strip(first + "".join(rest)) == strip(html.render(records))
     assert len(rest) > 30 and not list(tmp_path.glob(".*partial"))
@@ -405,21 +388,28 @@ def test_templates_and_stylesheet_ship_as_package_data():
     assert any(d.lower().startswith("jinja2") for d in pyproject["project"]["dependencies"])
 
 
-def test_a_large_report_needs_only_the_records_of_arms_that_did_not_pass(monkeypatch):
-    # PASS arms are counted from the pivot's cells: a caller reading a store by cell may
-    # skip their records, and the document is the same.
-    from pytest_jaato_eval.pivot import build_cells
+def test_a_large_report_reads_only_the_records_of_arms_that_did_not_pass(tmp_path, monkeypatch):
+    # PASS arms are counted from the pivot's cells: their records are never re-read.
+    from pytest_jaato_eval.pivot import Pivot
     monkeypatch.setattr(html.tables, "FULL_ARMS", 4)
     records = ([arm("all-pass", "echo", r, "PASS") for r in range(3)]
                + [arm("mixed", "echo", r, "PASS") for r in range(2)]
                + [arm("mixed", "echo", 2, "FAIL", evidence=["boom"])])
-    cells = build_cells(records)
-    assert not html.every_arm_shown(cells)
+    pivot = Pivot.of_store(_store(tmp_path / "s.jsonl", records))
+    assert not html.every_arm_shown(pivot.cells)
+    read, real_arms = [], Pivot.arms
+
+    def arms_spy(self, cell, states=None):
+        for r in real_arms(self, cell, states):
+            read.append(r.state)
+            yield r
+
+    monkeypatch.setattr(Pivot, "arms", arms_spy)
+    doc = html.render(pivot)
+    assert read == ["FAIL"]
     strip = lambda d: re.sub(r"generated [^<]*", "", d)  # noqa: E731
-    whole = html.render(records, cells=cells)
-    failing = html.render([r for r in records if r["state"] != "PASS"], cells=cells)
-    assert strip(whole) == strip(failing)
-    text = " ".join(" ".join(parse(whole).text).split())
+    assert strip(doc) == strip(html.render(records))  # the same as from records in memory
+    text = " ".join(" ".join(parse(doc).text).split())
     assert "Task all-pass PASS arms, counted: echo 3" in text
     assert "PASS arms, counted: echo 2" in text and "mixed@echo#2" in text
-    assert whole.count('<table class="arms">') == 1  # the all-PASS task has no table
+    assert doc.count('<table class="arms">') == 1  # the all-PASS task has no table

@@ -68,6 +68,7 @@ def _consumed_on_arrival(value) -> dict[str, Any]:
 def budget_text(record: dict[str, Any]) -> str:
     """P4: `$spent / own $X` (the profile's own ceiling), or
     `$spent / pool $Y (N% consumed on arrival)` (the task pool, read as the arm started)."""
+    record = as_mapping(record)
     own, pool = _limits(record.get("budget_ceiling")), _limits(record.get("pool_limits"))
     arrival = _consumed_on_arrival(record.get("pool_on_arrival"))
     for dim, spent_of, fmt in _DIMENSIONS:
@@ -83,6 +84,7 @@ def budget_text(record: dict[str, Any]) -> str:
 
 
 def notes_text(record: dict[str, Any]) -> list[str]:
+    record = as_mapping(record)
     notes = []
     if record.get("blocked_reason"):
         notes.append(f"blocked: {record['blocked_reason']}")

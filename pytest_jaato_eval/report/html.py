@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from ..pivot import LEGEND, PARTIAL_NOTE, Cell, build_cells, digest, pivot_rows, row_id
+from ..pivot import LEGEND, PARTIAL_NOTE, Cell, Pivot, digest, pivot_rows, row_id
 from ..render import safe_text
-from ..store import latest_by_arm
+from ..verdict import PASS
 from . import arms, chart, tables
-from .pins import pins, pins_summary
+from .pins import pins_of, pins_summary
 
 GRADER_HEADER_CHARS = 60
 DETAIL_CHARS = tables.DETAIL_CHARS
@@ -92,31 +92,38 @@ def pivot_view(cells: list[Cell], k: int | None = None) -> PivotView:
 
 def every_arm_shown(cells: list[Cell]) -> bool:
     """Whether each arm gets its own row; if not, only the records of arms that did not
-    pass are read (PASS arms are counted from the cells), so a caller may pass only those."""
+    pass are read (PASS arms are counted from the cells)."""
     return sum(c.arms_total for c in cells) <= tables.FULL_ARMS
 
 
-def context(records: Iterable[Any], *, cells: list[Cell] | None = None,
-            title: str = "jaato-eval report", source: str | None = None,
-            k: int | None = None) -> dict[str, Any]:
-    """What the report template needs. `records` are read once, in any order; given
-    `cells`, they must be the latest record per arm id (the pivot's own input), else they
-    are made so. The counts, the chart and the run pins come from the cells."""
-    if cells is None:
-        records = list(latest_by_arm(arms.as_mapping(r) for r in records).values())
-        cells = build_cells(records)
+def shown_records(pivot: Pivot, summarise: bool) -> Iterator[Any]:
+    """The latest records the tables need, cell by cell: every one, or in a large report
+    those of arms that did not pass (a store is re-read only at their offsets)."""
+    if not summarise:
+        return pivot.records()
+    return (r for c in pivot.cells
+            for r in pivot.arms(c, {a.state for a in c.arms if a.state != PASS}))
+
+
+def context(records: "Pivot | Iterable[Any]", *, title: str = "jaato-eval report",
+            source: str | None = None, k: int | None = None) -> dict[str, Any]:
+    """What the report template needs: from a Pivot (streamed from a store), or from
+    records (the latest per arm id counts). Counts, the chart and the run pins come from
+    the pivot's cells; records are read once, for the task tables."""
+    pivot = records if isinstance(records, Pivot) else Pivot.of_records(records)
+    cells = pivot.cells
     summarise = not every_arm_shown(cells)
-    table = tables.gather(records, cells, summarise)
+    table = tables.gather(shown_records(pivot, summarise), cells, summarise)
     points = chart.profile_points(cells)
-    meta = [f"{sum(c.arms_total for c in cells)} arms in {len(cells)} cells "
-            f"(task × profile set)", f"generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}"]
+    meta = [f"{pivot.arm_count} arms in {len(cells)} cells (task × profile set)",
+            f"generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}"]
     if source:
         meta.insert(0, f"store: {source}")
-    meta += pins_summary(pins(r for c in cells for r in c.arms))
-    note = (f"{sum(c.arms_total for c in cells):,} arms, more than {tables.FULL_ARMS:,}: each "
-            f"task's PASS arms are counted per profile set, and its other arms grouped by how "
-            f"they did not pass: the first arm of each kind has its row, which names the others "
-            f"of that kind, and one evidence per kind is shown." if summarise else "")
+    meta += pins_summary(pins_of(pivot))
+    note = (f"{pivot.arm_count:,} arms, more than {tables.FULL_ARMS:,}: each task's PASS arms "
+            f"are counted per profile set, and its other arms grouped by how they did not "
+            f"pass: the first arm of each kind has its row, which names the others of that "
+            f"kind, and one evidence per kind is shown." if summarise else "")
     return {"title": title, "meta": meta, "pivot": pivot_view(cells, k), "prose": [UNKNOWN_PROSE],
             "chart": chart.layout(points), "unplotted": chart.unplotted(points),
             "summarised": note, "tasks": table.tasks(), "css": stylesheet(),
@@ -124,16 +131,16 @@ def context(records: Iterable[Any], *, cells: list[Cell] | None = None,
             "mono": {"session id", "payload"}, "grader_header_chars": GRADER_HEADER_CHARS}
 
 
-def stream(records: Iterable[Any], **kw) -> Iterator[str]:
+def stream(records: "Pivot | Iterable[Any]", **kw) -> Iterator[str]:
     """The document in pieces, as the template produces them: a task at a time."""
     return environment().get_template("report.html").generate(**context(records, **kw))
 
 
-def render(records: Iterable[Any], **kw) -> str:
+def render(records: "Pivot | Iterable[Any]", **kw) -> str:
     return "".join(stream(records, **kw))
 
 
-def write(path: Path, records: Iterable[Any], **kw) -> Path:
+def write(path: Path, records: "Pivot | Iterable[Any]", **kw) -> Path:
     """Stream the document to `path`; it appears whole or not at all."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -148,8 +155,8 @@ def write(path: Path, records: Iterable[Any], **kw) -> Path:
     return path
 
 
-def write_documents(records: list[dict[str, Any]], html_path: Path | None, pdf_path: Path | None,
-                    source: str | None = None) -> list[str]:
+def write_documents(records: "Pivot | list[Any]", html_path: Path | None,
+                    pdf_path: Path | None, source: str | None = None) -> list[str]:
     """Write the HTML and/or PDF report of a run; one line each saying where (or why not).
 
     Called at the end of a run, after every arm is in the store: a report that cannot be
