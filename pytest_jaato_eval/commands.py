@@ -115,15 +115,13 @@ def cmd_report(args) -> int:
     say(f"{pivot.source}: {plural(pivot.arm_count, 'arm')}")
     for line in render_pivot(pivot.cells, k=args.k):
         say(line)
-    if args.html or args.pdf:
-        document = html.render(pivot, source=str(pivot.source), k=args.k)
-        if args.html:
-            Path(args.html).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.html).write_text(document, encoding="utf-8")
-            say(f"html report: {args.html}")
-        if args.pdf:
-            pdf.write(Path(args.pdf), document)
-            say(f"pdf report: {args.pdf}")
+    document = {"source": str(pivot.source), "k": args.k}
+    if args.html:  # streamed to the file, a task at a time
+        html.write(Path(args.html), pivot, **document)
+        say(f"html report: {args.html}")
+    if args.pdf:
+        pdf.write(Path(args.pdf), html.render(pivot, **document))
+        say(f"pdf report: {args.pdf}")
     code = report_exit(pivot.cells)
     if args.exit_zero:
         return EXIT_OK
