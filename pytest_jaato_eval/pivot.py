@@ -64,7 +64,7 @@ class Cell:
 
     @property
     def det(self) -> float | None:
-        """P3 (fixed): share of exercised arms sharing the modal payload hash; BLOCKED excluded."""
+        """P3: share of exercised arms sharing the modal payload hash; BLOCKED excluded."""
         return stats.modal_share(self.hashes)
 
     def pass_at(self, k: int | None) -> float | None:

@@ -73,7 +73,7 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def latest_by_arm(records) -> dict[str, dict[str, Any]]:
-    """R3 fix: a repeated arm id counts once; the last record wins."""
+    """R3: a repeated arm id counts once; the last record wins."""
     out: dict[str, dict[str, Any]] = {}
     for record in records:
         out.pop(record["arm_id"], None)

@@ -1,4 +1,4 @@
-"""Hostile and malformed input (issue 6, item 2).
+"""Hostile and malformed input.
 
 1. The manifest loader, fed random YAML documents and random mutations of valid
    manifests, returns a Task the rest of the plugin can use or raises ManifestError

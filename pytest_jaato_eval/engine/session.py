@@ -159,7 +159,7 @@ class _SessionArm:
         except TimeoutError as exc:
             if ceiling.expired():
                 self.out.blocked_reason = spec.ceiling.reason()
-                await self._stop_session()  # S7 fix: stop the spend, not only the wait
+                await self._stop_session()  # S7: stop the spend, not only the wait
             else:
                 self.out.blocked_reason = f"daemon: timed out: {exc or type(exc).__name__}"
         except (ConnectionError, OSError, EOFError) as exc:

@@ -1,4 +1,4 @@
-"""Run pins: what must be equal for two runs to be comparable (issue 5, item 5).
+"""Run pins: what must be equal for two runs to be comparable.
 
 A record carries the harness and SDK it ran under (`provenance`), its `run_id`,
 and the content hash of its task (`task_hash`). Stores written by jaato-eval 0.3.4

@@ -1,4 +1,4 @@
-"""The fault matrix (issue 6): one test per fault, each against the real daemon.
+"""The fault matrix: one test per fault, each against the real daemon.
 
 Every test asserts the arm's state, that the reason names the cause, that the rest of
 the sweep completed, that the store holds exactly one valid record per arm, and that
