@@ -184,7 +184,7 @@ def cmd_validate(args) -> int:
     store = read_store(args.store)
     problems: list[str] = []
     warnings: list[str] = []
-    where = {}
+    where: dict[str, list] = {}
     for record, line in zip(store.records, store.line_of):
         arm = record["arm_id"]
         where.setdefault(arm, []).append((line, record.get("run_id")))
@@ -206,10 +206,10 @@ def cmd_validate(args) -> int:
     if store.partial_last:
         problems.append(f"{store.path}:{store.partial_last}: partial last line: a run stopped "
                         f"mid-write and this arm's record is lost (readers skip it, R1)")
-    for w in warnings:
-        say(f"warning: {w}")
-    for p in problems:
-        say(f"problem: {p}")
+    for warning in warnings:
+        say(f"warning: {warning}")
+    for problem in problems:
+        say(f"problem: {problem}")
     summary = (f"{store.path}: {len(store.records)} records, {len(problems)} problems, "
                f"{len(warnings)} warnings")
     say(summary if problems else f"{summary}: ok")

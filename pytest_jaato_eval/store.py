@@ -5,7 +5,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, Any, Iterator
 
 
 class Store:
@@ -15,7 +15,7 @@ class Store:
         self.path = Path(path)
         self.append_to_existing = append
         self.rotated_to: Path | None = None
-        self._fh = None
+        self._fh: IO[str] | None = None
         self.written = 0
 
     def _open(self) -> None:

@@ -114,7 +114,7 @@ class _DriverArm:
             spec.run, cwd=spec.workspace, env=env, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             start_new_session=True)  # D2: its own process group, so the ceiling can end it all
-        tails = {"stdout": collections.deque(maxlen=TAIL_LINES),
+        tails: dict[str, collections.deque[str]] = {"stdout": collections.deque(maxlen=TAIL_LINES),
                  "stderr": collections.deque(maxlen=TAIL_LINES)}
         readers = [asyncio.ensure_future(_pump(proc.stdout, tails["stdout"])),
                    asyncio.ensure_future(_pump(proc.stderr, tails["stderr"]))]
