@@ -7,6 +7,7 @@ by file name and function name).
 """
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -86,3 +87,33 @@ def test_every_entry_names_at_least_one_test():
     sections = re.split(r"^### ", CATALOGUE.read_text(encoding="utf-8"), flags=re.M)[1:]
     untested = [s.split()[0] for s in sections if not TEST_REF.search(s)]
     assert not untested, f"catalogue entries without a test: {untested}"
+
+
+def _marks(node: ast.AST) -> set[str]:
+    """Names of the pytest marks in decorators or a `pytestmark` value (`pytest.mark.slow`)."""
+    return {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Attribute) and n.value.attr == "mark"}
+
+
+def slow_tests() -> set[tuple[str, str]]:
+    """(file name, test name) of every test marked slow, itself or by its module."""
+    slow = set()
+    for path in (REPO / "tests").rglob("test_*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        module_slow = any("slow" in _marks(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                          and any(getattr(t, "id", "") == "pytestmark" for t in n.targets))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                    module_slow or any("slow" in _marks(d) for d in node.decorator_list)):
+                slow.add((path.name, node.name))
+    return slow
+
+
+def test_the_fast_loop_still_shows_every_rule():
+    """`-m "not slow"` is the developer's loop: each rule keeps a test that is not slow."""
+    slow = slow_tests()
+    assert slow, "no slow test found: the mark detection is broken"
+    sections = re.split(r"^### ", CATALOGUE.read_text(encoding="utf-8"), flags=re.M)[1:]
+    only_slow = [s.split()[0] for s in sections
+                 if all((Path(f).name, name) in slow for f, name in TEST_REF.findall(s))]
+    assert not only_slow, f"rules shown only by slow tests: {only_slow}"
