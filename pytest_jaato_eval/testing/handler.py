@@ -13,7 +13,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from .records import CHAT_PATH, RecordedRequest
+from .recorded import CHAT_PATH, RecordedRequest
 from .script import Turn, Usage, wire_tool_name
 
 if TYPE_CHECKING:

@@ -63,7 +63,7 @@ prints the server URL on stdout and serves until interrupted.
 
 This module is the public face (import everything from here) and the command line; the
 work is done by one module per job: ``script`` (turns and script files), ``server``
-(:class:`ScriptedModel`), ``handler`` (the HTTP endpoints), ``records`` (what was seen),
+(:class:`ScriptedModel`), ``handler`` (the HTTP endpoints), ``recorded`` (what was seen),
 ``profiles`` (the jaato profile, ``.env`` and pricing files) and ``fixture`` (the pytest
 fixture's body, cheap to import).
 """
@@ -78,7 +78,7 @@ from typing import Any
 
 from .fixture import scripted_model_fixture
 from .profiles import DEFAULT_COMPLETION_SCHEMA
-from .records import RecordedRequest
+from .recorded import RecordedRequest
 from .script import (
     DEFAULT_MAX_MODEL_LEN,
     DEFAULT_MODEL,

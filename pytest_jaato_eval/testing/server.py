@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable
 
 from . import profiles
 from .handler import POLL_SECONDS, ChatHandler, ModelHTTPServer
-from .records import RecordedRequest
+from .recorded import RecordedRequest
 from .script import DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL, TOOL_NAME_MODES, Turn, load_script
 
 
