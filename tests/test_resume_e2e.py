@@ -29,6 +29,7 @@ def test_resume_runs_only_the_missing_arms_and_refuses_a_changed_task(project):
     assert len(project.records()) == 3
 
 
+@pytest.mark.slow
 def test_xdist_spreads_arms_over_private_daemons_and_one_writer(project):
     for name in ("a", "b", "c"):
         project.task(name, repeats=2)
