@@ -156,7 +156,7 @@ def evidence(record: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def task_section(task_id: str, records: list[dict[str, Any]]) -> str:
+def task_section(task_id: str, records: list[Any]) -> str:
     graders = arms.grader_ids(records)
     out = [f'<h2 id="task-{_e(task_id)}">Task {_e(task_id)}</h2>',
            '<table class="arms"><thead><tr>']
