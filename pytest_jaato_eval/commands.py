@@ -196,10 +196,10 @@ def cmd_validate(args) -> int:
         else:
             warnings.append(f"{path}: {arm}: appears {len(seen)} times (lines {lines}); "
                             f"the last counts")
-    for w in warnings:
-        say(f"warning: {w}")
-    for p in problems:
-        say(f"problem: {p}")
+    for warning in warnings:
+        say(f"warning: {warning}")
+    for problem in problems:
+        say(f"problem: {problem}")
     summary = (f"{path}: {plural(records, 'record')}, {plural(len(problems), 'problem')}, "
                f"{plural(len(warnings), 'warning')}")
     say(summary if problems else f"{summary}: ok")
