@@ -15,7 +15,6 @@ The rules, the same for every command:
 from __future__ import annotations
 
 import glob
-import json
 import math
 import os
 import sys
@@ -23,16 +22,57 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
-from .commands import EXIT_OK, StoreFile, Unusable, read_store, record_problems, say
-from .report.pins import PROVENANCE_PINS, pins
+from .commands import EXIT_OK, Unusable, _no_record, _readable, record_problems, say
+from .pivot import PROVENANCE_PINS, Pivot
+from .record import ArmRecord
+from .report.pins import pins
+from .store import scan
 
 MAX_LISTED = 20  # lines of one kind on stderr before "... and N more"
 
 
 class Refused(Unusable):
     """Stores that cannot be read as one (exit 2, like any unusable input)."""
+
+
+@dataclass
+class StoreFile:
+    """One input, whole: its records with their line numbers and byte offsets, what was
+    skipped, and (checked) the problems `validate` would report."""
+
+    path: Path
+    records: list[ArmRecord] = field(default_factory=list)
+    line_of: list[int] = field(default_factory=list)
+    offset_of: list[int] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def skipped_notes(self) -> list[str]:
+        return self.skipped
+
+
+def read_store(path: str | Path) -> StoreFile:
+    path = _readable(path)
+    store = StoreFile(path)
+    try:
+        for line in scan(path, check=True):
+            if line.record is None:
+                why = ("partial last line (a run stopped mid-write)" if line.partial
+                       else line.problem)
+                store.skipped.append(f"{path}:{line.number}: skipped: {why}")
+                continue
+            store.records.append(line.record)
+            store.line_of.append(line.number)
+            store.offset_of.append(line.offset)
+            own = list(line.problems or []) + record_problems(line.record)[0]
+            store.problems += [f"{path}:{line.number}: {line.record.arm_id}: {p}" for p in own]
+    except OSError as exc:
+        raise Unusable(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not store.records:
+        raise _no_record(path)
+    return store
 
 
 def expand(patterns: Sequence[str]) -> list[Path]:
@@ -55,8 +95,8 @@ def expand(patterns: Sequence[str]) -> list[Path]:
     return out
 
 
-def _finished(record: dict[str, Any]) -> float | None:
-    value = record.get("finished_at")
+def _finished(record: ArmRecord) -> float | None:
+    value = record.finished_at
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return None  # absent, or nothing a clock could have said (NaN, a string)
@@ -82,7 +122,8 @@ class Merged:
     """The stores as one. Quacks like commands.StoreFile where the commands read one."""
 
     stores: list[StoreFile]
-    records: list[dict[str, Any]] = field(default_factory=list)  # one per arm: the one that counts
+    records: list[ArmRecord] = field(default_factory=list)  # one per arm: the one that counts
+    chosen: list[tuple[int, int]] = field(default_factory=list)  # (store, position) of each
     replaced: list[str] = field(default_factory=list)   # an arm in several stores: who won
     changed: list[str] = field(default_factory=list)    # a task with two content hashes
     pin_notes: list[str] = field(default_factory=list)  # inputs recorded under different pins
@@ -111,22 +152,23 @@ def combine(stores: list[StoreFile]) -> Merged:
     merged = Merged(stores)
     # task id -> {hash: (store, line)} over every record, winners or not.
     hashes: dict[str, dict[str, tuple[Path, int]]] = {}
-    # arm id -> (store index, record) of the record that counts so far.
-    best: dict[str, tuple[int, dict[str, Any]]] = {}
+    # arm id -> (store index, position in it) of the record that counts so far.
+    best: dict[str, tuple[int, int]] = {}
     for index, store in enumerate(stores):
-        latest: dict[str, dict[str, Any]] = {}
-        for record, line in zip(store.records, store.line_of):
-            task_hash = record.get("task_hash")
-            if task_hash is not None:
-                hashes.setdefault(str(record.get("task_id")), {}).setdefault(
-                    str(task_hash), (store.path, line))
-            latest.pop(record["arm_id"], None)
-            latest[record["arm_id"]] = record
-        for arm, record in latest.items():
+        latest: dict[str, int] = {}
+        for position, (record, line) in enumerate(zip(store.records, store.line_of)):
+            if record.task_hash is not None:
+                hashes.setdefault(str(record.task_id), {}).setdefault(
+                    str(record.task_hash), (store.path, line))
+            latest.pop(record.arm_id, None)
+            latest[record.arm_id] = position
+        for arm, position in latest.items():
+            record = store.records[position]
             if arm not in best:
-                best[arm] = (index, record)
+                best[arm] = (index, position)
                 continue
-            was_index, was = best[arm]
+            was_index, was_position = best[arm]
+            was = stores[was_index].records[was_position]
             old, new = _finished(was), _finished(record)
             newer = old is None or (new is not None and new >= old)
             winner, loser = (store, stores[was_index]) if newer else (stores[was_index], store)
@@ -139,7 +181,7 @@ def combine(stores: list[StoreFile]) -> Merged:
                 why = "the other record has no finished_at"
             if newer:
                 best.pop(arm)
-                best[arm] = (index, record)
+                best[arm] = (index, position)
             merged.replaced.append(f"{arm}: in {loser.path} and {winner.path}; "
                                    f"the record in {winner.path} counts ({why})")
     for task, seen in sorted(hashes.items()):
@@ -147,7 +189,8 @@ def combine(stores: list[StoreFile]) -> Merged:
             where = ", ".join(f"{h[:12]} in {path}:{line}" for h, (path, line) in seen.items())
             merged.changed.append(f"task {task!r} has different task hashes: {where}")
     # Grouped by the store each record that counts came from, in the order the stores were named.
-    merged.records = [record for _, record in sorted(best.values(), key=lambda b: b[0])]
+    merged.chosen = sorted(best.values())
+    merged.records = [stores[i].records[p] for i, p in merged.chosen]
     merged.pin_notes = _pin_notes(stores)
     return merged
 
@@ -165,15 +208,21 @@ def _pin_notes(stores: list[StoreFile]) -> list[str]:
     return notes
 
 
-def read_stores(patterns: Sequence[str]) -> StoreFile | Merged:
-    """What `report` and `compare` read: one store as it is, several as one (refusing a
+class _MergedPivot(Pivot):
+    merged: Merged
+
+    def skipped_notes(self) -> list[str]:
+        return self.merged.skipped_notes()
+
+
+def merged_pivot(paths: Sequence[Path]) -> Pivot:
+    """What `report` and `compare` read from several stores: one pivot (refusing a
     changed task)."""
-    paths = expand(patterns)
-    if len(paths) == 1:
-        return read_store(paths[0])
     merged = combine([read_store(p) for p in paths])
     merged.refuse_changed()
-    return merged
+    pivot = _MergedPivot.of_records(merged.records)
+    pivot.merged, pivot.source = merged, merged.path
+    return pivot
 
 
 # -- the merge command ----------------------------------------------------------------------
@@ -204,14 +253,20 @@ def _keep_existing(out: Path) -> Path | None:
     return target
 
 
-def write_store(out: Path, records: list[dict[str, Any]]) -> Path | None:
-    """Write `records` to OUT whole or not at all; returns where an old OUT was kept."""
+def write_store(out: Path, merged: Merged) -> Path | None:
+    """Write the records that count to OUT, each line exactly as its input had it, whole
+    or not at all; returns where an old OUT was kept."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.merging-{os.getpid()}")
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for record in records:
-                fh.write(json.dumps(record, default=str) + "\n")
+        with open(tmp, "wb") as fh:
+            for index, store in enumerate(merged.stores):
+                offsets = [store.offset_of[p] for i, p in merged.chosen if i == index]
+                with open(store.path, "rb") as src:
+                    for offset in offsets:
+                        src.seek(offset)
+                        line = src.readline()
+                        fh.write(line if line.endswith(b"\n") else line + b"\n")
             fh.flush()
             os.fsync(fh.fileno())
         kept = _keep_existing(out)
@@ -226,8 +281,7 @@ def cmd_merge(args) -> int:
     inputs = expand(args.stores)
     _refuse_output_over_input(out, inputs)
     stores = [read_store(p) for p in inputs]
-    problems = [f"{s.path}:{line}: {r['arm_id']}: {p}" for s in stores
-                for r, line in zip(s.records, s.line_of) for p in record_problems(r)[0]]
+    problems = [p for s in stores for p in s.problems]
     if problems:
         for line in _limited(problems, "problems"):
             say(f"problem: {line}", file=sys.stderr)
@@ -239,7 +293,7 @@ def cmd_merge(args) -> int:
         say(note, file=sys.stderr)
     for note in merged.pin_notes:
         say(f"warning: {note}", file=sys.stderr)
-    kept = write_store(out, merged.records)
+    kept = write_store(out, merged)
     total = sum(len(s.records) for s in stores)
     say(f"{out}: {len(merged.records)} arms from {len(stores)} stores ({total} records read"
         + (f", {len(merged.replaced)} arms in more than one store" if merged.replaced else "")
@@ -249,11 +303,11 @@ def cmd_merge(args) -> int:
     return EXIT_OK
 
 
-def validate_across(stores: list[StoreFile]) -> tuple[list[str], list[str]]:
+def validate_across(paths: Sequence[Path]) -> tuple[list[str], list[str]]:
     """(problems, warnings) `validate` adds when given several stores."""
-    merged = combine(stores)
+    merged = combine([read_store(p) for p in paths])
     return merged.changed, merged.replaced + merged.pin_notes
 
 
-__all__ = ["Merged", "Refused", "cmd_merge", "combine", "expand",
-           "read_stores", "validate_across"]
+__all__ = ["Merged", "Refused", "cmd_merge", "combine", "expand", "merged_pivot",
+           "validate_across"]

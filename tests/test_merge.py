@@ -161,12 +161,13 @@ def test_report_and_validate_read_several_stores_and_quoted_globs(tmp_path, cli)
     one, two = shards(tmp_path)
     out = tmp_path / "merged.jsonl"
     assert cli("merge", out, one, two).returncode == 0
-    merged_report = cli("report", out).stdout.splitlines()[1:]
+    merged = cli("report", out)
+    assert merged.returncode == 1  # write-file@echo#1 FAILED
     for args in ([one, two], [str(tmp_path / "shard-*.jsonl")]):
         result = cli("report", *args)
-        assert result.returncode == 0, result.stderr
+        assert result.returncode == merged.returncode, result.stderr
         assert result.stdout.splitlines()[0] == f"{one} + {two}: 4 arms"
-        assert result.stdout.splitlines()[1:] == merged_report  # the same pivot as the merge
+        assert result.stdout.splitlines()[1:] == merged.stdout.splitlines()[1:]  # the same pivot
         assert "config@echo#1: in" in result.stderr
     val = cli("validate", str(tmp_path / "shard-?.jsonl"))
     assert val.returncode == 0, val.stdout
@@ -187,7 +188,7 @@ def test_compare_reads_a_glob_on_each_side_and_explains_an_unquoted_one(tmp_path
     assert main(["compare", str(tmp_path / "old" / "*.jsonl"),
                  str(tmp_path / "new" / "*.jsonl")]) == 1
     out = capsys.readouterr().out
-    assert "PASS→FAIL a@echo#1" in out and "regressed: 1 group(s): a @ echo" in out
+    assert "PASS→FAIL a@echo#1" in out and "regressed: 1 group: a @ echo" in out
     assert "b @ echo" in out and "note: b @ echo" not in out  # both sides have b
     spilled = [str(p) for p in sorted(tmp_path.glob("*/*.jsonl"))]  # what the shell would pass
     assert main(["compare", *spilled]) == 2
