@@ -21,10 +21,12 @@ from __future__ import annotations
 import hashlib
 import heapq
 from collections import Counter
-from typing import Iterable, NamedTuple
+from dataclasses import dataclass
+from typing import Iterable
 
 
-class Shard(NamedTuple):
+@dataclass(frozen=True)
+class Shard:
     index: int  # 1-based
     total: int
 
@@ -103,7 +105,8 @@ def split(items: Iterable, shard: Shard) -> tuple[list, list]:
     items = list(items)
     units = [unit_of(item) for item in items]
     owner = assign(dict(Counter(units)), shard.total)
-    kept, dropped = [], []
+    kept: list = []
+    dropped: list = []
     for item, unit in zip(items, units):
         (kept if owner[unit] == shard.index else dropped).append(item)
     return kept, dropped
