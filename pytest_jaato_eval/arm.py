@@ -97,7 +97,8 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools) -> di
         if task.kind == DRIVER:
             run = run_driver_arm(DriverArmSpec(
                 socket_path=socket, workspace=ws, config_root=task.config_root, run=task.run,
-                params=dict(task.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling))
+                params=dict(task.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling,
+                env_passthrough=task.env_passthrough))
         else:
             run = run_session_arm(SessionArmSpec(
                 socket_path=socket, workspace=ws, config_root=task.config_root,
@@ -116,7 +117,8 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools) -> di
             termination_reason=run.termination_reason,
             termination_detail=run.termination_detail, error_type=run.error_type,
             error=run.error, completion_gap=run.completion_gap, socket_path=socket,
-            cascade_id=cascade_id, unsigned=run.unsigned)
+            cascade_id=cascade_id, unsigned=run.unsigned, mask=settings.redact.text,
+            arm_id=arm.id, profile_set=arm.profile_set)
         verdicts = run_graders(task.graders, ctx)
     state, blocked_reason = roll_up(verdicts, run.blocked_reason)
 

@@ -15,23 +15,24 @@ from typing import Any, Mapping
 
 import yaml
 
-from .contract import param_variable
+from .contract import PASSTHROUGH_NAME, param_variable
 from .render import safe_text
 
 SESSION, DRIVER = "session", "driver"
 GRADER_KINDS = ("script", "processor", "judge")
 BUDGET_LIMITS = ("usd", "tokens", "turns", "seconds", "tool_calls")
 
-TOP_KEYS = ("id", "description", "environment", "input", "harness", "graders", "budget", "repeats")
+TOP_KEYS = ("id", "description", "environment", "input", "harness", "graders", "budget", "repeats",
+            "contamination")
 ENVIRONMENT_KEYS = ("fixture", "config_root")
 INPUT_KEYS = ("prompt", "agent", "agent_params", "params")
-HARNESS_KEYS = ("kind", "profile", "profile_set", "run")
+HARNESS_KEYS = ("kind", "profile", "profile_set", "run", "env_passthrough")
 BUDGET_KEYS = BUDGET_LIMITS + ("degrade",)
 GRADER_KEYS = {
-    "script": ("kind", "run", "timeout_seconds", "expect_exit", "weight"),
-    "processor": ("kind", "script", "timeout_seconds", "weight"),
+    "script": ("kind", "run", "timeout_seconds", "expect_exit", "weight", "env_passthrough"),
+    "processor": ("kind", "script", "timeout_seconds", "weight", "env_passthrough"),
     "judge": ("kind", "profile", "agent", "threshold", "score_field", "errors_field",
-              "gate_on", "timeout_seconds", "weight"),
+              "gate_on", "timeout_seconds", "weight", "needs_human_below"),
 }
 # M12: keys that look plausible in a manifest but belong to a profile.
 PROFILE_KEYS = ("apparmor", "runtime_limits", "env")
@@ -87,6 +88,8 @@ class Task:
     budget: Mapping[str, Any] | None
     repeats: int
     content_hash: str
+    env_passthrough: tuple[str, ...] = ()  # the driver's (harness.env_passthrough)
+    contamination: str = "block"           # or "caveat" (contamination.py)
 
     @property
     def directory(self) -> Path:
@@ -333,6 +336,10 @@ def load_task(path: Path | str) -> Task:
         if params is not None:
             r.params(params, "input.params")
 
+    passthrough = _passthrough(r, harness, "harness")
+    contamination = r.get(top, "", "contamination", "a string", default="block")
+    if contamination not in ("block", "caveat"):
+        raise r.fail("contamination", f"unknown value {contamination!r}; expected block or caveat")
     graders = _graders(r, r.get(top, "", "graders", "a list", required=True))
     budget = _budget(r, r.get(top, "", "budget", "a mapping"))
     repeats = r.get(top, "", "repeats", "an integer >= 1", default=1)
@@ -343,7 +350,19 @@ def load_task(path: Path | str) -> Task:
         prompt=prompt, agent=agent, agent_params=agent_params, params=params,
         graders=graders, budget=budget, repeats=repeats,
         content_hash=content_hash(path.resolve(), fixture, config_root),
+        env_passthrough=passthrough, contamination=contamination,
     )
+
+
+def _passthrough(r: _Reader, node: dict, where: str) -> tuple[str, ...]:
+    """env_passthrough: variable names (or `PREFIX*`) a process may inherit."""
+    names = r.get(node, where, "env_passthrough", "a list", default=[])
+    for j, name in enumerate(names):
+        at = f"{r.join(where, 'env_passthrough')}[{j}]"
+        r.check(name, at, "a non-blank string")
+        if not PASSTHROUGH_NAME.fullmatch(name):
+            raise r.fail(at, f"{name!r} is no variable name; expected NAME or PREFIX*")
+    return tuple(names)
 
 
 def _graders(r: _Reader, items: list) -> tuple[GraderSpec, ...]:
@@ -363,9 +382,11 @@ def _graders(r: _Reader, items: list) -> tuple[GraderSpec, ...]:
         if kind == "script":
             opts["run"] = r.get(item, where, "run", "a non-blank string", required=True)
             opts["expect_exit"] = r.get(item, where, "expect_exit", "an integer", default=0)
+            opts["env_passthrough"] = _passthrough(r, item, where)
             label = opts["run"]
         elif kind == "processor":
             opts["script"] = r.get(item, where, "script", "a non-blank string", required=True)
+            opts["env_passthrough"] = _passthrough(r, item, where)
             label = opts["script"]
         else:
             opts["profile"] = r.get(item, where, "profile", "a non-blank string", required=True)
@@ -379,6 +400,11 @@ def _graders(r: _Reader, items: list) -> tuple[GraderSpec, ...]:
             for j, g in enumerate(gate):
                 r.check(g, f"{where}.gate_on[{j}]", "a non-blank string")
             opts["gate_on"] = tuple(gate)
+            below = r.get(item, where, "needs_human_below", "a number >= 0")
+            if below is not None and below > 1:
+                raise r.fail(f"{where}.needs_human_below", f"{below!r} is above 1; "
+                                                           f"expected a confidence from 0 to 1")
+            opts["needs_human_below"] = below
             label = opts["profile"]
         default_timeout = 600 if kind != "judge" else 300
         opts["timeout_seconds"] = r.get(item, where, "timeout_seconds", "a number > 0",
