@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import stats
+from . import review, stats
 from .pivot import Cell, build_cells, interval_text, pct, render_pivot
 from .record import RECORD_KEYS, RESULTS_VERSION
 from .render import safe_text
@@ -360,6 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
                                           "exit 1 on problems")
     val.add_argument("store")
     val.set_defaults(func=cmd_validate)
+    review.add_parser(sub)
     return parser
 
 
