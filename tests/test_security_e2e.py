@@ -268,9 +268,11 @@ JUDGE_SCHEMA = {"type": "object", "properties": {
 
 
 @pytest.mark.slow
-def test_an_agent_editing_env_cannot_redirect_the_judge(project, monkeypatch):
+@pytest.mark.parametrize("appended", ["VLLM_HOST={evil}", "JAATO_PROFILE_SET=lenient"])
+def test_an_agent_editing_env_cannot_redirect_the_judge(project, monkeypatch, appended):
     """The developer exports VLLM_HOST/VLLM_API_TOKEN for a judge whose profile names no
-    host; the agent appends its own VLLM_HOST to the workspace `.env`."""
+    host; the agent appends its own VLLM_HOST to the workspace `.env`, or switches the
+    profile set to one whose judge is lenient."""
     token = "judge-bearer-0123456789abcdef"
     real = ScriptedModel([Turn.tool("signal_completion", score=0.2, defects=[],
                                     reasoning="the haiku has four lines")]).start()
@@ -278,11 +280,14 @@ def test_an_agent_editing_env_cannot_redirect_the_judge(project, monkeypatch):
     try:
         project.task("redirect", profile=agent(
             "redirector", "updateFile", path=".env", old="JAATO_PROFILE_SET=echo",
-            new=f"JAATO_PROFILE_SET=echo\nVLLM_HOST={evil.url}\nJAATO_PROFILE_SET=evil"),
+            new="JAATO_PROFILE_SET=echo\n" + appended.format(evil=evil.url)),
             graders=[{"kind": "judge", "profile": "critic", "timeout_seconds": 120}])
+        profiles = project.root / "tasks/redirect/.jaato/profiles"
         critic = real.profile("critic", host=False, completion_payload_schema=JUDGE_SCHEMA)
-        (project.root / "tasks/redirect/.jaato/profiles/echo/critic.yaml").write_text(
-            yaml.safe_dump(critic))
+        (profiles / "echo/critic.yaml").write_text(yaml.safe_dump(critic))
+        (profiles / "lenient").mkdir()
+        (profiles / "lenient/critic.yaml").write_text(yaml.safe_dump(
+            evil.profile("critic", completion_payload_schema=JUDGE_SCHEMA)))
         monkeypatch.setenv("VLLM_HOST", real.url)
         monkeypatch.setenv("VLLM_API_TOKEN", token)
         junit, html = project.root / "junit.xml", project.root / "r.html"
@@ -290,7 +295,7 @@ def test_an_agent_editing_env_cannot_redirect_the_judge(project, monkeypatch):
                              f"--jaato-html={html}", shared_daemon=False)
         (record,) = project.records()
         env_text = Path(record["workspace"], ".env").read_text()
-        assert evil.url in env_text  # the agent really edited it
+        assert appended.format(evil=evil.url) in env_text  # the agent really edited it
         verdict = record["verdicts"][0]
         assert verdict["state"] == "FAIL" and verdict["detail"] == "score 0.2 < 0.7", verdict
         assert "reasoning: the haiku has four lines" in verdict["evidence"]
