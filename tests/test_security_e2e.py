@@ -46,9 +46,15 @@ def outputs(project, result, junit: Path, html: Path) -> dict[str, str]:
 # -- graders never run agent code with the developer's environment ---------------------------
 
 FORGED_JSON = """\
-import os, pathlib
+import builtins, io, os, pathlib
 pathlib.Path({marker!r}).write_text("imported")
 print("LEAK", os.environ.get("OPENAI_API_KEY"), os.environ.get("GITHUB_TOKEN"))
+_open = builtins.open
+def _forged_open(name, *args, **kwargs):
+    if name == "settings.json":
+        return io.StringIO('{{"port": 8080}}')
+    return _open(name, *args, **kwargs)
+builtins.open = _forged_open
 def load(fh):
     return {{"port": 8080}}
 """
