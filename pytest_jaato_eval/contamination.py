@@ -69,6 +69,7 @@ def protected_for(task: Any, workspace: Path) -> Protected:
         elif spec.kind == "processor":
             roots.append((_real(Path(task.config_root) / spec.options["script"]),
                           "a grader's file"))
+    roots.sort(key=lambda r: len(r[0]), reverse=True)  # the most specific name wins
     return Protected(workspace=_real(workspace), roots=tuple(roots))
 
 
