@@ -287,3 +287,13 @@ def test_bad_values_of_the_new_keys_are_one_line_errors(tmp_path, changes, says)
     with pytest.raises(ManifestError) as info:
         load_task(manifest(tmp_path, **changes))
     assert says in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_workspace_too_large_for_the_view_is_refused_in_one_line(tmp_path, monkeypatch):
+    from pytest_jaato_eval.graders import judge
+    monkeypatch.setattr(judge, "VIEW_FILES", 5)
+    ws = tmp_path / "ws"
+    for i in range(10):
+        (ws / f"d{i}").mkdir(parents=True)
+    with pytest.raises(judge.ViewTooLarge, match=r"larger than the judge's view takes \(5 files"):
+        make_view(ws, tmp_path / "view")

@@ -67,6 +67,7 @@ def make_view(workspace: Path, dest: Path) -> None:
         for d in sorted(dirnames):
             st = os.lstat(Path(dirpath, d))
             if d not in HIDDEN and stat.S_ISDIR(st.st_mode):
+                files += 1  # a folder counts as an entry: a tree of empty folders is bounded too
                 (dest / rel / d).mkdir()
                 keep.append(d)
         dirnames[:] = keep
@@ -77,9 +78,11 @@ def make_view(workspace: Path, dest: Path) -> None:
                 continue
             files, size = files + 1, size + st.st_size
             if files > VIEW_FILES or size > VIEW_BYTES:
-                raise ViewTooLarge(f"the workspace is larger than the judge's view takes "
-                                   f"({VIEW_FILES} files, {VIEW_BYTES // 2**20} MiB)")
+                break
             shutil.copyfile(src, dest / rel / f, follow_symlinks=False)
+        if files > VIEW_FILES or size > VIEW_BYTES:
+            raise ViewTooLarge(f"the workspace is larger than the judge's view takes "
+                               f"({VIEW_FILES} files and folders, {VIEW_BYTES // 2**20} MiB)")
 
 
 def judge_prompt(ctx: GraderContext, spec: GraderSpec) -> str:
