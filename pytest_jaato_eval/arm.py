@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import contamination, workspace
+from . import contamination, preflight, workspace
 from .engine.accounting import count_nudges
 from .engine.budget import profile_ceiling
 from .engine.daemon import DaemonError
@@ -79,10 +79,14 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools) -> di
     """Run an arm and return its record. Never raises for an arm-level fault."""
     task = arm.task
     run, caveats, ws, socket, on_arrival = AgentRun(), [], None, None, None
+    # Preflight: a missing set, profile or grader file BLOCKS the arm before it costs anything.
+    run.blocked_reason = preflight.check(task, arm.profile_set)
     try:
-        ws = workspace.materialise(settings.workspace_root, arm.id, task.fixture, arm.profile_set)
-        settings.made.append(ws)
-        socket = daemon.ensure()
+        if not run.blocked_reason:
+            ws = workspace.materialise(settings.workspace_root, arm.id, task.fixture,
+                                       arm.profile_set)
+            settings.made.append(ws)
+            socket = daemon.ensure()
     except (workspace.WorkspaceError, DaemonError) as exc:
         run.blocked_reason = str(exc)
     # B1 / D1: the task pool's cascade id; else a fresh one for a driver, none for a session.

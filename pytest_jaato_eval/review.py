@@ -33,9 +33,7 @@ def awaiting_review(records) -> list[tuple[dict[str, Any], dict[str, Any]]]:
 def cmd_review(args) -> int:
     from .commands import read_store, say
 
-    store = read_store(args.store)
-    for note in store.skipped_notes():
-        say(note)
+    store = read_store(args.store)  # unreadable lines are skipped; `validate` names them
     waiting = awaiting_review(store.records)
     if not waiting:
         say(f"{store.path}: no arm awaits human review")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_jaato_eval.record import RECORD_KEYS
+from pytest_jaato_eval.testing.records import arm_record
 from pytest_jaato_eval.report import chart, html, pdf
 
 DATA = Path(__file__).parent / "data"
@@ -31,25 +31,10 @@ NASTY_EVIDENCE = '<script>alert("x")</script> & <b>not bold</b>'
 
 def arm(task, ps, repeat, state, *, cost=0.002, model="echo", graders=None, reason=None,
         evidence=(), error=None):
-    record = dict.fromkeys(RECORD_KEYS)
-    verdicts = [{"grader_id": g, "claim": "the answer is READY", "state": s,
-                 "detail": "exit 1, expected 0" if s == "FAIL" else "",
-                 "evidence": list(evidence) if s != "PASS" else [],
-                 "blocked_reason": reason if s == "BLOCKED" else None}
-                for g, s in (graders or [(NASTY, state)])]
-    record.update(results_version="1", caveats=[], arm_id=f"{task}@{ps}#{repeat}",
-                  task_id=task, profile_set=ps, repeat=repeat, state=state,
-                  blocked_reason=reason, verdicts=verdicts, error=error,
-                  usage={"cost_usd": cost, "spend_total_tokens": 15}, turns=2,
-                  duration_seconds=3.25, finish_reason="stop", payload_hash="ab" * 32,
-                  session_id=f"sess-{task}-{ps}-{repeat}", session_ids=[f"s{repeat}"],
-                  model=model, provider="echo", completion_nudges=0,
-                  budget_ceiling={"usd": 0.05},
-                  provenance={"jaato_sdk_path": "/x/jaato_sdk/__init__.py",
-                              "jaato_sdk_version": "0.29.4", "harness": "pytest-jaato-eval",
-                              "harness_version": "0.1.0"},
-                  run_id="r1", task_hash="h")
-    return record
+    return arm_record(task, ps, repeat, state, cost=cost, tokens=15, model=model,
+                      graders=graders or [(NASTY, state)], reason=reason, evidence=evidence,
+                      error=error, payload_hash="ab" * 32, budget_ceiling={"usd": 0.05},
+                      run_id="r1", task_hash="h").to_dict()
 
 
 RECORDS = [
@@ -254,7 +239,8 @@ def test_pdf_of_the_reference_store_through_the_command(tmp_path):
     _need_pdf_tools()
     from pytest_jaato_eval.commands import main
     target = tmp_path / "ref.pdf"
-    assert main(["report", str(DATA / "jaato-eval-0.3.4.jsonl"), "--pdf", str(target)]) == 0
+    # Exit 1: the store holds a FAIL (report exits with the verdict vocabulary).
+    assert main(["report", str(DATA / "jaato-eval-0.3.4.jsonl"), "--pdf", str(target)]) == 1
     text = subprocess.run(["pdftotext", str(target), "-"], capture_output=True, text=True,
                           check=True).stdout
     assert "summarise@openrouter_gemini25flash#1" in " ".join(text.split()).replace(" ", "") or \

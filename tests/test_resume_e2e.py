@@ -15,6 +15,8 @@ def test_resume_runs_only_the_missing_arms_and_refuses_a_changed_task(project):
     result = project.run("tasks", "--resume")
     result.assert_outcomes(passed=1, deselected=2)
     result.stdout.fnmatch_lines(["*resumed: 2 arms already in the store were kept*"])
+    # The store holds both runs' records: the summary says so, and what this run added.
+    result.stdout.fnmatch_lines(["store: *results.jsonl (3 records; 1 record written by this run; run *"])
     records = project.records()
     assert sorted(r["arm_id"] for r in records) == ["alpha@echo#0", "alpha@echo#1", "beta@echo#0"]
     assert {r["arm_id"]: r["session_id"] for r in records if r["task_id"] == "alpha"} == first
@@ -25,6 +27,7 @@ def test_resume_runs_only_the_missing_arms_and_refuses_a_changed_task(project):
     refused = project.run("tasks", "--resume")
     assert refused.ret == 2
     refused.stdout.fnmatch_lines(["*beta/task.yaml: resume: task 'beta' changed since*"])
+    assert "jaato-eval pivot" not in refused.stdout.str()  # no pivot above a refusal
     assert len(project.records()) == 3
 
 
@@ -60,7 +63,7 @@ def test_retry_blocked_runs_again_only_the_blocked_arms_and_the_new_record_count
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=1, deselected=2)
     result.stdout.fnmatch_lines(["*resumed: 2 arms already in the store were kept*",
-                                 "*retried: 1 arms stored as BLOCKED were run again*"])
+                                 "*retried: 1 arm stored as BLOCKED was run again*"])
     pivot = result.stdout.str().split("jaato-eval pivot", 1)[1]
     beta_row = next(line for line in pivot.splitlines() if line.startswith("beta"))
     assert "100%" in beta_row, pivot  # the new PASS, not the old BLOCKED

@@ -273,15 +273,15 @@ def test_the_new_keys_are_read(tmp_path):
 
 
 @pytest.mark.parametrize("changes, says", [
-    ({"contamination": "ignore"}, "contamination: unknown value 'ignore'; expected block or caveat"),
+    ({"contamination": "ignore"}, "contamination: expected block or caveat, got str 'ignore'"),
     ({"graders": [{"kind": "script", "run": "x", "env_passthrough": ["A B"]}]},
-     "graders[0].env_passthrough[0]: 'A B' is no variable name; expected NAME or PREFIX*"),
+     "graders[0].env_passthrough[0]: expected a variable name (NAME or PREFIX*), got str 'A B'"),
     ({"graders": [{"kind": "script", "run": "x", "env_passthrough": "A"}]},
      "graders[0].env_passthrough: expected a list"),
     ({"graders": [{"kind": "judge", "profile": "r", "needs_human_below": 60}]},
-     "graders[0].needs_human_below: 60 is above 1"),
+     "graders[0].needs_human_below: expected a number from 0 to 1, got int 60"),
     ({"harness": {"profile": "w", "env_passthrough": [1]}},
-     "harness.env_passthrough[0]: expected a non-blank string"),
+     "harness.env_passthrough[0]: expected a variable name (NAME or PREFIX*), got int 1"),
 ])
 def test_bad_values_of_the_new_keys_are_one_line_errors(tmp_path, changes, says):
     with pytest.raises(ManifestError) as info:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 
 from ..contract import ParamCollision, build_contract_env
@@ -24,7 +25,7 @@ DRAIN_WAIT = 2.0  # after the grader exits, how long a child holding its output 
 def grade_script(spec: GraderSpec, ctx: GraderContext) -> Verdict:
     run, expect = spec.options["run"], spec.options["expect_exit"]
     timeout = spec.options["timeout_seconds"]
-    claim = f"`{run}` exits {expect}"
+    claim = f"`{run or spec.options.get('file')}` exits {expect}"
     truncated = ctx.truncation_reason
     if truncated and not ctx.unsigned:  # an unsigned arm's tree is real, so it is graded
         return Verdict.blocked(spec.id, claim, f"the arm's run was truncated: {truncated}")
@@ -37,10 +38,14 @@ def grade_script(spec: GraderSpec, ctx: GraderContext) -> Verdict:
                                  passthrough=spec.options.get("env_passthrough", ()))
     except ParamCollision as exc:
         return Verdict.blocked(spec.id, claim, str(exc))
+    command = run if run else _file_command(spec.options["file"], ctx.config_root, env)
+    if command is None:
+        return Verdict.blocked(spec.id, claim, f"{spec.options['file']} is not a file under "
+                               f"the config root {ctx.config_root}")
     # One pipe for stdout and stderr keeps their interleaving; a thread drains it into a
     # bounded tail, so neither a full pipe nor a flood of output can stall or swell us.
     try:
-        proc = subprocess.Popen(run, shell=True, cwd=ctx.workspace, env=env,
+        proc = subprocess.Popen(command, shell=bool(run), cwd=ctx.workspace, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as exc:
@@ -72,6 +77,17 @@ def grade_script(spec: GraderSpec, ctx: GraderContext) -> Verdict:
 
 def _evidence(out: TailReader, ctx: GraderContext) -> list[str]:
     return output_evidence(out.tail(), out.total, getattr(ctx, "mask", None))
+
+
+def _file_command(file: str, config_root, env: dict) -> list[str] | None:
+    """`file:` names a script in the config root, where the agent cannot edit it: a .py
+    runs with the plugin's interpreter ($JAATO_EVAL_PYTHON), anything else directly."""
+    path = os.path.join(config_root, file)
+    if not os.path.isfile(path):
+        return None
+    if file.endswith(".py"):
+        return [env.get("JAATO_EVAL_PYTHON") or sys.executable, path]
+    return [path]
 
 
 def _signame(num: int) -> str:

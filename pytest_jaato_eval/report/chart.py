@@ -37,12 +37,9 @@ def profile_points(cells: list[Cell]) -> list[Point]:
         by_set.setdefault(c.profile_set, []).append(c)
     points = []
     for name, group in sorted(by_set.items()):
-        costs = [float(r["usage"]["cost_usd"]) for c in group for r in c.arms
-                 if r.get("state") in ("PASS", "FAIL") and isinstance(r.get("usage"), dict)
-                 and isinstance(r["usage"].get("cost_usd"), (int, float))
-                 and not isinstance(r["usage"].get("cost_usd"), bool)]
+        costed = sum(c.exercised_costed for c in group)
         points.append(Point(name, sum(c.passed for c in group), sum(c.exercised for c in group),
-                            sum(costs) / len(costs) if costs else None))
+                            sum(c.exercised_cost for c in group) / costed if costed else None))
     return points
 
 

@@ -13,10 +13,9 @@ from html import escape
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..pivot import DASH, LEGEND, PARTIAL_NOTE, Cell, build_cells, digest, pivot_rows
-from ..store import latest_by_arm
+from ..pivot import DASH, LEGEND, PARTIAL_NOTE, Cell, Pivot, digest, pivot_rows
 from . import arms, chart
-from .pins import pins, pins_summary
+from .pins import pins_of, pins_summary
 from ..render import safe_text
 
 EVIDENCE_LINES = 40    # per verdict: the tail is where a script's failure is
@@ -200,16 +199,17 @@ def task_section(task_id: str, records: list[dict[str, Any]]) -> str:
     return "".join(out)
 
 
-def render(records: Iterable[dict[str, Any]], *, title: str = "jaato-eval report",
+def render(records: "Iterable[dict[str, Any]] | Pivot", *, title: str = "jaato-eval report",
            source: str | None = None, k: int | None = None) -> str:
-    latest = list(latest_by_arm(records).values())  # R3: a repeated arm id counts once
-    cells = build_cells(latest)
+    # A Pivot streamed from a store, or records (a repeated arm id counts once).
+    pivot = records if isinstance(records, Pivot) else Pivot.of_records(records)
+    cells = pivot.cells
     points = chart.profile_points(cells)
-    meta = [f"{len(latest)} arms in {len(cells)} cells (task × profile set)",
+    meta = [f"{pivot.arm_count} arms in {len(cells)} cells (task × profile set)",
             f"generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}"]
     if source:
         meta.insert(0, f"store: {source}")
-    meta += pins_summary(pins(latest))
+    meta += pins_summary(pins_of(pivot))
     body = [f"<h1>{_e(title)}</h1>",
             "".join(f'<p class="meta">{_e(m)}</p>' for m in meta),
             "<h2>Pivot</h2>", pivot_section(cells, k, prose=True),
@@ -221,11 +221,8 @@ def render(records: Iterable[dict[str, Any]], *, title: str = "jaato-eval report
     if missing:
         body.append("<p>Not plotted:</p><ul>" + "".join(f"<li>{_e(m)}</li>" for m in missing)
                     + "</ul>")
-    by_task: dict[str, list[dict[str, Any]]] = {}
-    for c in cells:
-        by_task.setdefault(c.task_id, []).extend(c.arms)
-    for task_id, task_records in by_task.items():
-        body.append(task_section(task_id, task_records))
+    for task_id, task_cells in pivot.tasks():  # one task's records at a time
+        body.append(task_section(task_id, [r for c in task_cells for r in pivot.arms(c)]))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(title)}</title><style>{CSS}</style></head>"
             f"<body>{''.join(body)}</body></html>\n")
