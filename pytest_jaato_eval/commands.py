@@ -64,7 +64,7 @@ def open_pivot(path: str | Path) -> Pivot:
     """The pivot of a store, streamed; Unusable when there is nothing to pivot."""
     path = _readable(path)
     try:
-        pivot = Pivot.of_store(path)
+        pivot = Pivot.of_store(path, workers=2)
     except OSError as exc:
         raise Unusable(f"{path}: cannot read: {exc.strerror or exc}") from None
     if not pivot.cells:
@@ -115,15 +115,13 @@ def cmd_report(args) -> int:
     say(f"{pivot.source}: {plural(pivot.arm_count, 'arm')}")
     for line in render_pivot(pivot.cells, k=args.k):
         say(line)
-    if args.html or args.pdf:
-        document = html.render(pivot, source=str(pivot.source), k=args.k)
-        if args.html:
-            Path(args.html).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.html).write_text(document, encoding="utf-8")
-            say(f"html report: {args.html}")
-        if args.pdf:
-            pdf.write(Path(args.pdf), document)
-            say(f"pdf report: {args.pdf}")
+    document = {"source": str(pivot.source), "k": args.k}
+    if args.html:  # streamed to the file, a task at a time
+        html.write(Path(args.html), pivot, **document)
+        say(f"html report: {args.html}")
+    if args.pdf:
+        pdf.write(Path(args.pdf), html.render(pivot, **document))
+        say(f"pdf report: {args.pdf}")
     code = report_exit(pivot.cells)
     if args.exit_zero:
         return EXIT_OK
@@ -198,10 +196,10 @@ def cmd_validate(args) -> int:
         else:
             warnings.append(f"{path}: {arm}: appears {len(seen)} times (lines {lines}); "
                             f"the last counts")
-    for w in warnings:
-        say(f"warning: {w}")
-    for p in problems:
-        say(f"problem: {p}")
+    for warning in warnings:
+        say(f"warning: {warning}")
+    for problem in problems:
+        say(f"problem: {problem}")
     summary = (f"{path}: {plural(records, 'record')}, {plural(len(problems), 'problem')}, "
                f"{plural(len(warnings), 'warning')}")
     say(summary if problems else f"{summary}: ok")
