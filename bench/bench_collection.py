@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             "files": ([str(files)], f"{arms:,} parametrised no-op tests in {args.tasks:,} files"),
         }
         runs: dict[str, list[tuple[float, float]]] = {side: [] for side in sides}
-        for side, (argv, _) in sides.items():  # one unmeasured run each: warm caches
+        for _side, (argv, _) in sides.items():  # one unmeasured run each: warm caches
             collect(args.python, argv, scratch, arms)
         for run in range(args.runs):
             for side, (argv, _) in sides.items():

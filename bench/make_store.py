@@ -21,7 +21,7 @@ from pathlib import Path
 from pytest_jaato_eval.engine.session import AgentRun
 from pytest_jaato_eval.record import build_record
 from pytest_jaato_eval.store import Store
-from pytest_jaato_eval.verdict import BLOCKED, FAIL, PASS, Verdict, roll_up
+from pytest_jaato_eval.verdict import Verdict, roll_up
 
 SETS = ("echo", "openrouter_haiku", "vllm_qwen3_14b", "gpt-large")
 REASONS = ("ProviderError: 429 Too Many Requests (session {sid})",

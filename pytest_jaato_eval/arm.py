@@ -45,7 +45,7 @@ class Arm:
 
 
 def arms_of(task: Task, profile_sets: list[str] | None, repeats: int | None) -> list[Arm]:
-    """X2: task x profile set x repeat. The CLI's sets win over the task's own (fixed ids)."""
+    """X2: task x profile set x repeat. The CLI's sets win over the task's own."""
     sets: list[str | None] = list(profile_sets) if profile_sets else [task.profile_set]
     n = repeats if repeats is not None else task.repeats
     return [Arm(task, s, r) for s in sets for r in range(n)]

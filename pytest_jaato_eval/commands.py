@@ -64,7 +64,7 @@ def open_pivot(path: str | Path) -> Pivot:
     """The pivot of a store, streamed; Unusable when there is nothing to pivot."""
     path = _readable(path)
     try:
-        pivot = Pivot.of_store(path)
+        pivot = Pivot.of_store(path, workers=2)
     except OSError as exc:
         raise Unusable(f"{path}: cannot read: {exc.strerror or exc}") from None
     if not pivot.cells:
@@ -196,10 +196,10 @@ def cmd_validate(args) -> int:
         else:
             warnings.append(f"{path}: {arm}: appears {len(seen)} times (lines {lines}); "
                             f"the last counts")
-    for w in warnings:
-        say(f"warning: {w}")
-    for p in problems:
-        say(f"problem: {p}")
+    for warning in warnings:
+        say(f"warning: {warning}")
+    for problem in problems:
+        say(f"problem: {problem}")
     summary = (f"{path}: {plural(records, 'record')}, {plural(len(problems), 'problem')}, "
                f"{plural(len(warnings), 'warning')}")
     say(summary if problems else f"{summary}: ok")

@@ -101,7 +101,7 @@ def junit_properties(record: dict[str, Any]) -> list[tuple[str, str]]:
     return props
 
 
-def mark_report(report: Any, item: Any, record: dict[str, Any]) -> None:
+def mark_report(report: Any, item: Any, record: Any) -> None:
     """Attach the record to the call report and turn BLOCKED into a marked skip."""
     setattr(report, RECORD_ATTR, json.loads(json.dumps(record.to_dict(), default=str)))  # xdist-safe
     if record["state"] == BLOCKED:

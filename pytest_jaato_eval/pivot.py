@@ -8,6 +8,8 @@ in report/html.py, through the formatters below, so both say the same thing.
 """
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from . import stats
-from .record import ArmRecord, RecordError, coerce, fields_reader
+from .record import ArmRecord, RecordError, coerce, fields_reader, number_or_none
 from .render import safe_text
 from .store import _loads, read_at
 from .verdict import FAIL, PASS
@@ -152,50 +154,56 @@ class Cell:
         return self.exercised_cost / self.exercised_costed if self.exercised_costed else None
 
 
-# What the pivot reads of a record, decided by the record's own checks.
+# What the pivot reads of a record, decided by the record's own checks (the usage
+# numbers by the same rule, read without copying the rest of `usage`).
 _FIELDS = ("arm_id", "task_id", "profile_set", "repeat", "state", "blocked_reason",
-           "payload_hash", "usage", "run_id", "task_hash", "provenance")
+           "payload_hash", "run_id", "task_hash")
 _read = fields_reader(_FIELDS)
+_read_provenance = fields_reader(("arm_id", "provenance"))
 PROVENANCE_PINS = ("harness", "harness_version", "jaato_sdk_version", "jaato_sdk_path")
 
 
 class _Interned:
-    """One tuple per distinct provenance, shared by every arm that has it."""
+    """One tuple of pins per distinct provenance, shared by every arm that has it; the
+    record's own check runs once per distinct value, not once per line."""
 
     def __init__(self):
-        self._seen: dict[tuple, tuple] = {}
+        self._seen: dict[Any, tuple | None] = {}
 
-    def __call__(self, prov: dict | None) -> tuple | None:
-        if not prov:
+    def __call__(self, data: dict) -> tuple | None:
+        raw = data.get("provenance")
+        if not raw:
             return None
         try:
-            raw: tuple | None = tuple(prov.items())
-            hit = self._seen.get(raw)
-        except TypeError:  # a list among the values: unhashable as read
-            raw, hit = None, None
-        if hit is None:
-            pins = tuple(None if prov.get(k) is None else str(prov.get(k))
-                         for k in PROVENANCE_PINS)
-            hit = self._seen.setdefault(pins, pins)
-            if raw is not None:
-                self._seen[raw] = hit
-        return hit
+            key: Any = tuple(raw.items()) if type(raw) is dict else raw
+            return self._seen[key]
+        except (KeyError, TypeError):  # new, or unhashable as read
+            pass
+        prov = _read_provenance(data)[1]
+        pins = None if not prov else tuple(
+            None if prov.get(k) is None else str(prov.get(k)) for k in PROVENANCE_PINS)
+        try:
+            self._seen[key] = pins
+        except TypeError:
+            pass
+        return pins
 
 
-def _summary(values: list, offset: int | None, intern: _Interned) -> ArmSummary:
-    arm_id, task, pset, repeat, state, reason, phash, usage, run_id, thash, prov = values
-    cost, tokens = usage.get("cost_usd"), usage.get("spend_total_tokens")
-    return ArmSummary(
-        arm_id, str(task), pset or "default", repeat if repeat is not None else 0, state,
-        reason, phash, cost if type(cost) in (int, float) else None,
-        tokens if type(tokens) in (int, float) else None, run_id, thash,
-        intern(prov), offset)
+def _summary(data: dict, offset: int | None, intern: _Interned) -> ArmSummary:
+    """Raises RecordError when `data` is not a record."""
+    arm_id, task, pset, repeat, state, reason, phash, run_id, thash = _read(data)
+    usage = data.get("usage")
+    cost = tokens = None
+    if type(usage) is dict:
+        cost = number_or_none(usage.get("cost_usd"))
+        tokens = number_or_none(usage.get("spend_total_tokens"))
+    return ArmSummary(arm_id, str(task), pset or "default", repeat if repeat is not None else 0,
+                      state, reason, phash, cost, tokens, run_id, thash, intern(data), offset)
 
 
 def summarise(record: ArmRecord | dict, offset: int | None = None,
               intern: _Interned | None = None) -> ArmSummary:
-    r = coerce(record)
-    return _summary([getattr(r, name) for name in _FIELDS], offset, intern or _Interned())
+    return _summary(coerce(record).to_dict(), offset, intern or _Interned())
 
 
 class Pivot:
@@ -237,38 +245,44 @@ class Pivot:
         return pivot
 
     @classmethod
-    def of_store(cls, path: Path | str) -> "Pivot":
-        """One pass over the store; raises OSError when it cannot be read."""
+    def of_store(cls, path: Path | str, workers: int = 1) -> "Pivot":
+        """One pass over the store; raises OSError when it cannot be read.
+
+        workers=2 (the store commands, on a big store and a machine with two cores)
+        scans the second half of the file in a forked child while this process scans
+        the first: the result is the same, the last record of an arm still wins.
+        """
         path = Path(path)
+        size = path.stat().st_size
+        parts = [(0, size)]
+        if workers > 1 and size >= PARALLEL_BYTES and (os.cpu_count() or 1) > 1:
+            with open(path, "rb") as fh:  # split at a line start
+                fh.seek(size // 2)
+                fh.readline()
+                middle = fh.tell()
+            if 0 < middle < size:
+                parts = [(0, middle), (middle, size)]
+        if len(parts) == 1:
+            chunks = [_scan_range(path, 0, size)]
+        else:
+            import multiprocessing
+            with multiprocessing.get_context("fork").Pool(1) as pool:
+                second = pool.apply_async(_scan_range, (path, *parts[1]))
+                first = _scan_range(path, *parts[0])
+                chunks = [first, second.get()]
         latest: dict[str, ArmSummary] = {}
         skipped: list[tuple[int, str]] = []
         partial = None
-        intern = _Interned()
-        n = 0
-        offset = 0
-        number = 0
-        read = _read
-        with open(path, "rb") as fh:
-            for raw in fh:
-                number += 1
-                start, offset = offset, offset + len(raw)
-                if raw.isspace():
-                    continue
-                try:
-                    values = read(_loads(raw))
-                except RecordError as exc:
-                    skipped.append((number, str(exc)))
-                    continue
-                except ValueError:
-                    if raw.endswith(b"\n"):
-                        skipped.append((number, "not JSON"))
-                    else:
-                        partial = number
-                    continue
-                n += 1
-                a = _summary(values, start, intern)
-                latest.pop(a.arm_id, None)
-                latest[a.arm_id] = a
+        n = lines = 0
+        for part_latest, part_skipped, part_partial, part_n, part_lines in chunks:
+            for arm_id, a in part_latest.items():  # in order: the last record wins
+                latest.pop(arm_id, None)
+                latest[arm_id] = a
+            skipped += [(lines + number, why) for number, why in part_skipped]
+            if part_partial is not None:
+                partial = lines + part_partial
+            n += part_n
+            lines += part_lines
         pivot = cls(latest, source=path)
         pivot.lines_read, pivot.skipped, pivot.partial_last = n, skipped, partial
         return pivot
@@ -309,6 +323,49 @@ class Pivot:
             notes.append(f"{self.source}:{self.partial_last}: skipped: partial last line "
                          f"(a run stopped mid-write)")
         return notes
+
+
+PARALLEL_BYTES = 64 * 2 ** 20  # below this, a second process costs more than it saves
+
+
+def _scan_range(path: Path, begin: int, end: int):
+    """(latest summary per arm, skipped lines, partial line, records, lines) of the lines
+    starting in [begin, end); line numbers counted from `begin`."""
+    latest: dict[str, ArmSummary] = {}
+    skipped: list[tuple[int, str]] = []
+    partial = None
+    intern = _Interned()
+    n = number = 0
+    offset = begin
+    loads, summary = json.loads, _summary
+    with open(path, "rb") as fh:
+        fh.seek(begin)
+        for raw in fh:
+            if offset >= end:
+                break
+            number += 1
+            start, offset = offset, offset + len(raw)
+            if raw.isspace():
+                continue
+            try:
+                try:
+                    data = loads(raw)
+                except UnicodeDecodeError:
+                    data = _loads(raw)
+                a = summary(data, start, intern)
+            except RecordError as exc:
+                skipped.append((number, str(exc)))
+                continue
+            except ValueError:
+                if raw.endswith(b"\n"):
+                    skipped.append((number, "not JSON"))
+                else:
+                    partial = number
+                continue
+            n += 1
+            latest.pop(a.arm_id, None)
+            latest[a.arm_id] = a
+    return latest, skipped, partial, n, number
 
 
 def build_cells(records: Iterable[ArmRecord | dict[str, Any]]) -> list[Cell]:

@@ -141,6 +141,17 @@ def _shown_type(value: Any) -> str:
     return type(value).__name__
 
 
+def number_or_none(value: Any) -> float | None:
+    """A JSON number every reader can show and sum, or None (the rule `from_dict` applies
+    to every number it keeps)."""
+    t = type(value)
+    if t is int:
+        return value if -_INT_LIMIT <= value <= _INT_LIMIT else None
+    if t is float:
+        return value if math.isfinite(value) else None
+    return None
+
+
 def _fine_number(value: Any) -> bool:
     t = type(value)
     if t is int:

@@ -1,4 +1,4 @@
-"""Credentials never leave the run in a record (issue 6, item 3).
+"""Credentials never leave the run in a record.
 
 A script grader inherits the plugin's environment, and a grader that prints it
 (`env`, `set -x`, a provider's "invalid key sk-…" error) would otherwise copy an

@@ -14,7 +14,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import IO, Iterator
 
 from .record import ArmRecord, RecordError
 
@@ -101,7 +101,7 @@ class Store:
         self.keep_previous = keep_previous
         self.task_ids = task_ids  # this run's tasks (for keep_previous="changed")
         self.rotated_to: Path | None = None
-        self._fh = None
+        self._fh: IO[str] | None = None
         self._lock_fd: int | None = None
         self.written = 0
 

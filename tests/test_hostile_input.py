@@ -1,4 +1,4 @@
-"""Hostile and malformed input (issue 6, item 2).
+"""Hostile and malformed input.
 
 1. The manifest loader, fed random YAML documents and random mutations of valid
    manifests, returns a Task the rest of the plugin can use or raises ManifestError
@@ -439,7 +439,7 @@ def test_verdict_table_shows_hostile_text_without_obeying_it():
 def test_junit_property_names_hold_no_raw_control_character():
     """pytest escapes property values, not names: a NUL there made the file unreadable."""
     props = junit_properties(hostile_record(state="BLOCKED", reason="\x1b[31mdaemon\x00 gone"))
-    for name, value in props:
+    for name, _value in props:
         assert name.isprintable(), name
     names = dict(props)
     assert names["jaato_blocked_reason"] == "\\x1b[31mdaemon\\x00 gone"

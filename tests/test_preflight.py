@@ -9,8 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import REPO, WRITER
+from conftest import REPO
 
 from pytest_jaato_eval import preflight
 from pytest_jaato_eval.manifest import load_task

@@ -214,3 +214,24 @@ def test_digest_groups_reasons_that_differ_only_by_ids(tmp_path):
     lines = render_pivot(build_cells(records))
     digest = lines[lines.index("blocked reasons (most frequent first):") + 1:]
     assert digest == ["  t @ s: (2×) session …: 429", "  t @ s: (1×) pool exhausted"]
+
+
+def test_a_store_scanned_in_two_halves_gives_the_same_pivot(tmp_path, monkeypatch):
+    """The store commands scan a big store's halves in two processes: the same cells, the
+    same last-wins order, the same line numbers for what was skipped."""
+    import pytest_jaato_eval.pivot as pivot_module
+    records = []
+    for r in range(40):
+        records.append(arm("t", "s", r % 7, "PASS" if r % 3 else "FAIL", h=f"h{r % 2}"))
+        records.append(arm("u", "s", r % 5, "BLOCKED", reason=f"reason {r % 3}"))
+    path = write_store(tmp_path / "s.jsonl", records)
+    with open(path, "a") as fh:
+        fh.write("garbage\n" + json.dumps(arm("t", "s", 0, "BLOCKED", reason="late").to_dict())
+                 + "\n" + '{"arm_id": "cut')
+    one = Pivot.of_store(path)
+    monkeypatch.setattr(pivot_module, "PARALLEL_BYTES", 1)
+    two = Pivot.of_store(path, workers=2)
+    assert shape(two) == shape(one)
+    assert (two.skipped, two.partial_last, two.lines_read) == (one.skipped, one.partial_last,
+                                                              one.lines_read)
+    assert one.skipped == [(81, "not JSON")] and one.partial_last == 83

@@ -3,6 +3,7 @@ task is refused; and -n runs arms on per-worker private daemons (X6). Interrupte
 and crashed workers are in tests/faults."""
 from __future__ import annotations
 
+import pytest
 from conftest import processes_mentioning
 
 
@@ -31,6 +32,7 @@ def test_resume_runs_only_the_missing_arms_and_refuses_a_changed_task(project):
     assert len(project.records()) == 3
 
 
+@pytest.mark.slow
 def test_xdist_spreads_arms_over_private_daemons_and_one_writer(project):
     for name in ("a", "b", "c"):
         project.task(name, repeats=2)
@@ -44,6 +46,7 @@ def test_xdist_spreads_arms_over_private_daemons_and_one_writer(project):
     assert processes_mentioning(str(project.tmp)) == [] and project.run_dirs() == []
 
 
+@pytest.mark.slow
 def test_retry_blocked_runs_again_only_the_blocked_arms_and_the_new_record_counts(project):
     """A BLOCKED arm is an environment fault: once it is fixed, --retry-blocked runs those
     arms again (and only those), appending records that win over the BLOCKED ones."""
