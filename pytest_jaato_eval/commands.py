@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from . import stats
+from . import review, stats
 from .pivot import Cell, Pivot, interval_text, pct, plural, render_pivot
 from .record import RESULTS_VERSION, ArmRecord
 from .render import safe_text
@@ -414,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
     sch = sub.add_parser("schema", help="print the JSON Schema of task.yaml (for an editor's "
                                         "YAML language server)")
     sch.set_defaults(func=_cmd_schema)
+    review.add_parser(sub)
     return parser
 
 
