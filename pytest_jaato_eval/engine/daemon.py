@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import processes
+
 
 class DaemonError(Exception):
     """The daemon could not be started or reached; arms on it are BLOCKED."""
@@ -32,58 +34,6 @@ def can_connect(path: str, timeout: float = 1.0) -> bool:
         return False
     finally:
         s.close()
-
-
-def _die_with_parent() -> None:
-    """In the daemon's child before exec: SIGTERM it if we die without stopping it.
-
-    A pytest process killed outright (an xdist worker's os._exit, SIGKILL) never
-    runs its cleanup; Linux's parent-death signal makes the daemon shut down
-    (reaping its runners) all the same. A no-op where prctl is missing.
-    """
-    try:
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _stat(pid: int | str) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name (None when it is gone)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def descendants(pid: int) -> list[tuple[int, str]]:
-    """Every live process below `pid` as (pid, start time), read from /proc (empty where
-    there is no /proc). The start time tells a process from a later one given its PID."""
-    children: dict[int, list[tuple[int, str]]] = {}
-    for entry in Path("/proc").glob("[0-9]*"):
-        fields = _stat(entry.name)
-        try:
-            children.setdefault(int(fields[1]), []).append((int(entry.name), fields[19]))
-        except (TypeError, IndexError, ValueError):
-            continue
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child[0])
-    return out
-
-
-def kill_if_same(processes) -> None:
-    """SIGKILL each (pid, start time) that is still that very process, never its successor."""
-    for pid, started in processes:
-        fields = _stat(pid)
-        if fields is None or len(fields) < 20 or fields[19] != started:
-            continue
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 @dataclass
@@ -126,7 +76,7 @@ class PrivateDaemon:
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self._stop_asked: float | None = None  # when request_stop sent SIGTERM
-        self._family: list[tuple[int, str]] = []
+        self._family: list[processes.Ident] = []
 
     @property
     def pid(self) -> int | None:
@@ -160,7 +110,7 @@ class PrivateDaemon:
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 cwd=self.run_dir, env=env,
                 start_new_session=True,  # its own group: Ctrl-C reaches us, we stop it
-                preexec_fn=_die_with_parent,
+                preexec_fn=lambda: processes.die_with_parent(signal.SIGTERM),
             )
         except OSError as exc:
             raise DaemonError(f"daemon: could not start {self.python} -m jaato_server: {exc}")
@@ -197,7 +147,7 @@ class PrivateDaemon:
         """
         if self.proc is None or self._stop_asked is not None:
             return
-        self._family = descendants(self.proc.pid)
+        self._family = processes.descendants(self.proc.pid)
         self._stop_asked = time.monotonic()
         if self.proc.poll() is None:
             try:
@@ -220,9 +170,9 @@ class PrivateDaemon:
                 self.proc.wait(timeout=max(0.0, self._stop_asked + grace - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
-        family = set(self._family) | set(descendants(self.proc.pid))
+        family = set(self._family) | set(processes.descendants(self.proc.pid))
         self._kill_group(warned=True)
-        kill_if_same(family)
+        processes.kill_all(family, grace=0)
         self._stop_asked, self._family = None, []
 
     def _kill_group(self, warned: bool = False) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import json
-import os
 import signal
 import time
 from dataclasses import dataclass, field
@@ -19,12 +19,18 @@ from typing import Any
 from jaato_sdk.client.ipc import IPCClient
 from jaato_sdk.events import ClientType, EventType
 
+from .. import processes
 from ..contract import build_contract_env
+from .files import inside, read_text_bounded
 from .accounting import TurnAccumulator, USAGE_KEYS, empty_usage, merge_tracker
 from .session import STOP_WAIT, AgentRun, Ceiling
 
 TAIL_LINES = 40
 TERM_GRACE = 5.0
+LINGER = 2.0     # seconds a driver's leftover child may hold its pipes after it exits
+CHUNK = 65536
+MAX_SESSIONS = 256  # session records read from one workspace
+LINE_CAP = 4096  # bytes of one output line kept as evidence
 EX_TEMPFAIL = 75
 
 
@@ -110,23 +116,27 @@ class _DriverArm:
                                  params=spec.params, socket=spec.socket_path,
                                  cascade_id=spec.cascade_id)
         started = time.monotonic()
-        proc = await asyncio.create_subprocess_shell(
+        proc, tree = await processes.start_async(
             spec.run, cwd=spec.workspace, env=env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True)  # D2: its own process group, so the ceiling can end it all
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         tails = {"stdout": collections.deque(maxlen=TAIL_LINES),
                  "stderr": collections.deque(maxlen=TAIL_LINES)}
         readers = [asyncio.ensure_future(_pump(proc.stdout, tails["stdout"])),
                    asyncio.ensure_future(_pump(proc.stderr, tails["stderr"]))]
+        watcher = asyncio.ensure_future(_snapshots(tree))
         ceiling = asyncio.timeout(spec.ceiling.seconds or None)
         try:
-            async with ceiling:
-                code = await proc.wait()
-                await asyncio.gather(*readers)
+            try:
+                async with ceiling:
+                    code = await proc.wait()
+            finally:
+                watcher.cancel()
+            # The driver is the arm: a child still holding its pipes gets a moment, no more.
+            await asyncio.wait(readers, timeout=LINGER)
         except TimeoutError:
             if not ceiling.expired():
                 raise
-            await _end_group(proc)
+            await _end_tree(proc, tree)
             for r in readers:
                 r.cancel()
             out.blocked_reason = spec.ceiling.reason()
@@ -135,6 +145,10 @@ class _DriverArm:
             await self._stop_live_sessions()  # D4: a stage left behind would keep spending
             out.termination_detail = "\n".join(tails["stderr"]) or None
             return
+        finally:
+            await asyncio.to_thread(tree.kill, 0.5)  # whatever it left behind ends with it
+            for r in readers:
+                r.cancel()
         out.duration_seconds = round(time.monotonic() - started, 3)
         out.termination_detail = "\n".join(tails["stderr"]) or None
         if not self.client.is_connected:  # the daemon died under the driver: not its verdict
@@ -168,13 +182,16 @@ class _DriverArm:
         out.session_ids = [sid for sid, _ in records]
         out.session_id = out.session_ids[0] if out.session_ids else None
         if records:
-            snap = records[0][1].get("profile_snapshot") or {}
-            out.model, out.provider = snap.get("model"), snap.get("provider")
+            snap = records[0][1].get("profile_snapshot")
+            snap = snap if isinstance(snap, dict) else {}  # agent-writable: trust no shape
+            out.model, out.provider = (v if isinstance(v, str) else None
+                                       for v in (snap.get("model"), snap.get("provider")))
         usage, turns, finish = empty_usage(), 0, out.finish_reason
         for sid, record in records:  # a sibling's sessions seen on a shared cid are dropped
             acc = self.acc.get(sid, TurnAccumulator())
             s_usage, s_turns = merge_tracker(acc.usage, acc.turns, record)
-            s_turns = max(s_turns, len(record.get("turn_accounting") or []))
+            accounting = record.get("turn_accounting")
+            s_turns = max(s_turns, len(accounting) if isinstance(accounting, list) else 0)
             for key in USAGE_KEYS:
                 if s_usage[key] is not None:
                     usage[key] = (usage[key] or 0) + s_usage[key]
@@ -186,45 +203,58 @@ class _DriverArm:
 
 
 async def _pump(stream, tail: collections.deque) -> None:
-    async for raw in stream:
-        tail.append(raw.decode(errors="replace").rstrip("\n"))
+    """Keep the last lines of a stream, each cut at LINE_CAP characters, whatever its size."""
+    pending = b""
+    while chunk := await stream.read(CHUNK):
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        for raw in lines:
+            tail.append(_line(raw))
+        if len(pending) > LINE_CAP:  # a line with no end: keep its head, drop the rest
+            tail.append(_line(pending))
+            pending = b""
+            while chunk := await stream.read(CHUNK):
+                if b"\n" in chunk:
+                    pending = chunk.split(b"\n", 1)[1]
+                    break
+    if pending:
+        tail.append(_line(pending))
 
 
-async def _end_group(proc) -> None:
-    """D4: SIGTERM the driver's whole group (its chance to end its sessions), then SIGKILL."""
-    for sig, wait in ((signal.SIGTERM, TERM_GRACE), (signal.SIGKILL, TERM_GRACE)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            async with asyncio.timeout(wait):
-                await proc.wait()
-            if sig == signal.SIGKILL or not _group_alive(proc.pid):
-                break
-        except TimeoutError:
-            continue
-    try:  # whatever of the group survived its leader
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _line(raw: bytes) -> str:
+    text = raw[:LINE_CAP].decode(errors="replace").rstrip("\r")
+    if len(raw) > LINE_CAP:
+        text += f" [line cut at {LINE_CAP} bytes]"
+    return text
 
 
-def _group_alive(pgid: int) -> bool:
+async def _snapshots(tree, every: float = 0.2) -> None:
+    """Note the driver's descendants while it runs: a child that leaves its group is still ours."""
+    while True:
+        await asyncio.to_thread(tree.snapshot)
+        await asyncio.sleep(every)
+
+
+async def _end_tree(proc, tree) -> None:
+    """D4: SIGTERM the driver's whole tree (its chance to end its sessions), then SIGKILL."""
+    await asyncio.to_thread(tree.kill, TERM_GRACE)
     try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
+        async with asyncio.timeout(TERM_GRACE):
+            await proc.wait()
+    except TimeoutError:
+        pass
 
 
 def _session_records(workspace: Path) -> list[tuple[str, dict]]:
     folder = Path(workspace) / ".jaato" / "sessions"
     found = []
-    for path in folder.glob("*.json"):
+    if not inside(folder, workspace):
+        return found
+    for path in itertools.islice(folder.glob("*.json"), MAX_SESSIONS):
+        text = read_text_bounded(path, root=workspace)
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            record = json.loads(text) if text is not None else None
+        except (ValueError, RecursionError):
             continue
         if isinstance(record, dict):
             found.append((path.stem, record))

@@ -1,11 +1,11 @@
 """The script grader (G2): a shell command in the arm's workspace, judged by its exit code."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import tempfile
 
+from .. import processes
 from ..contract import ParamCollision, build_contract_env
 from ..manifest import GraderSpec
 from ..verdict import Verdict
@@ -36,18 +36,20 @@ def grade_script(spec: GraderSpec, ctx: GraderContext) -> Verdict:
     # One file for stdout and stderr keeps their interleaving; no pipe can fill and stall.
     with tempfile.TemporaryFile() as out:
         try:
-            proc = subprocess.Popen(run, shell=True, cwd=ctx.workspace, env=env,
-                                    stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                    start_new_session=True)
+            proc, tree = processes.start(run, shell=True, cwd=ctx.workspace, env=env,
+                                         stdout=out, stderr=out)
         except OSError as exc:
             return Verdict.blocked(spec.id, claim, f"could not start: {exc}")
         try:
-            code = proc.wait(timeout=timeout)
+            code = processes.wait(proc, tree, timeout)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            tree.kill()
+            proc.wait()
             out.seek(0)
             return Verdict.blocked(spec.id, claim, f"timed out after {timeout:g} s "
                                    f"(timeout_seconds)", _tail(out.read().decode(errors="replace")))
+        finally:
+            tree.kill()  # a background child it left behind ends with it
         out.seek(0)
         evidence = _tail(out.read().decode(errors="replace"))
     if code == expect:
@@ -68,15 +70,3 @@ def _signame(num: int) -> str:
     except ValueError:
         return f"signal {num}"
 
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        try:
-            proc.wait(timeout=2)
-            return
-        except subprocess.TimeoutExpired:
-            continue
