@@ -9,6 +9,7 @@ import difflib
 import hashlib
 import math
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -426,7 +427,12 @@ def content_hash(manifest: Path, fixture: Path, config_root: Path) -> str:
                 p = Path(dirpath, name)
                 h.update(str(p.relative_to(base)).encode() + b"\0")
                 try:
-                    h.update(os.readlink(p).encode() if p.is_symlink() else p.read_bytes())
+                    if p.is_symlink():
+                        h.update(os.readlink(p).encode())
+                    elif stat.S_ISREG(p.lstat().st_mode):
+                        h.update(p.read_bytes())
+                    else:  # a FIFO or device is never opened: reading one may never end
+                        h.update(f"<special {stat.S_IFMT(p.lstat().st_mode):o}>".encode())
                 except OSError:
                     h.update(b"<unreadable>")
     return h.hexdigest()

@@ -8,7 +8,6 @@ auto-start is never used: it would leave a daemon on global paths behind.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -36,17 +35,47 @@ def can_connect(path: str, timeout: float = 1.0) -> bool:
         s.close()
 
 
+GREETING_WAIT = 10.0  # a daemon greets a new client at once; a loaded one within seconds
+
+
+def greets(path: str, timeout: float = GREETING_WAIT) -> bool:
+    """True when whatever listens at `path` sends the first bytes of a greeting in time.
+
+    A jaato daemon speaks first (its ConnectedEvent); a socket that accepts and then
+    says nothing would hold every arm's handshake until the arm ceiling.
+    """
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(path)
+        return len(s.recv(4)) > 0
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 @dataclass
 class ExternalDaemon:
     """A daemon somebody else runs (--jaato-socket): used, never started or stopped."""
 
     socket_path: str
     private: bool = False
+    greeting_wait: float = GREETING_WAIT
+    _checked: str | None = None  # "ok", or the error every later arm gets at once
 
     def ensure(self) -> str:
         if not can_connect(self.socket_path):
             raise DaemonError(f"daemon: nothing answers at {self.socket_path} (--jaato-socket); "
                               f"start one there or drop the option to use a private daemon")
+        if self._checked is None:  # once per run: the handshake is what a daemon must answer
+            self._checked = "ok" if greets(self.socket_path, self.greeting_wait) else (
+                f"daemon: {self.socket_path} (--jaato-socket) accepted the connection but sent "
+                f"no greeting within {self.greeting_wait:g} s; what listens there is not a "
+                f"working jaato daemon (hung, or another program): restart it, or drop the "
+                f"option to use a private daemon")
+        if self._checked != "ok":
+            raise DaemonError(self._checked)
         return self.socket_path
 
     def alive(self) -> bool:
@@ -103,6 +132,9 @@ class PrivateDaemon:
         # Arms run one at a time on a private daemon: one warm runner slot is enough, and
         # under `-n N` each extra idle runner (~150 MB, CPU to warm) competes with the arms.
         env.setdefault("JAATO_RUNNER_POOL_SIZE", "1")
+        # The run's marker: a run killed outright leaves a daemon and runners a later run
+        # can still name as ours (processes.kill_run_leftovers).
+        env[processes.TREE_VAR] = processes.run_prefix() + "daemon"
         try:
             self.proc = subprocess.Popen(
                 [self.python, "-m", "jaato_server", "--ipc-socket", self.socket_path,
@@ -193,29 +225,6 @@ class PrivateDaemon:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
-
-
-def remove_session_tmp(marker: str, since: float, tmp_root: str = "/tmp") -> int:
-    """Remove the per-session `/tmp/jaato-<sid>/` folders this run caused.
-
-    The daemon gives every session such a folder and never removes it. Session
-    ids are timestamps shared with other daemons, so a folder is ours only when
-    its trace names `marker` (our workspace root), and only if it changed after
-    `since` (the run's start).
-    """
-    removed = 0
-    for folder in Path(tmp_root).glob("jaato-[0-9]*"):
-        try:
-            if not folder.is_dir() or folder.is_symlink() or folder.stat().st_mtime < since:
-                continue
-            traces = list(folder.glob("*.log"))
-            if not any(marker in t.read_text(errors="replace") for t in traces):
-                continue
-        except OSError:
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        removed += 1
-    return removed
 
 
 def reap_orphan_daemon(run_dir: Path, wait: float = 15.0) -> None:

@@ -23,7 +23,7 @@ from .. import processes
 from ..contract import build_contract_env
 from .files import inside, read_text_bounded
 from .accounting import TurnAccumulator, USAGE_KEYS, empty_usage, merge_tracker
-from .session import STOP_WAIT, AgentRun, Ceiling
+from .session import STOP_WAIT, AgentRun, Ceiling, handshake
 
 TAIL_LINES = 40
 TERM_GRACE = 5.0
@@ -92,7 +92,7 @@ class _DriverArm:
             spec.socket_path, client_type=ClientType.API, auto_start=False, env_file=".env",
             workspace_path=str(spec.workspace), config_root=str(spec.config_root))
         try:
-            if not await client.connect(timeout=10):
+            if not await handshake(client):
                 out.blocked_reason = f"daemon: could not connect to {spec.socket_path}"
                 return out
             client.subscribe(EventType.TURN_COMPLETED, self._on_turn)

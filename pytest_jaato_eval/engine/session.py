@@ -111,6 +111,24 @@ async def _unless_disconnected(client: IPCClient, waiting, poll: float = 0.5):
             task.cancel()
 
 
+HANDSHAKE_WAIT = 30.0
+
+
+class HandshakeTimeout(ConnectionError):
+    """The socket accepted the connection and the handshake never finished."""
+
+
+async def handshake(client: IPCClient, wait: float = HANDSHAKE_WAIT) -> bool:
+    """connect() with the whole handshake bounded (the SDK bounds only the socket connect)."""
+    try:
+        async with asyncio.timeout(wait):
+            return await client.connect(timeout=10)
+    except TimeoutError:
+        raise HandshakeTimeout(f"the daemon accepted the connection and did not finish the "
+                               f"handshake within {wait:g} s (hung or overloaded daemon; "
+                               f"the arm ceiling is not the cause)") from None
+
+
 def run_session_arm(spec: SessionArmSpec) -> AgentRun:
     """Run one session arm to its terminus on its own event loop."""
     return asyncio.run(_SessionArm(spec).run())
@@ -176,7 +194,7 @@ class _SessionArm:
         self.client = client = IPCClient(
             spec.socket_path, client_type=ClientType.API, auto_start=False, env_file=".env",
             workspace_path=str(spec.workspace), config_root=str(spec.config_root))
-        if not await client.connect(timeout=10):
+        if not await handshake(client):
             out.blocked_reason = f"daemon: could not connect to {spec.socket_path}"
             return
         # S1: subscribe before the session exists, so nothing is missed.
