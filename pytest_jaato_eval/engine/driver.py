@@ -203,21 +203,20 @@ class _DriverArm:
 
 
 async def _pump(stream, tail: collections.deque) -> None:
-    """Keep the last lines of a stream, each cut at LINE_CAP characters, whatever its size."""
-    pending = b""
+    """Keep the last lines of a stream, each cut at LINE_CAP bytes, whatever its size."""
+    pending, cut = b"", False  # cut: the current line was already kept (its head)
     while chunk := await stream.read(CHUNK):
         lines = (pending + chunk).split(b"\n")
         pending = lines.pop()
         for raw in lines:
-            tail.append(_line(raw))
-        if len(pending) > LINE_CAP:  # a line with no end: keep its head, drop the rest
-            tail.append(_line(pending))
-            pending = b""
-            while chunk := await stream.read(CHUNK):
-                if b"\n" in chunk:
-                    pending = chunk.split(b"\n", 1)[1]
-                    break
-    if pending:
+            if not cut:
+                tail.append(_line(raw))
+            cut = False
+        if len(pending) > LINE_CAP:  # a line with no end yet: keep its head, drop the rest
+            if not cut:
+                tail.append(_line(pending))
+            pending, cut = b"", True
+    if pending and not cut:
         tail.append(_line(pending))
 
 
