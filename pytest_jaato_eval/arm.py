@@ -109,6 +109,7 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools) -> di
         if (run.blocked_reason or "").startswith("CascadeExhaustedError"):
             run.blocked_reason = f"pool {cascade_id} of task {task.id!r} exhausted: {run.blocked_reason}"
 
+    caveats.extend(run.caveats)
     if ws is not None:
         settings.sessions.extend((sid, ws) for sid in run.session_ids)
     verdicts = []

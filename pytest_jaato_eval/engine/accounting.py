@@ -61,6 +61,17 @@ def tracker_record(workspace: Path, session_id: str) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
+def session_ids_in(workspace: Path, limit: int = 64) -> list[str]:
+    """Ids of the sessions whose record the daemon wrote in this workspace."""
+    folder = Path(workspace) / ".jaato" / "sessions"
+    if not inside(folder, workspace):
+        return []
+    try:
+        return sorted(p.stem for p in itertools.islice(folder.glob("*.json"), limit))
+    except OSError:
+        return []
+
+
 def merge_tracker(usage: dict, turns: int, record: dict | None) -> tuple[dict, int]:
     """S9: per dimension, the larger of the event totals and the tracker's budget_usage.
 

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from jaato_sdk.client.convenience import AgentError, PermissionUnhandled, SessionEnded, Session
-from jaato_sdk.client.errors import SessionCreateFailed
+from jaato_sdk.client.errors import SessionCreateFailed, SessionNotConfirmed
 from jaato_sdk.client.ipc import IPCClient
 from jaato_sdk.events import ClientType, EventType
 
-from .accounting import TurnAccumulator, empty_usage, merge_tracker, tracker_record
+from .accounting import (TurnAccumulator, empty_usage, merge_tracker, session_ids_in,
+                         tracker_record)
 
 UNSIGNED_ERRORS = ("NudgeExhausted",)  # S8 (the driver's twin is DriverStoppedShort)
 HISTORY_WAIT = 5.0
@@ -71,6 +72,7 @@ class AgentRun:
     blocked_reason: str | None = None  # set when the run taught us nothing
     history: list | None = None        # S5: None is "absent", never []
     duration_seconds: float | None = None
+    caveats: list[str] = field(default_factory=list)  # what the engine did that a reader should know
 
     @property
     def unsigned(self) -> bool:
@@ -189,30 +191,74 @@ class _SessionArm:
         self._fold()
         return self.out
 
-    async def _drive(self) -> None:
-        spec, out = self.spec, self.out
+    async def _open(self) -> bool:
+        """A fresh connection with every handler subscribed before any session exists (S1)."""
+        spec = self.spec
         self.client = client = IPCClient(
             spec.socket_path, client_type=ClientType.API, auto_start=False, env_file=".env",
             workspace_path=str(spec.workspace), config_root=str(spec.config_root))
         if not await handshake(client):
-            out.blocked_reason = f"daemon: could not connect to {spec.socket_path}"
-            return
-        # S1: subscribe before the session exists, so nothing is missed.
+            self.out.blocked_reason = f"daemon: could not connect to {spec.socket_path}"
+            return False
         client.subscribe(EventType.SESSION_INFO, self._on_info)
         client.subscribe(EventType.ERROR, self._on_error)
         client.subscribe(EventType.TURN_COMPLETED, self._acc_turn)
         client.subscribe(EventType.SESSION_TERMINATED, self._on_terminated)
         client.subscribe(EventType.HISTORY, self._on_history)
+        return True
+
+    async def _create(self, kwargs: dict) -> str | None:
+        """session.new, once more on a fresh connection if the daemon dropped the first one
+        before answering. The arm's workspace is its own, so a session the first try made
+        is found by its record there and stopped: a retry never leaves a second one running.
+        """
+        for attempt in (1, 2):
+            if attempt == 2 and not await self._open():
+                return None
+            try:
+                return await self.client.create_session(**kwargs)
+            except SessionNotConfirmed as exc:
+                if attempt == 2 or getattr(exc, "cause", "") != "disconnect":
+                    self.out.blocked_reason = self._named_error(exc)
+                    return None
+                await self._disconnect()
+                self.errors.clear()
+                self.out.caveats.append(await self._after_dropped_create())
+            except SessionCreateFailed as exc:
+                self.out.blocked_reason = self._named_error(exc)
+                return None
+        return None
+
+    async def _after_dropped_create(self) -> str:
+        said = ("session.new was sent again: the daemon closed the connection before "
+                "answering the first")
+        if not await self._open():
+            self.out.blocked_reason = None  # the retry's own connect decides
+            return said
+        leftovers = session_ids_in(self.spec.workspace)
+        for sid in leftovers:
+            try:
+                async with asyncio.timeout(STOP_WAIT):
+                    await self.client.stop_session(sid)
+            except (Exception, asyncio.CancelledError):  # noqa: BLE001 - best effort
+                pass
+        await self._disconnect()
+        return said + (f" (its session {', '.join(leftovers)} was stopped)" if leftovers
+                       else " (it had made no session)")
+
+    async def _drive(self) -> None:
+        spec, out = self.spec, self.out
+        if not await self._open():
+            return
         kwargs: dict[str, Any] = {"profile": spec.profile}
         for key, value in (("agent", spec.agent), ("agent_params", spec.agent_params),
                            ("cascade_driver_id", spec.cascade_id)):
             if value:
                 kwargs[key] = value  # S2: only when set
-        try:
-            sid = await client.create_session(**kwargs)
-        except SessionCreateFailed as exc:
-            out.blocked_reason = self._named_error(exc)
+        sid = await self._create(kwargs)
+        if sid is None:
             return
+        client = self.client
         out.session_id, out.session_ids = sid, [sid]  # S3: recorded the moment it exists
         session = Session(client, sid)  # no on_permission: an unanswered ask is BLOCKED (S4)
         t0 = time.monotonic()

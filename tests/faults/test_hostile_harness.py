@@ -342,3 +342,73 @@ def test_a_later_run_sweeps_dead_runs_folders_and_processes_and_keeps_live_ones(
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+# -- a dropped session.new --------------------------------------------------------------------
+
+class DroppingProxy:
+    """A unix-socket relay to the real daemon that closes a client's connection right after
+    forwarding its first `session.new` (once per proxy): the daemon makes the session, the
+    client never hears of it. The daemon drops connections so only under load, so the fault
+    is injected here; everything else is the real daemon."""
+
+    def __init__(self, path: str, upstream: str):
+        self.path, self.upstream, self.dropped = path, upstream, 0
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(path)
+        self.server.listen(16)
+        self.server.settimeout(0.2)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stop.is_set():
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                continue
+            up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            up.connect(self.upstream)
+            threading.Thread(target=self._pipe, args=(client, up, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(up, client, False), daemon=True).start()
+
+    def _pipe(self, src, dst, from_client):
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+                if from_client and b'"session.new"' in data and self.dropped == 0:
+                    self.dropped += 1
+                    time.sleep(0.5)  # the daemon has it; then the line goes dead
+                    for s in (src, dst):
+                        s.shutdown(socket.SHUT_RDWR)
+                    return
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(5)
+        self.server.close()
+
+
+def test_session_new_dropped_by_the_daemon_is_sent_again_not_blocked(project):
+    proxy = DroppingProxy(str(project.tmp / "drop.sock"), project.daemon.socket_path)
+    try:
+        project.task("first")
+        result = timed_run(project, "tasks", f"--jaato-socket={proxy.path}", CEILING,
+                           shared_daemon=False, bound=120)
+    finally:
+        proxy.close()
+    assert proxy.dropped == 1
+    by = one_record_each(project, {"first@echo#0"})
+    r = by["first@echo#0"]
+    assert r["state"] == "PASS" and result.ret == 0, r
+    (caveat,) = [c for c in r["caveats"] if c.startswith("session.new was sent again")]
+    assert "the daemon closed the connection before answering the first" in caveat
