@@ -36,6 +36,23 @@ TREE_VAR = "JAATO_EVAL_TREE"
 TERM_GRACE = 2.0
 
 
+def start_stamp(pid: int) -> float | None:
+    """When `pid` started: clock ticks since boot from /proc where there is one (exact and
+    stable), else psutil's wall-clock create time."""
+    try:
+        raw = open(f"/proc/{pid}/stat", "rb").read()
+        return float(raw.rsplit(b")", 1)[1].split()[19])
+    except FileNotFoundError:
+        if os.path.isdir("/proc/self"):
+            return None  # Linux, and the process is gone
+    except (OSError, IndexError, ValueError):
+        return None
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.Error, ValueError):
+        return None
+
+
 @dataclass(frozen=True)
 class Ident:
     """One process, exactly: its pid and when it started."""
@@ -45,16 +62,14 @@ class Ident:
 
     @classmethod
     def of(cls, pid: int) -> "Ident | None":
-        try:
-            return cls(pid, psutil.Process(pid).create_time())
-        except (psutil.Error, ValueError):
-            return None
+        started = start_stamp(pid)
+        return None if started is None else cls(pid, started)
 
     def process(self) -> psutil.Process | None:
         """The live process, or None once it is gone (or its PID is somebody else's)."""
         try:
             proc = psutil.Process(self.pid)
-            if proc.create_time() != self.started or proc.status() == psutil.STATUS_ZOMBIE:
+            if start_stamp(self.pid) != self.started or proc.status() == psutil.STATUS_ZOMBIE:
                 return None
             return proc
         except (psutil.Error, ValueError):
@@ -79,13 +94,7 @@ def descendants(pid: int) -> list[Ident]:
         children = psutil.Process(pid).children(recursive=True)
     except psutil.Error:
         return []
-    out = []
-    for child in children:
-        try:
-            out.append(Ident(child.pid, child.create_time()))
-        except psutil.Error:
-            continue
-    return out
+    return [i for i in (Ident.of(c.pid) for c in children) if i is not None]
 
 
 def marked(prefix: str) -> list[Ident]:
@@ -96,9 +105,10 @@ def marked(prefix: str) -> list[Ident]:
             if proc.pid == me or (proc.info["uids"] and proc.info["uids"].real != uid):
                 continue
             value = proc.environ().get(TREE_VAR, "")
-            if value.startswith(prefix):
-                found.append(Ident(proc.pid, proc.create_time()))
-        except (psutil.Error, OSError):
+            ident = Ident.of(proc.pid) if value.startswith(prefix) else None
+            if ident is not None:
+                found.append(ident)
+        except (psutil.Error, OSError, ValueError, UnicodeError):
             continue
     return found
 
@@ -107,8 +117,9 @@ def group_members(pgid: int) -> list[Ident]:
     out = []
     for proc in psutil.process_iter(["pid"]):
         try:
-            if os.getpgid(proc.pid) == pgid:
-                out.append(Ident(proc.pid, proc.create_time()))
+            ident = Ident.of(proc.pid) if os.getpgid(proc.pid) == pgid else None
+            if ident is not None:
+                out.append(ident)
         except (OSError, psutil.Error):
             continue
     return out

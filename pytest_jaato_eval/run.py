@@ -179,8 +179,8 @@ class EvalRun:
                 # keeps some, nothing in its folder is wanted.
                 if self.settings.keep_workspaces == "never" or not _has_kept_workspaces(child):
                     shutil.rmtree(child, ignore_errors=True)
-            if not any(root.iterdir()):
-                root.rmdir()
+            if [p.name for p in root.iterdir()] in ([], [sweep.OWNER_FILE]):
+                shutil.rmtree(root, ignore_errors=True)
         run_dir, self._run_dir = self._run_dir, None
         if run_dir is None or not run_dir.exists():
             return

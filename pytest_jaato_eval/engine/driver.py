@@ -123,14 +123,10 @@ class _DriverArm:
                  "stderr": collections.deque(maxlen=TAIL_LINES)}
         readers = [asyncio.ensure_future(_pump(proc.stdout, tails["stdout"])),
                    asyncio.ensure_future(_pump(proc.stderr, tails["stderr"]))]
-        watcher = asyncio.ensure_future(_snapshots(tree))
         ceiling = asyncio.timeout(spec.ceiling.seconds or None)
         try:
-            try:
-                async with ceiling:
-                    code = await proc.wait()
-            finally:
-                watcher.cancel()
+            async with ceiling:
+                code = await _exited(proc, tree)
             # The driver is the arm: a child still holding its pipes gets a moment, no more.
             await asyncio.wait(readers, timeout=LINGER)
         except TimeoutError:
@@ -149,6 +145,11 @@ class _DriverArm:
             await asyncio.to_thread(tree.kill, 0.5)  # whatever it left behind ends with it
             for r in readers:
                 r.cancel()
+            try:  # its pipes are closed now, so asyncio can finish with the process
+                async with asyncio.timeout(TERM_GRACE):
+                    await proc.wait()
+            except TimeoutError:
+                pass
         out.duration_seconds = round(time.monotonic() - started, 3)
         out.termination_detail = "\n".join(tails["stderr"]) or None
         if not self.client.is_connected:  # the daemon died under the driver: not its verdict
@@ -227,11 +228,17 @@ def _line(raw: bytes) -> str:
     return text
 
 
-async def _snapshots(tree, every: float = 0.2) -> None:
-    """Note the driver's descendants while it runs: a child that leaves its group is still ours."""
-    while True:
+async def _exited(proc, tree, every: float = 0.2) -> int:
+    """The driver's exit code, as soon as it exits.
+
+    Not `proc.wait()`: asyncio answers that only once every pipe is closed, which a
+    child that keeps the driver's stdout open would put off until the ceiling. Its
+    descendants are noted meanwhile: a child that leaves its group is still ours.
+    """
+    while proc.returncode is None:
         await asyncio.to_thread(tree.snapshot)
         await asyncio.sleep(every)
+    return proc.returncode
 
 
 async def _end_tree(proc, tree) -> None:

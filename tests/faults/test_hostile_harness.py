@@ -56,7 +56,8 @@ def gone(*needles: str, wait: float = 10.0) -> bool:
 
 
 def no_run_folder_left(project) -> None:
-    assert project.run_dirs() == [], project.run_dirs()
+    left = [str(p) for d in project.run_dirs() for p in [d, *d.rglob("*")]]
+    assert left == [], left[:20]
 
 
 def timed_run(project, *args, shared_daemon=True, bound: float):
