@@ -20,7 +20,9 @@ from jaato_sdk.events import ClientType, EventType
 from .accounting import (TurnAccumulator, empty_usage, merge_tracker, session_ids_in,
                          tracker_record)
 
-UNSIGNED_ERRORS = ("NudgeExhausted",)  # S8 (the driver's twin is DriverStoppedShort)
+UNSIGNED_ERRORS = ("NudgeExhausted",)
+# The daemon's answers to session.new that a starved host produces and a second try clears.
+TRANSIENT_CREATE_ERRORS = ("SessionInitializationError",)  # S8 (the driver's twin is DriverStoppedShort)
 HISTORY_WAIT = 5.0
 STOP_WAIT = 5.0
 
@@ -208,30 +210,37 @@ class _SessionArm:
         return True
 
     async def _create(self, kwargs: dict) -> str | None:
-        """session.new, once more on a fresh connection if the daemon dropped the first one
-        before answering. The arm's workspace is its own, so a session the first try made
-        is found by its record there and stopped: a retry never leaves a second one running.
+        """session.new, sent once more on a fresh connection after a transient daemon failure.
+
+        On a starved host the daemon's own loop stalls; its session bootstrap then misses
+        its deadline (SessionInitializationError), and when the create raises inside the
+        daemon it closes the client's connection with its answer still queued
+        (SessionNotConfirmed, the connection dropped). Both pass on a second try. The arm's
+        workspace is its own, so a session the first try left is found by its record there
+        and stopped: a retry never leaves a second session running.
         """
         for attempt in (1, 2):
             if attempt == 2 and not await self._open():
                 return None
             try:
                 return await self.client.create_session(**kwargs)
-            except SessionNotConfirmed as exc:
-                if attempt == 2 or getattr(exc, "cause", "") != "disconnect":
-                    self.out.blocked_reason = self._named_error(exc)
+            except SessionCreateFailed as exc:
+                first = self._named_error(exc)
+                if attempt == 2 or not self._transient(exc):
+                    self.out.blocked_reason = first
                     return None
                 await self._disconnect()
                 self.errors.clear()
-                self.out.caveats.append(await self._after_dropped_create())
-            except SessionCreateFailed as exc:
-                self.out.blocked_reason = self._named_error(exc)
-                return None
+                self.out.caveats.append(await self._after_failed_create(first))
         return None
 
-    async def _after_dropped_create(self) -> str:
-        said = ("session.new was sent again: the daemon closed the connection before "
-                "answering the first")
+    def _transient(self, exc: SessionCreateFailed) -> bool:
+        if isinstance(exc, SessionNotConfirmed):
+            return getattr(exc, "cause", "") == "disconnect"
+        return bool(self.errors) and self.errors[-1][0] in TRANSIENT_CREATE_ERRORS
+
+    async def _after_failed_create(self, first: str) -> str:
+        said = f"session.new was sent again after a transient daemon failure: {first[:300]}"
         if not await self._open():
             self.out.blocked_reason = None  # the retry's own connect decides
             return said
@@ -243,8 +252,8 @@ class _SessionArm:
             except (Exception, asyncio.CancelledError):  # noqa: BLE001 - best effort
                 pass
         await self._disconnect()
-        return said + (f" (its session {', '.join(leftovers)} was stopped)" if leftovers
-                       else " (it had made no session)")
+        return said + (f" (session {', '.join(leftovers)} of the first try was stopped)"
+                       if leftovers else "")
 
     async def _drive(self) -> None:
         spec, out = self.spec, self.out

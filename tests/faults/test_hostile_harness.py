@@ -412,4 +412,4 @@ def test_session_new_dropped_by_the_daemon_is_sent_again_not_blocked(project):
     r = by["first@echo#0"]
     assert r["state"] == "PASS" and result.ret == 0, r
     (caveat,) = [c for c in r["caveats"] if c.startswith("session.new was sent again")]
-    assert "the daemon closed the connection before answering the first" in caveat
+    assert "SessionNotConfirmed: the connection dropped before session.new was answered" in caveat
