@@ -116,9 +116,10 @@ def remove_session_tmp(sessions: list[tuple[str, Path]], tmp_root: str | Path | 
     Only a real folder of ours, and only when its trace names that arm's workspace
     as a whole path (never a prefix of another path).
     """
-    root = Path(tmp_root or tempfile.gettempdir())
+    # The daemon's temporary folder is its own: ours, or the system default.
+    roots = [Path(tmp_root)] if tmp_root else sorted({Path(tempfile.gettempdir()), Path("/tmp")})
     removed = 0
-    for sid, ws in sessions:
+    for root, (sid, ws) in ((r, s) for r in roots for s in sessions):
         if not isinstance(sid, str) or not _SESSION_ID.fullmatch(sid) or ".." in sid:
             continue
         folder = root / f"jaato-{sid}"
