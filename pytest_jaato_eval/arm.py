@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import workspace
+from . import contamination, preflight, workspace
 from .engine.accounting import count_nudges
 from .engine.budget import profile_ceiling
 from .engine.daemon import DaemonError
@@ -45,7 +45,7 @@ class Arm:
 
 
 def arms_of(task: Task, profile_sets: list[str] | None, repeats: int | None) -> list[Arm]:
-    """X2: task x profile set x repeat. The CLI's sets win over the task's own (fixed ids)."""
+    """X2: task x profile set x repeat. The CLI's sets win over the task's own."""
     sets: list[str | None] = list(profile_sets) if profile_sets else [task.profile_set]
     n = repeats if repeats is not None else task.repeats
     return [Arm(task, s, r) for s in sets for r in range(n)]
@@ -81,10 +81,14 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools) -> di
     """Run an arm and return its record. Never raises for an arm-level fault."""
     task = arm.task
     run, caveats, ws, socket, on_arrival = AgentRun(), [], None, None, None
+    # Preflight: a missing set, profile or grader file BLOCKS the arm before it costs anything.
+    run.blocked_reason = preflight.check(task, arm.profile_set)
     try:
-        ws = workspace.materialise(settings.workspace_root, arm.id, task.fixture, arm.profile_set)
-        settings.made.append(ws)
-        socket = daemon.ensure()
+        if not run.blocked_reason:
+            ws = workspace.materialise(settings.workspace_root, arm.id, task.fixture,
+                                       arm.profile_set)
+            settings.made.append(ws)
+            socket = daemon.ensure()
     except (workspace.WorkspaceError, DaemonError) as exc:
         run.blocked_reason = str(exc)
     # B1 / D1: the task pool's cascade id; else a fresh one for a driver, none for a session.
@@ -99,7 +103,8 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools) -> di
         if task.kind == DRIVER:
             run = run_driver_arm(DriverArmSpec(
                 socket_path=socket, workspace=ws, config_root=task.config_root, run=task.run,
-                params=dict(task.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling))
+                params=dict(task.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling,
+                env_passthrough=task.env_passthrough))
         else:
             run = run_session_arm(SessionArmSpec(
                 socket_path=socket, workspace=ws, config_root=task.config_root,
@@ -113,17 +118,26 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools) -> di
     if ws is not None:
         settings.sessions.extend((sid, ws) for sid in run.session_ids)
     verdicts = []
+    ledger = ledger_of(run.history)
     if not run.blocked_reason and ws is not None:
         ctx = GraderContext(
             workspace=ws, config_root=task.config_root, params=task.grader_params,
-            payload=run.payload, history=run.history, ledger=ledger_of(run.history),
+            payload=run.payload, history=run.history, ledger=ledger,
             usage=run.usage, turns=run.turns, finish_reason=run.finish_reason,
             termination_reason=run.termination_reason,
             termination_detail=run.termination_detail, error_type=run.error_type,
             error=run.error, completion_gap=run.completion_gap, socket_path=socket,
-            cascade_id=cascade_id, unsigned=run.unsigned)
+            cascade_id=cascade_id, unsigned=run.unsigned, mask=settings.redact.text,
+            arm_id=arm.id, profile_set=arm.profile_set)
         verdicts = run_graders(task.graders, ctx)
     state, blocked_reason = roll_up(verdicts, run.blocked_reason)
+    contaminated, contamination_evidence = None, []  # no agent run, nothing to check
+    if ws is not None and run.session_id:
+        finding = contamination.check(ledger.entries, ledger.faithful, ledger.reason,
+                                      contamination.protected_for(task, ws))
+        contaminated, contamination_evidence = finding.contaminated, finding.evidence
+        state, blocked_reason = contamination.apply(finding, task.contamination, state,
+                                                    blocked_reason, caveats)
 
     nudges = count_nudges(ws, run.session_id, run.completion_gap) if (
         ws is not None and run.session_id) else None
@@ -153,6 +167,8 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools) -> di
         pool_on_arrival=on_arrival,
         extra={"run_id": settings.run_id, "task_hash": task.content_hash,
                "termination_reason": run.termination_reason,
+               "contaminated": contaminated,
+               "contamination_evidence": contamination_evidence,
                "workspace": kept, "finished_at": time.time()}))
 
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 import pytest
 
 from . import outcome
-from .collect import MANIFEST_NAME
-from .pivot import build_cells, render_pivot
+from .collect import MANIFEST_NAME, ArmItem
+from .pivot import Pivot, plural, render_pivot
+from .record import ArmRecord
 from .render import safe_text
 from .report.html import write_documents
 from .run import EvalRun
-from .store import latest_by_arm
+from .store import StoreError
 
 _SUMMARY_CHARS = {"f": "failed", "E": "error", "s": "skipped", "x": "xfailed",
                   "X": "xpassed", "p": "passed"}
@@ -23,15 +24,57 @@ class Controller:
     def __init__(self, run: EvalRun):
         self.run = run
         self.notes: list[str] = []
+        self.collection_failed = False
+
+    # -- the store is claimed before the first arm, never found unusable after it ----------
+    def _claim_store(self) -> None:
+        store = self.run.store
+        if store.task_ids is None and self.run.task_paths:
+            store.task_ids = set(self.run.task_paths)
+        try:
+            store.claim()
+        except StoreError as exc:
+            raise pytest.UsageError(f"--jaato-out: {exc}") from None
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.collection_failed = True
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session):
+        if session.config.option.collectonly:
+            return
+        if any(isinstance(item, ArmItem) for item in session.items):
+            self._claim_store()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        """Under -n the workers collect: claim once the first of them reports an arm."""
+        if any(i.split("::", 1)[0].rsplit("/", 1)[-1] == MANIFEST_NAME for i in ids):
+            try:
+                self._claim_store()
+            except pytest.UsageError as exc:
+                pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
 
     def pytest_runtest_logreport(self, report):
-        record = outcome.record_of(report)
-        if record is None or report.when != "call":
+        raw = outcome.record_of(report)
+        if raw is None or report.when != "call":
             return
-        self.run.store.append(record)  # R1: flushed as each arm ends
+        record = ArmRecord.from_dict(raw)
+        self.run.store.append(record)  # flushed as each arm ends
         self.run.records.append(record)
         if outcome.is_blocked(report):
-            self.run.blocked.append((report.nodeid, record.get("blocked_reason") or ""))
+            self.run.blocked.append((report.nodeid, record.blocked_reason or ""))
+
+    def _pivot(self) -> Pivot:
+        """The whole store (kept arms and this run's, the latest record per arm), streamed
+        from disk; from memory when there is no readable store."""
+        try:
+            if self.run.store.written or self.run.resumed:
+                return Pivot.of_store(self.run.store.path)
+        except OSError:
+            pass
+        return Pivot.of_records(list(self.run.resumed.values()) + self.run.records)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem, report, sched):
@@ -42,30 +85,33 @@ class Controller:
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         tr = terminalreporter
-        if self.run.records or self.run.resumed:  # X1: nothing graded, nothing printed
+        # Nothing graded, nothing printed; nor above a refusal at collection (--resume).
+        if self.run.records or (self.run.resumed and not self.collection_failed):
             tr.write_sep("=", "jaato-eval pivot")
-            # With --resume the pivot is the whole store: the kept arms and this run's,
-            # an arm run again (--retry-blocked) by its new record (R3: last wins).
-            records = list(latest_by_arm(list(self.run.resumed.values()) + self.run.records)
-                           .values())
-            for line in render_pivot(build_cells(records)):
+            pivot = self._pivot()
+            for line in render_pivot(pivot.cells):
                 tr.write_line(line)
             store = self.run.store
             tr.write_line("")
-            tr.write_line(f"store: {store.path} ({store.written} records, run {self.run.run_id})")
+            kept = f"; {plural(store.written, 'record')} written by this run" if (
+                pivot.lines_read != store.written) else ""
+            tr.write_line(f"store: {store.path} ({plural(pivot.lines_read, 'record')}{kept}; "
+                          f"run {self.run.run_id})")
             if self.run.done:
-                tr.write_line(f"resumed: {len(self.run.done)} arms already in the store were "
-                              f"kept, not run again")
-            retried = sum(1 for r in self.run.records if r["arm_id"] in self.run.resumed)
+                n = len(self.run.done)
+                tr.write_line(f"resumed: {plural(n, 'arm')} already in the store "
+                              f"{'was' if n == 1 else 'were'} kept, not run again")
+            retried = sum(1 for r in self.run.records if r.arm_id in self.run.resumed)
             if retried:
-                tr.write_line(f"retried: {retried} arms stored as BLOCKED were run again "
-                              f"(--retry-blocked); their new records count")
+                tr.write_line(f"retried: {plural(retried, 'arm')} stored as BLOCKED "
+                              f"{'was' if retried == 1 else 'were'} run again (--retry-blocked); "
+                              f"the new {'record counts' if retried == 1 else 'records count'}")
             if store.rotated_to:
                 tr.write_line(f"the previous store was kept as {store.rotated_to}")
             for note in self.notes:
                 tr.write_line(note)
             settings = self.run.settings  # P4: the documents show what the pivot shows
-            for line in write_documents(records, settings.html, settings.pdf, str(store.path)):
+            for line in write_documents(pivot, settings.html, settings.pdf, str(store.path)):
                 tr.write_line(line, red=line.startswith("error:"))
         result = yield
         # Runs after pytest's own short test summary, so BLOCKED lines read as part of it.

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .engine.session import Ceiling
+from .shard import Shard, parse_shard
 
 DEFAULT_CEILING = 900.0
 DEFAULT_STORE = "jaato-results.jsonl"
@@ -32,8 +33,13 @@ def add_options(parser) -> None:
     group.addoption("--keep-failed-workspaces", dest="jaato_keep", action="store_const",
                     const="failed", help="keep the workspaces of FAIL and BLOCKED arms")
     group.addoption("--jaato-out", dest="jaato_out", default=None, metavar="PATH",
-                    help=f"the JSONL result store (default: {DEFAULT_STORE} in the rootdir; "
-                         f"an existing one is kept under a timestamped name)")
+                    help=f"the JSONL result store (default: {DEFAULT_STORE} in the rootdir); one "
+                         f"run at a time; the previous one is kept as NAME.previous (same "
+                         f"tasks) or under a timestamped name")
+    group.addoption("--jaato-keep-previous", dest="jaato_keep_previous", action="store_true",
+                    default=False,
+                    help="keep every previous store under a timestamped name (default: one "
+                         "<name>.previous copy when the previous store holds the same tasks)")
     group.addoption("--resume", dest="jaato_resume", action="store_true", default=False,
                     help="run only the arms missing from the store and append to it; refused "
                          "when a task changed since the store was written")
@@ -41,6 +47,9 @@ def add_options(parser) -> None:
                     default=False,
                     help="--resume, and also run again the arms whose latest record is BLOCKED "
                          "(an environment fault you have since fixed); the new record wins")
+    group.addoption("--jaato-shard", dest="jaato_shard", default=None, metavar="I/N",
+                    help="run only shard I of N (1-based): every arm of a task in one shard, "
+                         "the same split on every machine (docs/running.md)")
     group.addoption("--jaato-html", dest="jaato_html", default=None, metavar="PATH",
                     help="also write a self-contained HTML report (pivot, chart, one row per arm)")
     group.addoption("--jaato-pdf", dest="jaato_pdf", default=None, metavar="PATH",
@@ -71,6 +80,8 @@ class Settings:
     retry_blocked: bool = False  # R3 with BLOCKED arms counted as not done
     html: Path | None = None   # P4 report documents
     pdf: Path | None = None
+    shard: Shard | None = None  # --jaato-shard: this machine's part of the sweep
+    keep_previous: str = "one"  # store.Store: "one" or "all" (--jaato-keep-previous)
 
 
 def _path(value: str, rootdir: Path) -> Path:
@@ -114,16 +125,33 @@ def read_settings(config) -> Settings:
         except PdfUnavailable as exc:
             raise UsageError(f"--jaato-pdf: {exc}") from None
 
+    try:
+        shard = parse_shard(opt.jaato_shard) if opt.jaato_shard is not None else None
+    except ValueError as exc:
+        raise UsageError(f"--jaato-shard: {exc}") from None
+    if shard is not None and getattr(opt, "lf", False):  # cacheprovider's, when loaded
+        raise UsageError("--jaato-shard does not combine with --lf: --lf collects only the files "
+                         "of this machine's last failures, and every machine must split the "
+                         "same collection; run the shard again (--resume keeps what it finished)")
+
     socket = opt.jaato_socket or str(ini("jaato_socket")).strip() or None
     ws = opt.jaato_workspaces or str(ini("jaato_workspaces")).strip() or None
     store = opt.jaato_out or str(ini("jaato_out")).strip() or DEFAULT_STORE
+    store_path = _path(store, rootdir) if not opt.jaato_out else _path(store, Path.cwd())
+    html = _path(opt.jaato_html, Path.cwd()) if opt.jaato_html else None
+    pdf = _path(opt.jaato_pdf, Path.cwd()) if opt.jaato_pdf else None
+    from .store import refuse_outputs
+    refusal = refuse_outputs(config, store_path, html, pdf)
+    if refusal:
+        raise UsageError(refusal)
     return Settings(
         profile_sets=sets, repeats=opt.jaato_repeats, ceiling=ceiling,
         socket=str(_path(socket, Path.cwd())) if socket else None,
         workspaces=_path(ws, Path.cwd()) if ws else None, keep_workspaces=keep,
-        store=_path(store, rootdir) if not opt.jaato_out else _path(store, Path.cwd()),
+        store=store_path,
         resume=bool(opt.jaato_resume or opt.jaato_retry_blocked),
         retry_blocked=bool(opt.jaato_retry_blocked),
-        html=_path(opt.jaato_html, Path.cwd()) if opt.jaato_html else None,
-        pdf=_path(opt.jaato_pdf, Path.cwd()) if opt.jaato_pdf else None,
+        html=html, pdf=pdf,
+        shard=shard,
+        keep_previous="all" if opt.jaato_keep_previous else "one",
     )

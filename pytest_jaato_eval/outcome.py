@@ -101,9 +101,9 @@ def junit_properties(record: dict[str, Any]) -> list[tuple[str, str]]:
     return props
 
 
-def mark_report(report: Any, item: Any, record: dict[str, Any]) -> None:
+def mark_report(report: Any, item: Any, record: Any) -> None:
     """Attach the record to the call report and turn BLOCKED into a marked skip."""
-    setattr(report, RECORD_ATTR, json.loads(json.dumps(record, default=str)))  # xdist-safe
+    setattr(report, RECORD_ATTR, json.loads(json.dumps(record.to_dict(), default=str)))  # xdist-safe
     if record["state"] == BLOCKED:
         _, lineno, _ = item.location
         report.outcome = "skipped"
@@ -135,7 +135,7 @@ def block_crashed(report: Any, nodeid: str, run_id: str, redact: Redactor | None
     report.when = "call"
     report.outcome = "skipped"
     report.longrepr = (nodeid.split("::")[0], 0, f"BLOCKED: {reason}")
-    setattr(report, RECORD_ATTR, record)
+    setattr(report, RECORD_ATTR, record.to_dict())
 
 
 def record_of(report: Any) -> dict[str, Any] | None:

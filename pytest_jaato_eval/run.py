@@ -26,7 +26,7 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def resume_index(settings: Settings) -> dict[str, dict]:
+def resume_index(settings: Settings) -> dict:
     """R3: with --resume, the arms already in the store (a repeated id counts once)."""
     if not settings.resume or not settings.store.exists():
         return {}
@@ -49,7 +49,8 @@ class EvalRun:
         self._worker_root: Path | None = None
         self.run_id = run_id
         self.controller = controller
-        self.store = Store(settings.store, append=settings.resume) if controller else None
+        self.store = Store(settings.store, append=settings.resume,
+                           keep_previous=settings.keep_previous) if controller else None
         self.resumed: dict[str, dict] = resume_index(settings)  # every stored arm, latest
         self.done: dict[str, dict] = done_arms(self.resumed, settings.retry_blocked)
         self.records: list[dict] = []       # controller: every arm's record, in finish order

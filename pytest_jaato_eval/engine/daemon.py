@@ -145,7 +145,7 @@ class PrivateDaemon:
                 preexec_fn=lambda: processes.die_with_parent(signal.SIGTERM),
             )
         except OSError as exc:
-            raise DaemonError(f"daemon: could not start {self.python} -m jaato_server: {exc}")
+            raise DaemonError(f"daemon: could not start {self.python} -m jaato_server: {exc}") from exc
         finally:
             out.close()
         self.starts += 1

@@ -7,6 +7,7 @@ sessions by where the daemon wrote their records: this workspace.
 from __future__ import annotations
 
 import asyncio
+import logging
 import collections
 import itertools
 import json
@@ -25,6 +26,7 @@ from .files import inside, read_text_bounded
 from .accounting import TurnAccumulator, USAGE_KEYS, empty_usage, merge_tracker
 from .session import STOP_WAIT, AgentRun, Ceiling, handshake
 
+log = logging.getLogger(__name__)
 TAIL_LINES = 40
 TERM_GRACE = 5.0
 LINGER = 2.0     # seconds a driver's leftover child may hold its pipes after it exits
@@ -43,6 +45,7 @@ class DriverArmSpec:
     params: dict | None
     cascade_id: str
     ceiling: Ceiling = field(default_factory=lambda: Ceiling(900))
+    env_passthrough: tuple[str, ...] = ()  # harness.env_passthrough (contract.curated_env)
 
 
 def run_driver_arm(spec: DriverArmSpec) -> AgentRun:
@@ -107,19 +110,19 @@ class _DriverArm:
                 async with asyncio.timeout(STOP_WAIT):
                     await client.disconnect()
             except (Exception, asyncio.CancelledError):  # noqa: BLE001
-                pass
+                log.debug("driver arm: disconnect failed", exc_info=True)
         return out
 
     async def _drive(self) -> None:
         spec, out = self.spec, self.out
         env = build_contract_env(workspace=spec.workspace, config_root=spec.config_root,
                                  params=spec.params, socket=spec.socket_path,
-                                 cascade_id=spec.cascade_id)
+                                 cascade_id=spec.cascade_id, passthrough=spec.env_passthrough)
         started = time.monotonic()
         proc, tree = await processes.start_async(
             spec.run, cwd=spec.workspace, env=env, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        tails = {"stdout": collections.deque(maxlen=TAIL_LINES),
+        tails: dict[str, collections.deque[str]] = {"stdout": collections.deque(maxlen=TAIL_LINES),
                  "stderr": collections.deque(maxlen=TAIL_LINES)}
         readers = [asyncio.ensure_future(_pump(proc.stdout, tails["stdout"])),
                    asyncio.ensure_future(_pump(proc.stderr, tails["stderr"]))]
@@ -173,7 +176,7 @@ class _DriverArm:
                 async with asyncio.timeout(STOP_WAIT):
                     await self.client.stop_session(sid)
             except (Exception, asyncio.CancelledError):  # noqa: BLE001 - best effort
-                pass
+                log.debug("driver arm: stopping session %s failed", sid, exc_info=True)
         await asyncio.sleep(0.2)
 
     def _attribute(self) -> None:

@@ -6,6 +6,7 @@ unsigned terminal (S8): the agent worked but never signed off, so it is graded.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from dataclasses import dataclass, field
@@ -20,9 +21,10 @@ from jaato_sdk.events import ClientType, EventType
 from .accounting import (TurnAccumulator, empty_usage, merge_tracker, session_ids_in,
                          tracker_record)
 
-UNSIGNED_ERRORS = ("NudgeExhausted",)
+log = logging.getLogger(__name__)
+UNSIGNED_ERRORS = ("NudgeExhausted",)  # S8 (the driver's twin is DriverStoppedShort)
 # The daemon's answers to session.new that a starved host produces and a second try clears.
-TRANSIENT_CREATE_ERRORS = ("SessionInitializationError",)  # S8 (the driver's twin is DriverStoppedShort)
+TRANSIENT_CREATE_ERRORS = ("SessionInitializationError",)
 HISTORY_WAIT = 5.0
 STOP_WAIT = 5.0
 
@@ -52,6 +54,7 @@ class SessionArmSpec:
     agent_params: dict | None = None
     cascade_id: str | None = None
     ceiling: Ceiling = field(default_factory=lambda: Ceiling(900))
+    env_file: str = ".env"  # relative: in the workspace; the judge passes its own, absolute
 
 
 @dataclass
@@ -181,7 +184,7 @@ class _SessionArm:
         except TimeoutError as exc:
             if ceiling.expired():
                 self.out.blocked_reason = spec.ceiling.reason()
-                await self._stop_session()  # S7 fix: stop the spend, not only the wait
+                await self._stop_session()  # S7: stop the spend, not only the wait
             else:
                 self.out.blocked_reason = f"daemon: timed out: {exc or type(exc).__name__}"
         except (ConnectionError, OSError, EOFError) as exc:
@@ -197,8 +200,9 @@ class _SessionArm:
         """A fresh connection with every handler subscribed before any session exists (S1)."""
         spec = self.spec
         self.client = client = IPCClient(
-            spec.socket_path, client_type=ClientType.API, auto_start=False, env_file=".env",
-            workspace_path=str(spec.workspace), config_root=str(spec.config_root))
+            spec.socket_path, client_type=ClientType.API, auto_start=False,
+            env_file=spec.env_file, workspace_path=str(spec.workspace),
+            config_root=str(spec.config_root))
         if not await handshake(client):
             self.out.blocked_reason = f"daemon: could not connect to {spec.socket_path}"
             return False
@@ -321,7 +325,7 @@ class _SessionArm:
                 await self.client.stop_session(self.out.session_id)
                 await self.terminated.wait()  # the daemon confirms with the session's terminal
         except (Exception, asyncio.CancelledError):  # noqa: BLE001 - best effort on a dying arm
-            pass
+            log.debug("session arm: stopping %s failed", self.out.session_id, exc_info=True)
 
     async def _disconnect(self) -> None:
         if self.client is not None:
@@ -329,7 +333,7 @@ class _SessionArm:
                 async with asyncio.timeout(STOP_WAIT):
                     await self.client.disconnect()
             except (Exception, asyncio.CancelledError):  # noqa: BLE001
-                pass
+                log.debug("session arm: disconnect failed", exc_info=True)
 
     def _fold(self) -> None:
         out = self.out

@@ -1,27 +1,31 @@
-"""The script grader (G2): a shell command in the arm's workspace, judged by its exit code."""
+"""The script grader (G2): a shell command in the arm's workspace, judged by its exit code.
+
+It runs in the workspace (relative paths name what the agent left) with the
+curated environment (contract.py): no credential unless the task names it, and
+Python never importing from the working directory. Its output is read through a
+bounded tail (output.py), whatever it prints.
+"""
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
-import tempfile
+import sys
 
 from .. import processes
 from ..contract import ParamCollision, build_contract_env
 from ..manifest import GraderSpec
 from ..verdict import Verdict
 from .context import GraderContext
+from .output import TailReader, evidence as output_evidence
 
-EVIDENCE_LINES = 20
-
-
-def _tail(text: str, n: int = EVIDENCE_LINES) -> list[str]:
-    return text.splitlines()[-n:]
+DRAIN_WAIT = 2.0  # after the grader exits, how long a child holding its output may keep it
 
 
 def grade_script(spec: GraderSpec, ctx: GraderContext) -> Verdict:
     run, expect = spec.options["run"], spec.options["expect_exit"]
     timeout = spec.options["timeout_seconds"]
-    claim = f"`{run}` exits {expect}"
+    claim = f"`{run or spec.options.get('file')}` exits {expect}"
     truncated = ctx.truncation_reason
     if truncated and not ctx.unsigned:  # an unsigned arm's tree is real, so it is graded
         return Verdict.blocked(spec.id, claim, f"the arm's run was truncated: {truncated}")
@@ -30,28 +34,38 @@ def grade_script(spec: GraderSpec, ctx: GraderContext) -> Verdict:
     try:
         env = build_contract_env(workspace=ctx.workspace, config_root=ctx.config_root,
                                  params=ctx.params, socket=ctx.socket_path,
-                                 cascade_id=ctx.cascade_id)
+                                 cascade_id=ctx.cascade_id,
+                                 passthrough=spec.options.get("env_passthrough", ()))
     except ParamCollision as exc:
         return Verdict.blocked(spec.id, claim, str(exc))
-    # One file for stdout and stderr keeps their interleaving; no pipe can fill and stall.
-    with tempfile.TemporaryFile() as out:
-        try:
-            proc, tree = processes.start(run, shell=True, cwd=ctx.workspace, env=env,
-                                         stdout=out, stderr=out)
-        except OSError as exc:
-            return Verdict.blocked(spec.id, claim, f"could not start: {exc}")
+    command = run if run else _file_command(spec.options["file"], ctx.config_root, env)
+    if command is None:
+        return Verdict.blocked(spec.id, claim, f"{spec.options['file']} is not a file under "
+                               f"the config root {ctx.config_root}")
+    # One pipe for stdout and stderr keeps their interleaving; a thread drains it into a
+    # bounded tail, so neither a full pipe nor a flood of output can stall or swell us.
+    try:
+        proc, tree = processes.start(command, shell=bool(run), cwd=ctx.workspace, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    except OSError as exc:
+        return Verdict.blocked(spec.id, claim, f"could not start: {exc}")
+    out = TailReader(proc.stdout)
+    try:
         try:
             code = processes.wait(proc, tree, timeout)
         except subprocess.TimeoutExpired:
             tree.kill()
             proc.wait()
-            out.seek(0)
+            out.join(DRAIN_WAIT)
             return Verdict.blocked(spec.id, claim, f"timed out after {timeout:g} s "
-                                   f"(timeout_seconds)", _tail(out.read().decode(errors="replace")))
-        finally:
-            tree.kill()  # a background child it left behind ends with it
-        out.seek(0)
-        evidence = _tail(out.read().decode(errors="replace"))
+                                   f"(timeout_seconds)", _evidence(out, ctx))
+        if not out.join(DRAIN_WAIT):  # a background child still holds the output open
+            tree.kill()
+            out.join(DRAIN_WAIT)
+    finally:
+        tree.kill()  # whatever it left behind (deaf to SIGTERM, setsid()ed away) ends with it
+    proc.stdout.close()
+    evidence = _evidence(out, ctx)
     if code == expect:
         return Verdict.passed(spec.id, claim, f"exit {code}", evidence)
     if code in (126, 127):  # the shell could not run it: no signal about the agent
@@ -62,6 +76,21 @@ def grade_script(spec: GraderSpec, ctx: GraderContext) -> Verdict:
     if code < 0:
         return Verdict.blocked(spec.id, claim, f"killed by {_signame(-code)}", evidence)
     return Verdict.failed(spec.id, claim, f"exit {code}, expected {expect}", evidence)
+
+
+def _evidence(out: TailReader, ctx: GraderContext) -> list[str]:
+    return output_evidence(out.tail(), out.total, getattr(ctx, "mask", None))
+
+
+def _file_command(file: str, config_root, env: dict) -> list[str] | None:
+    """`file:` names a script in the config root, where the agent cannot edit it: a .py
+    runs with the plugin's interpreter ($JAATO_EVAL_PYTHON), anything else directly."""
+    path = os.path.join(config_root, file)
+    if not os.path.isfile(path):
+        return None
+    if file.endswith(".py"):
+        return [env.get("JAATO_EVAL_PYTHON") or sys.executable, path]
+    return [path]
 
 
 def _signame(num: int) -> str:
