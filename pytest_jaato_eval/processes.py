@@ -7,7 +7,7 @@ can leave each of them on its own:
 - its process group / session (we start every tree in a new session);
 - its descendants, snapshotted while it runs (a child that `setsid()`s away is
   still one, until its parent dies);
-- a marker variable in its environment (`JAATO_EVAL_TREE=<run id>:<tree id>`),
+- a marker variable in its environment (`PYTEST_JAATO_TREE=<run id>:<tree id>`),
   inherited by every descendant that keeps its environment, so a double-forked,
   re-parented child is still found.
 
@@ -32,7 +32,7 @@ import psutil
 
 log = logging.getLogger(__name__)
 
-TREE_VAR = "JAATO_EVAL_TREE"
+TREE_VAR = "PYTEST_JAATO_TREE"  # not JAATO_EVAL_*: that prefix is the contract's
 TERM_GRACE = 2.0
 
 
