@@ -71,6 +71,8 @@ class ArmSettings:
     # discard, so the run removes every unkept one again at its end.
     made: list[Path] = field(default_factory=list)
     kept: list[Path] = field(default_factory=list)
+    # (session id, workspace) of every session an arm opened: the clean-up's exact paths.
+    sessions: list[tuple[str, Path]] = field(default_factory=list)
     # Credentials in the environment at run start: masked in every record (redact.py).
     redact: Redactor = field(default_factory=Redactor.from_environ)
 
@@ -112,6 +114,9 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools) -> di
         if (run.blocked_reason or "").startswith("CascadeExhaustedError"):
             run.blocked_reason = f"pool {cascade_id} of task {task.id!r} exhausted: {run.blocked_reason}"
 
+    caveats.extend(run.caveats)
+    if ws is not None:
+        settings.sessions.extend((sid, ws) for sid in run.session_ids)
     verdicts = []
     ledger = ledger_of(run.history)
     if not run.blocked_reason and ws is not None:

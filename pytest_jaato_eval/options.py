@@ -1,6 +1,7 @@
 """Command-line options and their ini equivalents, resolved into one frozen Settings."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,8 +109,9 @@ def read_settings(config) -> Settings:
                              f"{ini('jaato_arm_timeout')!r}") from None
     else:
         ceiling = Ceiling(DEFAULT_CEILING, "the default")
-    if ceiling.seconds < 0:
-        raise UsageError(f"{ceiling.source}: expected seconds >= 0 (0 = off), got {ceiling.seconds:g}")
+    if not math.isfinite(ceiling.seconds) or ceiling.seconds < 0:
+        raise UsageError(f"{ceiling.source}: expected a finite number of seconds >= 0 "
+                         f"(0 = off), got {ceiling.seconds:g}")
 
     keep = opt.jaato_keep or str(ini("jaato_keep_workspaces")).strip() or "never"
     if keep not in KEEP_CHOICES:

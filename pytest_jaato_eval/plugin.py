@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from . import outcome
+from . import fence, outcome
 from .collect import RUN_KEY, collect_file, deselect_resumed
 from .controller import Controller
 from .options import UsageError, add_options, read_settings
@@ -61,6 +61,10 @@ def pytest_xdist_make_scheduler(config, log):
     """B1 under `-n`: a pooled task's arms go to one worker, where its one pool lives."""
     from .scheduling import pool_aware_scheduler
     return pool_aware_scheduler(config, log)
+
+
+def pytest_ignore_collect(collection_path, config):
+    return fence.ignored(collection_path) or None  # never a fixture or config root
 
 
 def pytest_collect_file(file_path, parent):

@@ -16,7 +16,7 @@ from pathlib import Path
 from . import workspace
 from .arm import ArmSettings
 from .engine.budget import PoolError, PoolOwner
-from .engine.daemon import DaemonError, ExternalDaemon, PrivateDaemon, reap_orphan_daemon, remove_session_tmp
+from .engine.daemon import DaemonError, ExternalDaemon, PrivateDaemon, reap_orphan_daemon
 from .options import Settings
 from .store import Store, latest_by_arm, read_records
 from .verdict import BLOCKED
@@ -62,6 +62,7 @@ class EvalRun:
         self.started = time.time()
         self._pools: dict[str, tuple[str, str | None]] = {}
         self._pool_owner: PoolOwner | None = None
+        self._swept = False
 
     # -- lazily made ---------------------------------------------------------
     @property
@@ -69,6 +70,7 @@ class EvalRun:
         if self._run_dir is None:
             # Short and private: a unix socket path must stay under ~100 bytes.
             self._run_dir = Path(tempfile.mkdtemp(prefix="jaato-eval-", dir=self.parent_dir))
+            self._own(self._run_dir)
         return self._run_dir
 
     def worker_root(self) -> str:
@@ -76,7 +78,17 @@ class EvalRun:
         leftovers are still found and removed by the controller at the end."""
         if self._worker_root is None:
             self._worker_root = Path(tempfile.mkdtemp(prefix="jaato-eval-"))
+            self._own(self._worker_root)
         return str(self._worker_root)
+
+    def _own(self, folder: Path) -> None:
+        """Name this process as the folder's owner; a run's first folder sweeps dead runs'."""
+        from . import processes, sweep
+        processes.set_run(self.run_id)
+        sweep.write_owner(folder, self.run_id)
+        if self.parent_dir is None and not self._swept:  # workers' folders are the controller's
+            self._swept = True
+            sweep.sweep_dead_runs(folder.parent, keep=(folder,))
 
     @property
     def daemon(self):
@@ -112,6 +124,8 @@ class EvalRun:
 
     def arm_settings(self) -> ArmSettings:
         if self._arm_settings is None:
+            from . import processes
+            processes.set_run(self.run_id)  # the trees this process starts carry the run's name
             root = self.settings.workspaces or (self.run_dir / "workspaces")
             self._arm_settings = ArmSettings(
                 workspace_root=root, keep_workspaces=self.settings.keep_workspaces,
@@ -144,13 +158,18 @@ class EvalRun:
         Idempotent: called at unconfigure, whether or not the session got as far
         as its finish.
         """
+        from . import processes, sweep
         self.wind_down()
         if self._daemon is not None:
             self._daemon.stop()
         if self._arm_settings is not None:  # now the daemon can no longer write into them
             for ws in set(self._arm_settings.made) - set(self._arm_settings.kept):
                 workspace.discard(ws)
-            remove_session_tmp(str(self._arm_settings.workspace_root), self.started - 1)
+            sweep.remove_session_tmp(self._arm_settings.sessions)
+        if self._arm_settings is not None or self._daemon is not None:
+            processes.kill_live_trees()
+            if self.controller:  # every worker has ended: what any of them left is ended too
+                processes.kill_run_leftovers(self.run_id)
         if self.store is not None:
             self.store.close()
         root, self._worker_root = self._worker_root, None
@@ -161,8 +180,8 @@ class EvalRun:
                 # keeps some, nothing in its folder is wanted.
                 if self.settings.keep_workspaces == "never" or not _has_kept_workspaces(child):
                     shutil.rmtree(child, ignore_errors=True)
-            if not any(root.iterdir()):
-                root.rmdir()
+            if [p.name for p in root.iterdir()] in ([], [sweep.OWNER_FILE]):
+                shutil.rmtree(root, ignore_errors=True)
         run_dir, self._run_dir = self._run_dir, None
         if run_dir is None or not run_dir.exists():
             return

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import stat
 from pathlib import Path
 from urllib.parse import quote
 
@@ -30,8 +32,24 @@ def directory_name(arm_id: str) -> str:
     return name
 
 
-def _ignore(_dir: str, names: list[str]) -> set[str]:
-    return {n for n in names if skipped_in_fixture(n)}
+class _Filter:
+    """copytree's ignore: the usual skips, plus special files noted (never opened)."""
+
+    def __init__(self, fixture: Path):
+        self.fixture = fixture
+        self.special: list[str] = []
+
+    def __call__(self, directory: str, names: list[str]) -> set[str]:
+        skip = {n for n in names if skipped_in_fixture(n)}
+        for name in set(names) - skip:
+            try:
+                mode = os.lstat(os.path.join(directory, name)).st_mode
+            except OSError:
+                continue
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+                skip.add(name)
+                self.special.append(os.path.relpath(os.path.join(directory, name), self.fixture))
+        return skip
 
 
 def materialise(root: Path, arm_id: str, fixture: Path, profile_set: str | None) -> Path:
@@ -47,14 +65,23 @@ def materialise(root: Path, arm_id: str, fixture: Path, profile_set: str | None)
     try:
         # symlinks=True copies links as links: a link to /etc stays a link, nothing is read
         # through it and nothing outside the fixture is copied in.
-        shutil.copytree(fixture, dest, symlinks=True, ignore=_ignore)
+        special = _Filter(fixture)
+        shutil.copytree(fixture, dest, symlinks=True, ignore=special)
+        if special.special:
+            shutil.rmtree(dest, ignore_errors=True)
+            raise WorkspaceError(
+                f"fixture: {fixture}/{special.special[0]} is a special file (FIFO, socket or "
+                f"device); a fixture holds regular files, folders and links only")
         env = dest / ".env"
         if env.is_symlink():
             env.unlink()
         # W3: the profile set and nothing else; credentials never go here.
         env.write_text(f"JAATO_PROFILE_SET={profile_set}\n" if profile_set else "",
                        encoding="utf-8")
+    except WorkspaceError:
+        raise
     except (OSError, shutil.Error) as exc:
+        shutil.rmtree(dest, ignore_errors=True)  # a half copy is nobody's workspace
         raise WorkspaceError(f"fixture: could not copy {fixture} to {dest}: {exc}") from None
     return dest
 

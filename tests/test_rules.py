@@ -244,15 +244,15 @@ def test_the_daemons_family_is_killed_by_pid_and_start_time_never_a_successor():
     import subprocess
     import sys
 
-    from pytest_jaato_eval.engine.daemon import descendants, kill_if_same
+    from pytest_jaato_eval.processes import Ident, descendants, kill_all
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        noted = [p for p in descendants(os.getpid()) if p[0] == child.pid]
+        noted = [p for p in descendants(os.getpid()) if p.pid == child.pid]
         assert len(noted) == 1
-        kill_if_same([(child.pid, noted[0][1] + "0")])  # same PID, another start time
+        kill_all([Ident(child.pid, noted[0].started + 1)], grace=0)  # same PID, another start
         assert child.poll() is None
-        kill_if_same(noted)
+        kill_all(noted, grace=0)
         assert child.wait(timeout=10) == -9
     finally:
         if child.poll() is None:

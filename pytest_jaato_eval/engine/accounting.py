@@ -2,9 +2,15 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import math
 from pathlib import Path
 from typing import Any
+
+from .files import inside, read_text_bounded
+
+MAX_LOGS = 64
 
 # S6: spend fields are per turn, so they add up; level fields (prompt_tokens,
 # total_tokens, cache_*) describe the context at one moment and never do.
@@ -47,10 +53,23 @@ class TurnAccumulator:
 def tracker_record(workspace: Path, session_id: str) -> dict | None:
     """The daemon's persisted session record in this workspace, if it wrote one."""
     path = Path(workspace) / ".jaato" / "sessions" / f"{session_id}.json"
+    text = read_text_bounded(path, root=workspace)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        record = json.loads(text) if text is not None else None
+    except (ValueError, RecursionError):
         return None
+    return record if isinstance(record, dict) else None
+
+
+def session_ids_in(workspace: Path, limit: int = 64) -> list[str]:
+    """Ids of the sessions whose record the daemon wrote in this workspace."""
+    folder = Path(workspace) / ".jaato" / "sessions"
+    if not inside(folder, workspace):
+        return []
+    try:
+        return sorted(p.stem for p in itertools.islice(folder.glob("*.json"), limit))
+    except OSError:
+        return []
 
 
 def merge_tracker(usage: dict, turns: int, record: dict | None) -> tuple[dict, int]:
@@ -65,13 +84,14 @@ def merge_tracker(usage: dict, turns: int, record: dict | None) -> tuple[dict, i
     usage = dict(usage)
     for tracker_key, usage_key in (("usd", "cost_usd"), ("tokens", "spend_total_tokens")):
         value = spent.get(tracker_key)
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
             continue
         if usage_key == "cost_usd" and value == 0 and usage[usage_key] is None:
             continue
         usage[usage_key] = value if usage[usage_key] is None else max(usage[usage_key], value)
     tracker_turns = spent.get("turns")
-    if isinstance(tracker_turns, int) and not isinstance(tracker_turns, bool):
+    if isinstance(tracker_turns, int) and not isinstance(tracker_turns, bool) and (
+            0 <= tracker_turns < 10**9):
         turns = max(turns, tracker_turns)
     return usage, turns
 
@@ -84,14 +104,19 @@ def count_nudges(workspace: Path, session_id: str, completion_gap: str | None) -
     """
     if completion_gap:
         return 2
-    logs = sorted((Path(workspace) / ".jaato" / "logs").glob(f"session_{session_id}_*.log"))
+    folder = Path(workspace) / ".jaato" / "logs"
+    if not inside(folder, workspace):
+        return None
+    try:  # the agent may have filled the folder: look at a bounded number of names
+        logs = sorted(itertools.islice(folder.glob(f"session_{session_id}_*.log"), MAX_LOGS))
+    except OSError:
+        return None
     if not logs:
         return None
     nudges, saw_debug = 0, False
     for log in logs:
-        try:
-            text = log.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+        text = read_text_bounded(log, root=workspace)  # never a FIFO, a device or a link out
+        if text is None:
             continue
         saw_debug = saw_debug or "[DEBUG]" in text
         nudges += text.count("COMPLETION_NUDGE:")

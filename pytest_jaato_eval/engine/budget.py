@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import json
+import math
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,9 +20,14 @@ import yaml
 from jaato_sdk.client.ipc import IPCClient
 from jaato_sdk.events import ClientType, EventType
 
+from .files import read_bounded
+
 log = logging.getLogger(__name__)
 READ_WAIT = 5.0
 LIMIT_KEYS = ("usd", "tokens", "turns", "seconds", "tool_calls")
+PROFILE_CAP = 1024 * 1024  # bytes of one profile file read
+MAX_PROFILES = 32          # profiles followed along one `inherits` chain
+_SIMPLE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 
 class PoolError(Exception):
@@ -90,21 +97,26 @@ class PoolOwner:
         self.thread.join(timeout=5)
 
 
-def _load_profile(path: Path) -> dict | None:
+def _load_profile(path: Path, config_root: Path) -> dict | None:
+    raw = read_bounded(path, PROFILE_CAP, root=config_root)
+    if raw is None:
+        return None
     try:
-        text = path.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError):
+    except (ValueError, yaml.YAMLError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 
 
 def _find_profile(config_root: Path, profile_set: str | None, name: str) -> dict | None:
+    if not _SIMPLE_NAME.fullmatch(name) or (profile_set and not _SIMPLE_NAME.fullmatch(profile_set)):
+        return None  # a name is one path component: `inherits: ../../x` reads nothing
     folders = ([config_root / "profiles" / profile_set] if profile_set else []) + [
         config_root / "profiles"]
     for folder in folders:  # the set's directory first, then the regular tier
         for suffix in (".yaml", ".yml", ".json"):
-            found = _load_profile(folder / f"{name}{suffix}")
+            found = _load_profile(folder / f"{name}{suffix}", config_root)
             if found is not None:
                 return found
     return None
@@ -114,25 +126,31 @@ def profile_ceiling(config_root: Path, profile_set: str | None, name: str) -> di
     """B3: the arm's own budget_control.limits, following `inherits`, merged by minimum.
 
     A child may only tighten a ceiling. Unknown (no profile file, no limits) is None.
+    Never raises: a profile of any shape gives a ceiling or None; cycles and long
+    chains stop after MAX_PROFILES profiles.
     """
     limits: dict[str, float] = {}
     seen: set[str] = set()
     todo = [name]
-    while todo:
+    while todo and len(seen) < MAX_PROFILES:
         current = todo.pop(0)
-        if current in seen:  # inheritance cycles are safe
+        if not isinstance(current, str) or current in seen:  # inheritance cycles are safe
             continue
         seen.add(current)
         profile = _find_profile(Path(config_root), profile_set, current)
         if profile is None:
             continue
-        own = ((profile.get("budget_control") or {}).get("limits") or {}) if isinstance(
-            profile.get("budget_control"), dict) else {}
-        for key, value in own.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+        control = profile.get("budget_control")
+        own = control.get("limits") if isinstance(control, dict) else None
+        for key, value in (own.items() if isinstance(own, dict) else ()):
+            if (isinstance(key, str) and isinstance(value, (int, float))
+                    and not isinstance(value, bool) and math.isfinite(value)):
                 limits[key] = min(value, limits.get(key, value))
-        parents = profile.get("inherits") or []
-        todo += [parents] if isinstance(parents, str) else [p for p in parents if isinstance(p, str)]
+        parents = profile.get("inherits")
+        if isinstance(parents, str):
+            todo.append(parents)
+        elif isinstance(parents, list):
+            todo += [p for p in parents[:MAX_PROFILES] if isinstance(p, str)]
     return limits or None
 
 

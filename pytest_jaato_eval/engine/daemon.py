@@ -8,7 +8,6 @@ auto-start is never used: it would leave a daemon on global paths behind.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -16,6 +15,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from .. import processes
 
 
 class DaemonError(Exception):
@@ -34,56 +35,24 @@ def can_connect(path: str, timeout: float = 1.0) -> bool:
         s.close()
 
 
-def _die_with_parent() -> None:
-    """In the daemon's child before exec: SIGTERM it if we die without stopping it.
+GREETING_WAIT = 10.0  # a daemon greets a new client at once; a loaded one within seconds
 
-    A pytest process killed outright (an xdist worker's os._exit, SIGKILL) never
-    runs its cleanup; Linux's parent-death signal makes the daemon shut down
-    (reaping its runners) all the same. A no-op where prctl is missing.
+
+def greets(path: str, timeout: float = GREETING_WAIT) -> bool:
+    """True when whatever listens at `path` sends the first bytes of a greeting in time.
+
+    A jaato daemon speaks first (its ConnectedEvent); a socket that accepts and then
+    says nothing would hold every arm's handshake until the arm ceiling.
     """
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
     try:
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _stat(pid: int | str) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name (None when it is gone)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def descendants(pid: int) -> list[tuple[int, str]]:
-    """Every live process below `pid` as (pid, start time), read from /proc (empty where
-    there is no /proc). The start time tells a process from a later one given its PID."""
-    children: dict[int, list[tuple[int, str]]] = {}
-    for entry in Path("/proc").glob("[0-9]*"):
-        fields = _stat(entry.name)
-        try:
-            children.setdefault(int(fields[1]), []).append((int(entry.name), fields[19]))
-        except (TypeError, IndexError, ValueError):
-            continue
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child[0])
-    return out
-
-
-def kill_if_same(processes) -> None:
-    """SIGKILL each (pid, start time) that is still that very process, never its successor."""
-    for pid, started in processes:
-        fields = _stat(pid)
-        if fields is None or len(fields) < 20 or fields[19] != started:
-            continue
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        s.connect(path)
+        return len(s.recv(4)) > 0
+    except OSError:
+        return False
+    finally:
+        s.close()
 
 
 @dataclass
@@ -92,11 +61,21 @@ class ExternalDaemon:
 
     socket_path: str
     private: bool = False
+    greeting_wait: float = GREETING_WAIT
+    _checked: str | None = None  # "ok", or the error every later arm gets at once
 
     def ensure(self) -> str:
         if not can_connect(self.socket_path):
             raise DaemonError(f"daemon: nothing answers at {self.socket_path} (--jaato-socket); "
                               f"start one there or drop the option to use a private daemon")
+        if self._checked is None:  # once per run: the handshake is what a daemon must answer
+            self._checked = "ok" if greets(self.socket_path, self.greeting_wait) else (
+                f"daemon: {self.socket_path} (--jaato-socket) accepted the connection but sent "
+                f"no greeting within {self.greeting_wait:g} s; what listens there is not a "
+                f"working jaato daemon (hung, or another program): restart it, or drop the "
+                f"option to use a private daemon")
+        if self._checked != "ok":
+            raise DaemonError(self._checked)
         return self.socket_path
 
     def alive(self) -> bool:
@@ -126,7 +105,7 @@ class PrivateDaemon:
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self._stop_asked: float | None = None  # when request_stop sent SIGTERM
-        self._family: list[tuple[int, str]] = []
+        self._family: list[processes.Ident] = []
 
     @property
     def pid(self) -> int | None:
@@ -153,6 +132,9 @@ class PrivateDaemon:
         # Arms run one at a time on a private daemon: one warm runner slot is enough, and
         # under `-n N` each extra idle runner (~150 MB, CPU to warm) competes with the arms.
         env.setdefault("JAATO_RUNNER_POOL_SIZE", "1")
+        # The run's marker: a run killed outright leaves a daemon and runners a later run
+        # can still name as ours (processes.kill_run_leftovers).
+        env[processes.TREE_VAR] = processes.run_prefix() + "daemon"
         try:
             self.proc = subprocess.Popen(
                 [self.python, "-m", "jaato_server", "--ipc-socket", self.socket_path,
@@ -160,7 +142,7 @@ class PrivateDaemon:
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 cwd=self.run_dir, env=env,
                 start_new_session=True,  # its own group: Ctrl-C reaches us, we stop it
-                preexec_fn=_die_with_parent,
+                preexec_fn=lambda: processes.die_with_parent(signal.SIGTERM),
             )
         except OSError as exc:
             raise DaemonError(f"daemon: could not start {self.python} -m jaato_server: {exc}") from exc
@@ -197,7 +179,7 @@ class PrivateDaemon:
         """
         if self.proc is None or self._stop_asked is not None:
             return
-        self._family = descendants(self.proc.pid)
+        self._family = processes.descendants(self.proc.pid)
         self._stop_asked = time.monotonic()
         if self.proc.poll() is None:
             try:
@@ -220,9 +202,9 @@ class PrivateDaemon:
                 self.proc.wait(timeout=max(0.0, self._stop_asked + grace - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
-        family = set(self._family) | set(descendants(self.proc.pid))
+        family = set(self._family) | set(processes.descendants(self.proc.pid))
         self._kill_group(warned=True)
-        kill_if_same(family)
+        processes.kill_all(family, grace=0)
         self._stop_asked, self._family = None, []
 
     def _kill_group(self, warned: bool = False) -> None:
@@ -243,29 +225,6 @@ class PrivateDaemon:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
-
-
-def remove_session_tmp(marker: str, since: float, tmp_root: str = "/tmp") -> int:
-    """Remove the per-session `/tmp/jaato-<sid>/` folders this run caused.
-
-    The daemon gives every session such a folder and never removes it. Session
-    ids are timestamps shared with other daemons, so a folder is ours only when
-    its trace names `marker` (our workspace root), and only if it changed after
-    `since` (the run's start).
-    """
-    removed = 0
-    for folder in Path(tmp_root).glob("jaato-[0-9]*"):
-        try:
-            if not folder.is_dir() or folder.is_symlink() or folder.stat().st_mtime < since:
-                continue
-            traces = list(folder.glob("*.log"))
-            if not any(marker in t.read_text(errors="replace") for t in traces):
-                continue
-        except OSError:
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        removed += 1
-    return removed
 
 
 def reap_orphan_daemon(run_dir: Path, wait: float = 15.0) -> None:

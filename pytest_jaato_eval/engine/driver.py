@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import collections
+import itertools
 import json
-import os
 import signal
 import time
 from dataclasses import dataclass, field
@@ -20,13 +20,19 @@ from typing import Any
 from jaato_sdk.client.ipc import IPCClient
 from jaato_sdk.events import ClientType, EventType
 
+from .. import processes
 from ..contract import build_contract_env
+from .files import inside, read_text_bounded
 from .accounting import TurnAccumulator, USAGE_KEYS, empty_usage, merge_tracker
-from .session import STOP_WAIT, AgentRun, Ceiling
+from .session import STOP_WAIT, AgentRun, Ceiling, handshake
 
 log = logging.getLogger(__name__)
 TAIL_LINES = 40
 TERM_GRACE = 5.0
+LINGER = 2.0     # seconds a driver's leftover child may hold its pipes after it exits
+CHUNK = 65536
+MAX_SESSIONS = 256  # session records read from one workspace
+LINE_CAP = 4096  # bytes of one output line kept as evidence
 EX_TEMPFAIL = 75
 
 
@@ -89,7 +95,7 @@ class _DriverArm:
             spec.socket_path, client_type=ClientType.API, auto_start=False, env_file=".env",
             workspace_path=str(spec.workspace), config_root=str(spec.config_root))
         try:
-            if not await client.connect(timeout=10):
+            if not await handshake(client):
                 out.blocked_reason = f"daemon: could not connect to {spec.socket_path}"
                 return out
             client.subscribe(EventType.TURN_COMPLETED, self._on_turn)
@@ -113,10 +119,9 @@ class _DriverArm:
                                  params=spec.params, socket=spec.socket_path,
                                  cascade_id=spec.cascade_id, passthrough=spec.env_passthrough)
         started = time.monotonic()
-        proc = await asyncio.create_subprocess_shell(
+        proc, tree = await processes.start_async(
             spec.run, cwd=spec.workspace, env=env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True)  # D2: its own process group, so the ceiling can end it all
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         tails: dict[str, collections.deque[str]] = {"stdout": collections.deque(maxlen=TAIL_LINES),
                  "stderr": collections.deque(maxlen=TAIL_LINES)}
         readers = [asyncio.ensure_future(_pump(proc.stdout, tails["stdout"])),
@@ -124,12 +129,13 @@ class _DriverArm:
         ceiling = asyncio.timeout(spec.ceiling.seconds or None)
         try:
             async with ceiling:
-                code = await proc.wait()
-                await asyncio.gather(*readers)
+                code = await _exited(proc, tree)
+            # The driver is the arm: a child still holding its pipes gets a moment, no more.
+            await asyncio.wait(readers, timeout=LINGER)
         except TimeoutError:
             if not ceiling.expired():
                 raise
-            await _end_group(proc)
+            await _end_tree(proc, tree)
             for r in readers:
                 r.cancel()
             out.blocked_reason = spec.ceiling.reason()
@@ -138,6 +144,15 @@ class _DriverArm:
             await self._stop_live_sessions()  # D4: a stage left behind would keep spending
             out.termination_detail = "\n".join(tails["stderr"]) or None
             return
+        finally:
+            await asyncio.to_thread(tree.kill, 0.5)  # whatever it left behind ends with it
+            for r in readers:
+                r.cancel()
+            try:  # its pipes are closed now, so asyncio can finish with the process
+                async with asyncio.timeout(TERM_GRACE):
+                    await proc.wait()
+            except TimeoutError:
+                pass
         out.duration_seconds = round(time.monotonic() - started, 3)
         out.termination_detail = "\n".join(tails["stderr"]) or None
         if not self.client.is_connected:  # the daemon died under the driver: not its verdict
@@ -171,13 +186,16 @@ class _DriverArm:
         out.session_ids = [sid for sid, _ in records]
         out.session_id = out.session_ids[0] if out.session_ids else None
         if records:
-            snap = records[0][1].get("profile_snapshot") or {}
-            out.model, out.provider = snap.get("model"), snap.get("provider")
+            snap = records[0][1].get("profile_snapshot")
+            snap = snap if isinstance(snap, dict) else {}  # agent-writable: trust no shape
+            out.model, out.provider = (v if isinstance(v, str) else None
+                                       for v in (snap.get("model"), snap.get("provider")))
         usage, turns, finish = empty_usage(), 0, out.finish_reason
         for sid, record in records:  # a sibling's sessions seen on a shared cid are dropped
             acc = self.acc.get(sid, TurnAccumulator())
             s_usage, s_turns = merge_tracker(acc.usage, acc.turns, record)
-            s_turns = max(s_turns, len(record.get("turn_accounting") or []))
+            accounting = record.get("turn_accounting")
+            s_turns = max(s_turns, len(accounting) if isinstance(accounting, list) else 0)
             for key in USAGE_KEYS:
                 if s_usage[key] is not None:
                     usage[key] = (usage[key] or 0) + s_usage[key]
@@ -189,45 +207,63 @@ class _DriverArm:
 
 
 async def _pump(stream, tail: collections.deque) -> None:
-    async for raw in stream:
-        tail.append(raw.decode(errors="replace").rstrip("\n"))
+    """Keep the last lines of a stream, each cut at LINE_CAP bytes, whatever its size."""
+    pending, cut = b"", False  # cut: the current line was already kept (its head)
+    while chunk := await stream.read(CHUNK):
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        for raw in lines:
+            if not cut:
+                tail.append(_line(raw))
+            cut = False
+        if len(pending) > LINE_CAP:  # a line with no end yet: keep its head, drop the rest
+            if not cut:
+                tail.append(_line(pending))
+            pending, cut = b"", True
+    if pending and not cut:
+        tail.append(_line(pending))
 
 
-async def _end_group(proc) -> None:
-    """D4: SIGTERM the driver's whole group (its chance to end its sessions), then SIGKILL."""
-    for sig, wait in ((signal.SIGTERM, TERM_GRACE), (signal.SIGKILL, TERM_GRACE)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            async with asyncio.timeout(wait):
-                await proc.wait()
-            if sig == signal.SIGKILL or not _group_alive(proc.pid):
-                break
-        except TimeoutError:
-            continue
-    try:  # whatever of the group survived its leader
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _line(raw: bytes) -> str:
+    text = raw[:LINE_CAP].decode(errors="replace").rstrip("\r")
+    if len(raw) > LINE_CAP:
+        text += f" [line cut at {LINE_CAP} bytes]"
+    return text
 
 
-def _group_alive(pgid: int) -> bool:
+async def _exited(proc, tree, every: float = 0.2) -> int:
+    """The driver's exit code, as soon as it exits.
+
+    Not `proc.wait()`: asyncio answers that only once every pipe is closed, which a
+    child that keeps the driver's stdout open would put off until the ceiling. Its
+    descendants are noted meanwhile: a child that leaves its group is still ours.
+    """
+    while proc.returncode is None:
+        await asyncio.to_thread(tree.snapshot)
+        await asyncio.sleep(every)
+    return proc.returncode
+
+
+async def _end_tree(proc, tree) -> None:
+    """D4: SIGTERM the driver's whole tree (its chance to end its sessions), then SIGKILL."""
+    await asyncio.to_thread(tree.kill, TERM_GRACE)
     try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
+        async with asyncio.timeout(TERM_GRACE):
+            await proc.wait()
+    except TimeoutError:
+        pass
 
 
 def _session_records(workspace: Path) -> list[tuple[str, dict]]:
     folder = Path(workspace) / ".jaato" / "sessions"
     found = []
-    for path in folder.glob("*.json"):
+    if not inside(folder, workspace):
+        return found
+    for path in itertools.islice(folder.glob("*.json"), MAX_SESSIONS):
+        text = read_text_bounded(path, root=workspace)
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            record = json.loads(text) if text is not None else None
+        except (ValueError, RecursionError):
             continue
         if isinstance(record, dict):
             found.append((path.stem, record))

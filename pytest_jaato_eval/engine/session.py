@@ -14,14 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from jaato_sdk.client.convenience import AgentError, PermissionUnhandled, SessionEnded, Session
-from jaato_sdk.client.errors import SessionCreateFailed
+from jaato_sdk.client.errors import SessionCreateFailed, SessionNotConfirmed
 from jaato_sdk.client.ipc import IPCClient
 from jaato_sdk.events import ClientType, EventType
 
-from .accounting import TurnAccumulator, empty_usage, merge_tracker, tracker_record
+from .accounting import (TurnAccumulator, empty_usage, merge_tracker, session_ids_in,
+                         tracker_record)
 
 log = logging.getLogger(__name__)
 UNSIGNED_ERRORS = ("NudgeExhausted",)  # S8 (the driver's twin is DriverStoppedShort)
+# The daemon's answers to session.new that a starved host produces and a second try clears.
+TRANSIENT_CREATE_ERRORS = ("SessionInitializationError",)
 HISTORY_WAIT = 5.0
 STOP_WAIT = 5.0
 
@@ -74,6 +77,7 @@ class AgentRun:
     blocked_reason: str | None = None  # set when the run taught us nothing
     history: list | None = None        # S5: None is "absent", never []
     duration_seconds: float | None = None
+    caveats: list[str] = field(default_factory=list)  # what the engine did that a reader should know
 
     @property
     def unsigned(self) -> bool:
@@ -112,6 +116,24 @@ async def _unless_disconnected(client: IPCClient, waiting, poll: float = 0.5):
     finally:
         if not task.done():
             task.cancel()
+
+
+HANDSHAKE_WAIT = 30.0
+
+
+class HandshakeTimeout(ConnectionError):
+    """The socket accepted the connection and the handshake never finished."""
+
+
+async def handshake(client: IPCClient, wait: float = HANDSHAKE_WAIT) -> bool:
+    """connect() with the whole handshake bounded (the SDK bounds only the socket connect)."""
+    try:
+        async with asyncio.timeout(wait):
+            return await client.connect(timeout=10)
+    except TimeoutError:
+        raise HandshakeTimeout(f"the daemon accepted the connection and did not finish the "
+                               f"handshake within {wait:g} s (hung or overloaded daemon; "
+                               f"the arm ceiling is not the cause)") from None
 
 
 def run_session_arm(spec: SessionArmSpec) -> AgentRun:
@@ -174,31 +196,82 @@ class _SessionArm:
         self._fold()
         return self.out
 
-    async def _drive(self) -> None:
-        spec, out = self.spec, self.out
+    async def _open(self) -> bool:
+        """A fresh connection with every handler subscribed before any session exists (S1)."""
+        spec = self.spec
         self.client = client = IPCClient(
             spec.socket_path, client_type=ClientType.API, auto_start=False,
             env_file=spec.env_file, workspace_path=str(spec.workspace),
             config_root=str(spec.config_root))
-        if not await client.connect(timeout=10):
-            out.blocked_reason = f"daemon: could not connect to {spec.socket_path}"
-            return
-        # S1: subscribe before the session exists, so nothing is missed.
+        if not await handshake(client):
+            self.out.blocked_reason = f"daemon: could not connect to {spec.socket_path}"
+            return False
         client.subscribe(EventType.SESSION_INFO, self._on_info)
         client.subscribe(EventType.ERROR, self._on_error)
         client.subscribe(EventType.TURN_COMPLETED, self._acc_turn)
         client.subscribe(EventType.SESSION_TERMINATED, self._on_terminated)
         client.subscribe(EventType.HISTORY, self._on_history)
+        return True
+
+    async def _create(self, kwargs: dict) -> str | None:
+        """session.new, sent once more on a fresh connection after a transient daemon failure.
+
+        On a starved host the daemon's own loop stalls; its session bootstrap then misses
+        its deadline (SessionInitializationError), and when the create raises inside the
+        daemon it closes the client's connection with its answer still queued
+        (SessionNotConfirmed, the connection dropped). Both pass on a second try. The arm's
+        workspace is its own, so a session the first try left is found by its record there
+        and stopped: a retry never leaves a second session running.
+        """
+        for attempt in (1, 2):
+            if attempt == 2 and not await self._open():
+                return None
+            try:
+                return await self.client.create_session(**kwargs)
+            except SessionCreateFailed as exc:
+                first = self._named_error(exc)
+                if attempt == 2 or not self._transient(exc):
+                    self.out.blocked_reason = first
+                    return None
+                await self._disconnect()
+                self.errors.clear()
+                self.out.caveats.append(await self._after_failed_create(first))
+        return None
+
+    def _transient(self, exc: SessionCreateFailed) -> bool:
+        if isinstance(exc, SessionNotConfirmed):
+            return getattr(exc, "cause", "") == "disconnect"
+        return bool(self.errors) and self.errors[-1][0] in TRANSIENT_CREATE_ERRORS
+
+    async def _after_failed_create(self, first: str) -> str:
+        said = f"session.new was sent again after a transient daemon failure: {first[:300]}"
+        if not await self._open():
+            self.out.blocked_reason = None  # the retry's own connect decides
+            return said
+        leftovers = session_ids_in(self.spec.workspace)
+        for sid in leftovers:
+            try:
+                async with asyncio.timeout(STOP_WAIT):
+                    await self.client.stop_session(sid)
+            except (Exception, asyncio.CancelledError):  # noqa: BLE001 - best effort
+                pass
+        await self._disconnect()
+        return said + (f" (session {', '.join(leftovers)} of the first try was stopped)"
+                       if leftovers else "")
+
+    async def _drive(self) -> None:
+        spec, out = self.spec, self.out
+        if not await self._open():
+            return
         kwargs: dict[str, Any] = {"profile": spec.profile}
         for key, value in (("agent", spec.agent), ("agent_params", spec.agent_params),
                            ("cascade_driver_id", spec.cascade_id)):
             if value:
                 kwargs[key] = value  # S2: only when set
-        try:
-            sid = await client.create_session(**kwargs)
-        except SessionCreateFailed as exc:
-            out.blocked_reason = self._named_error(exc)
+        sid = await self._create(kwargs)
+        if sid is None:
             return
+        client = self.client
         out.session_id, out.session_ids = sid, [sid]  # S3: recorded the moment it exists
         session = Session(client, sid)  # no on_permission: an unanswered ask is BLOCKED (S4)
         t0 = time.monotonic()

@@ -22,7 +22,8 @@ from ..manifest import GraderSpec
 from ..verdict import Verdict
 from .context import GraderContext
 from .output import TailReader, evidence as output_evidence
-from .script import DRAIN_WAIT, _kill_group, _signame
+from .. import processes
+from .script import DRAIN_WAIT, _signame
 
 CHILD = Path(__file__).with_name("processor_child.py")
 RESULT_BYTES = 1024 * 1024
@@ -105,23 +106,27 @@ def _run_child(spec: GraderSpec, ctx: GraderContext, claim: str, path: Path, env
         return Verdict.blocked(spec.id, claim, f"the arm's context could not be handed to the "
                                f"processor: {type(exc).__name__}: {exc}")
     try:
-        proc = subprocess.Popen([sys.executable, "-I", "-B", str(CHILD), str(given), str(result)],
-                                cwd=scratch, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc, tree = processes.start(
+            [sys.executable, "-I", "-B", str(CHILD), str(given), str(result)],
+            cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     except OSError as exc:
         return Verdict.blocked(spec.id, claim, f"could not start the processor: {exc}")
     out = TailReader(proc.stdout)
     try:
-        code = proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out.join(DRAIN_WAIT)
-        return Verdict.blocked(spec.id, claim, f"{script} timed out after {timeout:g} s "
-                               f"(timeout_seconds), at import or in validate()", _printed(out, ctx))
-    if not out.join(DRAIN_WAIT):
-        _kill_group(proc)
-        out.join(DRAIN_WAIT)
+        try:
+            code = processes.wait(proc, tree, timeout)
+        except subprocess.TimeoutExpired:
+            tree.kill()
+            proc.wait()
+            out.join(DRAIN_WAIT)
+            return Verdict.blocked(spec.id, claim, f"{script} timed out after {timeout:g} s "
+                                   f"(timeout_seconds), at import or in validate()",
+                                   _printed(out, ctx))
+        if not out.join(DRAIN_WAIT):
+            tree.kill()
+            out.join(DRAIN_WAIT)
+    finally:
+        tree.kill()  # anything it started ends with it
     proc.stdout.close()
     printed = _printed(out, ctx)
     try:

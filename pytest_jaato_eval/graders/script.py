@@ -11,8 +11,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
+from .. import processes
 from ..contract import ParamCollision, build_contract_env
 from ..manifest import GraderSpec
 from ..verdict import Verdict
@@ -45,22 +45,25 @@ def grade_script(spec: GraderSpec, ctx: GraderContext) -> Verdict:
     # One pipe for stdout and stderr keeps their interleaving; a thread drains it into a
     # bounded tail, so neither a full pipe nor a flood of output can stall or swell us.
     try:
-        proc = subprocess.Popen(command, shell=bool(run), cwd=ctx.workspace, env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc, tree = processes.start(command, shell=bool(run), cwd=ctx.workspace, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     except OSError as exc:
         return Verdict.blocked(spec.id, claim, f"could not start: {exc}")
     out = TailReader(proc.stdout)
     try:
-        code = proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out.join(DRAIN_WAIT)
-        return Verdict.blocked(spec.id, claim, f"timed out after {timeout:g} s "
-                               f"(timeout_seconds)", _evidence(out, ctx))
-    if not out.join(DRAIN_WAIT):  # a background child still holds the output open
-        _kill_group(proc)
-        out.join(DRAIN_WAIT)
+        try:
+            code = processes.wait(proc, tree, timeout)
+        except subprocess.TimeoutExpired:
+            tree.kill()
+            proc.wait()
+            out.join(DRAIN_WAIT)
+            return Verdict.blocked(spec.id, claim, f"timed out after {timeout:g} s "
+                                   f"(timeout_seconds)", _evidence(out, ctx))
+        if not out.join(DRAIN_WAIT):  # a background child still holds the output open
+            tree.kill()
+            out.join(DRAIN_WAIT)
+    finally:
+        tree.kill()  # whatever it left behind (deaf to SIGTERM, setsid()ed away) ends with it
     proc.stdout.close()
     evidence = _evidence(out, ctx)
     if code == expect:
@@ -96,21 +99,3 @@ def _signame(num: int) -> str:
     except ValueError:
         return f"signal {num}"
 
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """End the grader's whole process group, a child that ignores SIGTERM included."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        deadline = time.monotonic() + 2
-        while time.monotonic() < deadline:
-            try:
-                proc.wait(timeout=0.1)
-                os.killpg(proc.pid, 0)  # the leader is gone; is anyone left in its group?
-            except subprocess.TimeoutExpired:
-                continue
-            except (ProcessLookupError, PermissionError):
-                return
-            time.sleep(0.05)

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Soak under load: the shipped tasks at `-n 2` beside CPU burners, N runs; spurious BLOCKED counted.
+
+Every arm of the shipped tasks passes on the echo provider, so any BLOCKED arm is
+spurious. Each run's private daemons are fresh, so every run exercises a cold
+daemon's first session, where a dropped `session.new` was seen under load.
+When a run has a BLOCKED arm, its daemons' logs are kept (a conftest in the scratch
+project copies them before the run folder is removed) and the lines naming the
+cause are printed.
+
+    python3 bench/soak_first_arm.py [--runs 25] [--workers 2] [--burners 2] [--json out.json]
+
+Burners are busy-looping Python processes this script starts and ends by PID.
+Reports the machine's load average before and after, because the machine is shared.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+sys.dont_write_bytecode = True
+import bench_vs_reference as bvr  # noqa: E402  (sibling script: /proc helper, --json writer)
+
+PY = REPO / ".venv" / "bin" / "python"
+
+# Loaded by the controller and by every xdist worker: before the plugin removes a run
+# folder, its daemon logs are copied to $SOAK_KEEP (only the logs; nothing else changes).
+KEEPER = '''
+import os, shutil, time
+from pathlib import Path
+from pytest_jaato_eval import run as _run
+
+_finish = _run.EvalRun.finish
+
+def _keep(self):
+    dest = Path(os.environ["SOAK_KEEP"])
+    for root in (self._run_dir, self._worker_root):
+        if root is None:
+            continue
+        for log in Path(root).glob("**/daemon/daemon.*"):
+            if log.suffix in (".log", ".out"):
+                target = dest / f"{os.getpid()}-{time.time_ns()}-{log.name}"
+                try:
+                    shutil.copyfile(log, target)
+                except OSError:
+                    pass
+    _finish(self)
+
+_run.EvalRun.finish = _keep
+'''
+
+CAUSE_WORDS = ("Error reading from", "Traceback", "Client error", "ERROR", "LOOP_STALL")
+
+
+def burners(n: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=25)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--burners", type=int, default=2)
+    ap.add_argument("--keep-logs", default=tempfile.gettempdir() + "/jsoak1-logs",
+                    help="where the daemon logs of runs with a BLOCKED arm are copied")
+    ap.add_argument("--json", default=None, help="write every run's raw numbers here")
+    args = ap.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="jsoak1-"))
+    shutil.copytree(REPO / "tasks", base / "tasks")
+    (base / "conftest.py").write_text(KEEPER)
+    expected_arms = None
+    rows, spurious, burning = [], 0, burners(args.burners)
+    load_before = os.getloadavg()
+    print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; "
+          f"{args.burners} burners started; {os.cpu_count()} CPUs", flush=True)
+    try:
+        for run in range(1, args.runs + 1):
+            store, tmp, keep = base / f"run{run}.jsonl", base / f"tmp{run}", base / f"logs{run}"
+            tmp.mkdir()
+            keep.mkdir()
+            t0 = time.monotonic()
+            proc = subprocess.run(
+                [str(PY), "-m", "pytest", "tasks", "-q", "-p", "no:cacheprovider",
+                 "-p", "no:hypothesispytest", "-n", str(args.workers), f"--jaato-out={store}"],
+                cwd=base, capture_output=True, text=True,
+                env={**os.environ, "TMPDIR": str(tmp), "SOAK_KEEP": str(keep)})
+            wall = time.monotonic() - t0
+            records = [json.loads(x) for x in store.read_text().splitlines() if x.strip()] if (
+                store.exists()) else []
+            expected_arms = expected_arms or len(records)
+            blocked = [r for r in records if r["state"] == "BLOCKED"]
+            spurious += len(blocked)
+            time.sleep(0.5)
+            left = bvr.processes_naming(str(tmp))
+            rows.append({"run": run, "exit": proc.returncode, "records": len(records),
+                         "blocked": len(blocked), "failed": sum(r["state"] == "FAIL" for r in records),
+                         "left_running": len(left), "wall": round(wall, 2),
+                         "reasons": [f"{r['arm_id']}: {r['blocked_reason']}" for r in blocked]})
+            print(f"run {run:2d}: exit {proc.returncode}, {len(records)} records, {wall:5.1f} s, "
+                  f"blocked {len(blocked)}, left {len(left)}, load {os.getloadavg()[0]:.2f}",
+                  flush=True)
+            for r in blocked:
+                print(f"        BLOCKED {r['arm_id']}: {r['blocked_reason'][:300]}")
+            if blocked:
+                for log in sorted(keep.iterdir()):
+                    lines = log.read_text(errors="replace").splitlines()
+                    hits = [x for x in lines if any(w in x for w in CAUSE_WORDS)]
+                    for x in hits[:12]:
+                        print(f"        {log.name}: {x[:300]}")
+                    saved = Path(args.keep_logs) / f"run{run}"
+                    saved.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(log, saved / log.name)
+            shutil.rmtree(keep, ignore_errors=True)
+    finally:
+        for b in burning:
+            b.kill()
+            b.wait()
+        shutil.rmtree(base, ignore_errors=True)
+    load_after = os.getloadavg()
+    walls = [r["wall"] for r in rows]
+    print(f"\n{len(rows)} runs x {expected_arms} arms at -n {args.workers} beside {args.burners} "
+          f"burners: spurious BLOCKED {spurious}, FAIL {sum(r['failed'] for r in rows)}, "
+          f"processes left {sum(r['left_running'] for r in rows)}; wall {min(walls):.1f}-"
+          f"{max(walls):.1f} s; load average after {load_after[0]:.2f}")
+    bvr.write_report(args.json, {"runs": rows, "load_before": load_before,
+                                 "load_after": load_after, "burners": args.burners})
+    return 0 if spurious == 0 else 1
+
+
+if __name__ == "__main__":
+    bvr.run_cli(main)

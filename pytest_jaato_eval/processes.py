@@ -1,0 +1,268 @@
+"""Starting, finding and stopping the process trees the harness starts.
+
+Every process is named by (pid, create time), so a PID the kernel recycled for
+somebody else is never signalled. A tree is found three ways, because a child
+can leave each of them on its own:
+
+- its process group / session (we start every tree in a new session);
+- its descendants, snapshotted while it runs (a child that `setsid()`s away is
+  still one, until its parent dies);
+- a marker variable in its environment (`PYTEST_JAATO_TREE=<run id>:<tree id>`),
+  inherited by every descendant that keeps its environment, so a double-forked,
+  re-parented child is still found.
+
+The limit, said plainly: a process that clears its environment, leaves our
+session and is re-parented between two snapshots is not found. Only a cgroup
+(not available to an unprivileged pytest everywhere) closes that gap.
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import psutil
+
+log = logging.getLogger(__name__)
+
+TREE_VAR = "PYTEST_JAATO_TREE"  # not JAATO_EVAL_*: that prefix is the contract's
+TERM_GRACE = 2.0
+
+
+def start_stamp(pid: int) -> float | None:
+    """When `pid` started: clock ticks since boot from /proc where there is one (exact and
+    stable), else psutil's wall-clock create time."""
+    try:
+        raw = open(f"/proc/{pid}/stat", "rb").read()
+        return float(raw.rsplit(b")", 1)[1].split()[19])
+    except FileNotFoundError:
+        if os.path.isdir("/proc/self"):
+            return None  # Linux, and the process is gone
+    except (OSError, IndexError, ValueError):
+        return None
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.Error, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Ident:
+    """One process, exactly: its pid and when it started."""
+
+    pid: int
+    started: float
+
+    @classmethod
+    def of(cls, pid: int) -> "Ident | None":
+        started = start_stamp(pid)
+        return None if started is None else cls(pid, started)
+
+    def process(self) -> psutil.Process | None:
+        """The live process, or None once it is gone (or its PID is somebody else's)."""
+        try:
+            proc = psutil.Process(self.pid)
+            if start_stamp(self.pid) != self.started or proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+            return proc
+        except (psutil.Error, ValueError):
+            return None
+
+    def alive(self) -> bool:
+        return self.process() is not None
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """In a child before exec: get `sig` when the thread that started it dies (Linux)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def descendants(pid: int) -> list[Ident]:
+    """Every live process below `pid`, each as an Ident."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    return [i for i in (Ident.of(c.pid) for c in children) if i is not None]
+
+
+def marked(prefix: str) -> list[Ident]:
+    """Live processes of this user whose environment carries TREE_VAR starting `prefix`."""
+    me, uid, found = os.getpid(), os.getuid(), []
+    for proc in psutil.process_iter(["pid", "uids"]):
+        try:
+            if proc.pid == me or (proc.info["uids"] and proc.info["uids"].real != uid):
+                continue
+            value = proc.environ().get(TREE_VAR, "")
+            ident = Ident.of(proc.pid) if value.startswith(prefix) else None
+            if ident is not None:
+                found.append(ident)
+        except (psutil.Error, OSError, ValueError, UnicodeError):
+            continue
+    return found
+
+
+def group_members(pgid: int) -> list[Ident]:
+    out = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            ident = Ident.of(proc.pid) if os.getpgid(proc.pid) == pgid else None
+            if ident is not None:
+                out.append(ident)
+        except (OSError, psutil.Error):
+            continue
+    return out
+
+
+def kill_all(idents: Iterable[Ident], grace: float = TERM_GRACE) -> None:
+    """The one kill ladder: SIGTERM, up to `grace` seconds, then SIGKILL what is left.
+
+    Only processes that are still exactly the ones named are signalled.
+    """
+    live = [i for i in set(idents) if i.alive()]
+    if grace > 0 and live:
+        _signal(live, signal.SIGTERM)
+        wait_gone(live, grace)
+        live = [i for i in live if i.alive()]
+    if live:
+        _signal(live, signal.SIGKILL)
+        wait_gone(live, 1.0)
+
+
+def _signal(idents: list[Ident], sig: int) -> None:
+    # Never reaped here: a child's owner reaps it (psutil's wait would steal its exit code).
+    for ident in idents:
+        proc = ident.process()
+        if proc is not None:
+            try:
+                proc.send_signal(sig)
+            except psutil.Error:
+                pass
+
+
+_run_prefix = f"{uuid.uuid4().hex[:12]}:"
+_live: dict[str, "Tree"] = {}
+_live_lock = threading.Lock()
+
+
+def set_run(run_id: str) -> None:
+    """Name this process's trees after the run (workers share the controller's id), so the
+    controller can still find a crashed worker's trees at the end."""
+    global _run_prefix
+    _run_prefix = f"{run_id}:"
+
+
+def run_prefix(run_id: str | None = None) -> str:
+    return f"{run_id}:" if run_id else _run_prefix
+
+
+@dataclass
+class Tree:
+    """A process tree we started: its leader and everything we have seen below it."""
+
+    leader: Ident
+    marker: str
+    seen: set[Ident] = field(default_factory=set)
+
+    def snapshot(self) -> None:
+        """Note the leader's descendants now (call while it runs: an orphan loses its parent)."""
+        self.seen.update(descendants(self.leader.pid))
+
+    def members(self) -> set[Ident]:
+        found = {self.leader} | self.seen | set(descendants(self.leader.pid))
+        found |= set(group_members(self.leader.pid))  # its session's group id is its pid
+        found |= set(marked(self.marker))
+        return {i for i in found if i.pid != os.getpid()}
+
+    def kill(self, grace: float = TERM_GRACE) -> None:
+        """End the whole tree (idempotent); the leader is reaped by its owner."""
+        kill_all(self.members(), grace)
+        with _live_lock:
+            _live.pop(self.marker, None)
+
+
+def new_tree_env(env: dict[str, str]) -> tuple[dict[str, str], str]:
+    """`env` plus this tree's marker; the marker returned."""
+    marker = f"{_run_prefix}{uuid.uuid4().hex[:12]}"
+    return {**env, TREE_VAR: marker}, marker
+
+
+def adopt(pid: int, marker: str) -> Tree:
+    """Track a process we just started (in a new session, with `marker` in its env)."""
+    tree = Tree(Ident.of(pid) or Ident(pid, 0.0), marker)
+    with _live_lock:
+        _live[marker] = tree
+    return tree
+
+
+def kill_live_trees(grace: float = 0.5) -> None:
+    """End every tree of this process that is still tracked (run end, exit, signals)."""
+    with _live_lock:
+        trees = list(_live.values())
+    for tree in trees:
+        try:
+            tree.kill(grace)
+        except Exception:  # noqa: BLE001 - clean-up must go on for the other trees
+            log.debug("could not end tree %s", tree.marker, exc_info=True)
+
+
+def kill_run_leftovers(run_id: str, grace: float = 0.5) -> int:
+    """End every process any process of run `run_id` started and left (a crashed worker's)."""
+    found = marked(run_prefix(run_id))
+    kill_all(found, grace)
+    return len(found)
+
+
+atexit.register(kill_live_trees)
+
+
+def wait_gone(idents: Iterable[Ident], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    idents = list(idents)
+    while time.monotonic() < deadline:
+        if not any(i.alive() for i in idents):
+            return True
+        time.sleep(0.05)
+    return not any(i.alive() for i in idents)
+
+
+def start(args, *, env: dict[str, str] | None = None, **popen) -> tuple[subprocess.Popen, Tree]:
+    """Popen `args` as a new tree: its own session, our marker, SIGKILL if we die first."""
+    env, marker = new_tree_env(dict(os.environ if env is None else env))
+    popen.setdefault("stdin", subprocess.DEVNULL)
+    proc = subprocess.Popen(args, env=env, start_new_session=True,
+                            preexec_fn=die_with_parent, **popen)
+    return proc, adopt(proc.pid, marker)
+
+
+def wait(proc, tree: Tree, timeout: float | None, poll: float = 0.2) -> int:
+    """Wait for the leader, noting its descendants as it goes; TimeoutExpired past `timeout`."""
+    deadline = None if not timeout else time.monotonic() + timeout
+    while True:
+        tree.snapshot()
+        step = poll if deadline is None else min(poll, max(0.0, deadline - time.monotonic()))
+        try:
+            return proc.wait(timeout=step)
+        except subprocess.TimeoutExpired:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+
+
+async def start_async(cmd: str, *, env: dict[str, str], **kw):
+    """asyncio's shell subprocess as a new tree (the driver's)."""
+    import asyncio
+    env, marker = new_tree_env(env)
+    proc = await asyncio.create_subprocess_shell(cmd, env=env, start_new_session=True,
+                                                 preexec_fn=die_with_parent, **kw)
+    return proc, adopt(proc.pid, marker)
