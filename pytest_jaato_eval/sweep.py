@@ -70,7 +70,7 @@ def sweep_dead_runs(tmp_root: str | Path | None = None, keep: tuple[Path, ...] =
     are ended first, by their run marker; kept workspaces of a dead run are kept.
     """
     root = Path(tmp_root or tempfile.gettempdir())
-    removed = []
+    removed: list[Path] = []
     try:
         candidates = [p for p in root.glob(f"{RUN_PREFIX}*") if p not in keep]
     except OSError:

@@ -256,7 +256,7 @@ async def _end_tree(proc, tree) -> None:
 
 def _session_records(workspace: Path) -> list[tuple[str, dict]]:
     folder = Path(workspace) / ".jaato" / "sessions"
-    found = []
+    found: list[tuple[str, dict]] = []
     if not inside(folder, workspace):
         return found
     for path in itertools.islice(folder.glob("*.json"), MAX_SESSIONS):
