@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import json
 import math
 import typing
 from dataclasses import MISSING, dataclass, field, fields
@@ -349,4 +350,6 @@ def build_record(*, arm_id: str, task_id: str, profile_set: str, repeat: int, st
             setattr(record, key, value)
         else:
             record.extra[key] = value
-    return record
+    # Values from live objects (a str-valued enum, a Path) become what the store holds, so
+    # the record a run keeps is the record a reader gets back.
+    return ArmRecord.from_dict(json.loads(json.dumps(record.to_dict(), default=str)))

@@ -252,3 +252,25 @@ def test_resume_on_a_store_of_odd_but_valid_json_is_not_a_traceback(project):
     assert "Traceback" not in out and "INTERNALERROR" not in out
     result.assert_outcomes(passed=1, deselected=1)
     result.stdout.fnmatch_lines(["alpha *echo *100%*", "store: * (2 records; 1 record written by this run; run *"])
+
+
+def test_the_producer_stores_live_values_as_the_store_reads_them():
+    """A daemon's reason is a str-valued enum and a workspace a Path: the record holds
+    their JSON values, so the live record and the stored one are the same."""
+    from enum import Enum
+    from pathlib import Path
+
+    from pytest_jaato_eval.engine.session import AgentRun
+    from pytest_jaato_eval.record import build_record
+
+    class Reason(str, Enum):
+        OPERATOR = "operator_request"
+
+    record = build_record(
+        arm_id="t@s#0", task_id="t", profile_set="s", repeat=0, state="BLOCKED",
+        blocked_reason="arm ceiling", verdicts=[], run=AgentRun(), caveats=[],
+        completion_nudges=None, extra={"termination_reason": Reason.OPERATOR,
+                                       "workspace": Path("/tmp/ws"), "contaminated": False})
+    assert record.termination_reason == "operator_request" and record.workspace == "/tmp/ws"
+    assert record.extra == {"contaminated": False}
+    assert ArmRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
