@@ -16,6 +16,7 @@ from .collect import RUN_KEY, collect_file, deselect_resumed
 from .controller import Controller
 from .options import UsageError, add_options, read_settings
 from .run import EvalRun, new_run_id
+from .shard import select_shard
 from .testing.model_server import scripted_model_fixture
 
 # For task authors' own tests: a scripted OpenAI-compatible model on 127.0.0.1
@@ -66,7 +67,9 @@ def pytest_collect_file(file_path, parent):
     return collect_file(file_path, parent)
 
 
+@pytest.hookimpl(tryfirst=True)  # before anything that deselects per machine (--sw, a conftest)
 def pytest_collection_modifyitems(config, items):
+    select_shard(config, items)  # first: every machine splits the same collection
     deselect_resumed(config, items)
 
 
