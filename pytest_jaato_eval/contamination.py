@@ -61,8 +61,11 @@ def protected_for(task: Any, workspace: Path) -> Protected:
              (_real(task.manifest), "the manifest"),
              (_real(task.directory), "the task's directory")]
     for spec in task.graders:
-        if spec.kind == "script":
-            for word in _words(spec.options.get("run", "")):
+        if spec.kind == "script" and spec.options.get("file"):
+            roots.append((_real(Path(task.config_root) / spec.options["file"]),
+                          "a grader's file"))
+        elif spec.kind == "script":
+            for word in _words(spec.options.get("run") or ""):
                 if os.path.isabs(word) and not word.startswith(SYSTEM_PREFIXES) and \
                         os.path.exists(word):
                     roots.append((_real(word), f"a grader's file ({word})"))

@@ -297,3 +297,15 @@ def test_a_workspace_too_large_for_the_view_is_refused_in_one_line(tmp_path, mon
         (ws / f"d{i}").mkdir(parents=True)
     with pytest.raises(judge.ViewTooLarge, match=r"larger than the judge's view takes \(5 files"):
         make_view(ws, tmp_path / "view")
+
+
+def test_a_script_graders_file_is_protected_too(tmp_path):
+    (tmp_path / "cfg" / "checks").mkdir(parents=True)
+    task = SimpleNamespace(config_root=tmp_path / "cfg", manifest=tmp_path / "task.yaml",
+                           directory=tmp_path, graders=(GraderSpec("script", "checks/a.py", {
+                               "run": None, "file": "checks/a.py"}),))
+    (tmp_path / "ws").mkdir()
+    p = contamination.protected_for(task, tmp_path / "ws")
+    calls = [{"name": "readFile", "args": {"path": "../cfg/checks/a.py"}}]
+    assert contamination.check(calls, True, None, p).evidence == [
+        "readFile path='../cfg/checks/a.py' reaches a grader's file"]
