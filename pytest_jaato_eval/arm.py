@@ -78,7 +78,8 @@ class ArmSettings:
 def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools) -> dict[str, Any]:
     """Run an arm and return its record. Never raises for an arm-level fault."""
     task = arm.task
-    run, caveats, ws, socket, on_arrival = AgentRun(), [], None, None, None
+    run, ws, socket, on_arrival = AgentRun(), None, None, None
+    caveats: list[str] = []
     # Preflight: a missing set, profile or grader file BLOCKS the arm before it costs anything.
     run.blocked_reason = preflight.check(task, arm.profile_set)
     try:

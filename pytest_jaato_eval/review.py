@@ -18,7 +18,7 @@ EXIT_OK, EXIT_WAITING = 0, 1
 NEEDS_HUMAN = "needs human review"  # the judge's blocked reason starts with it
 
 
-def awaiting_review(records) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def awaiting_review(records) -> list[tuple[Any, dict[str, Any]]]:
     """(record, verdict) for each judge verdict that asked for a human, latest record per arm."""
     out = []
     for record in latest_by_arm(records).values():

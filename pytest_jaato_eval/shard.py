@@ -25,7 +25,7 @@ from typing import Iterable, NamedTuple
 
 
 class Shard(NamedTuple):
-    index: int  # 1-based
+    index: int  # type: ignore[assignment]  # 1-based; shadows tuple.index on purpose
     total: int
 
     def __str__(self) -> str:
@@ -103,7 +103,8 @@ def split(items: Iterable, shard: Shard) -> tuple[list, list]:
     items = list(items)
     units = [unit_of(item) for item in items]
     owner = assign(dict(Counter(units)), shard.total)
-    kept, dropped = [], []
+    kept: list = []
+    dropped: list = []
     for item, unit in zip(items, units):
         (kept if owner[unit] == shard.index else dropped).append(item)
     return kept, dropped

@@ -9,7 +9,6 @@ printed is kept as a bounded, masked tail.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
