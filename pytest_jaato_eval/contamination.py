@@ -62,7 +62,7 @@ def protected_for(task: Any, workspace: Path) -> Protected:
              (_real(task.directory), "the task's directory")]
     for spec in task.graders:
         if spec.kind == "script":
-            for word in _words(spec.options.get("run", "")):
+            for word in _words(spec.options.get("run") or ""):  # a file: grader has no run
                 if os.path.isabs(word) and not word.startswith(SYSTEM_PREFIXES) and \
                         os.path.exists(word):
                     roots.append((_real(word), f"a grader's file ({word})"))
