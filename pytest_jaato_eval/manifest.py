@@ -22,7 +22,8 @@ SESSION, DRIVER = "session", "driver"
 GRADER_KINDS = ("script", "processor", "judge")
 BUDGET_LIMITS = ("usd", "tokens", "turns", "seconds", "tool_calls")
 
-TOP_KEYS = ("id", "description", "environment", "input", "harness", "graders", "budget", "repeats")
+TOP_KEYS = ("id", "description", "environment", "input", "harness", "graders", "budget", "repeats",
+            "marks")
 ENVIRONMENT_KEYS = ("fixture", "config_root")
 INPUT_KEYS = ("prompt", "agent", "agent_params", "params")
 HARNESS_KEYS = ("kind", "profile", "profile_set", "run")
@@ -87,6 +88,8 @@ class Task:
     budget: Mapping[str, Any] | None
     repeats: int
     content_hash: str
+    # pytest marks: (name, args), args None, a str, a list (positional) or a dict (keyword)
+    marks: tuple[tuple[str, Any], ...] = ()
 
     @property
     def directory(self) -> Path:
@@ -336,12 +339,13 @@ def load_task(path: Path | str) -> Task:
     graders = _graders(r, r.get(top, "", "graders", "a list", required=True))
     budget = _budget(r, r.get(top, "", "budget", "a mapping"))
     repeats = r.get(top, "", "repeats", "an integer >= 1", default=1)
+    marks = _marks(r, r.get(top, "", "marks", "a list", default=[]))
 
     return Task(
         id=task_id, manifest=path.resolve(), description=description, fixture=fixture,
         config_root=config_root, kind=kind, profile=profile, profile_set=profile_set, run=run,
         prompt=prompt, agent=agent, agent_params=agent_params, params=params,
-        graders=graders, budget=budget, repeats=repeats,
+        graders=graders, budget=budget, repeats=repeats, marks=marks,
         content_hash=content_hash(path.resolve(), fixture, config_root),
     )
 
@@ -386,6 +390,32 @@ def _graders(r: _Reader, items: list) -> tuple[GraderSpec, ...]:
         opts["weight"] = r.get(item, where, "weight", "a number >= 0", default=1)
         specs.append(GraderSpec(kind=kind, label=label, options=opts))
     return tuple(specs)
+
+
+def _marks(r: _Reader, items: list) -> tuple[tuple[str, Any], ...]:
+    out = []
+    for i, entry in enumerate(items):
+        where = f"marks[{i}]"
+        if isinstance(entry, dict) and len(entry) == 1:
+            (name, args), = entry.items()
+        elif isinstance(entry, str):
+            name, args = entry, None
+        else:
+            raise r.fail(where, f"expected a marker name or a one-key mapping {{name: args}}, "
+                                f"got {_type_name(entry)}")
+        if not isinstance(name, str) or not name.isidentifier():
+            raise r.fail(where, f"{_shown(name)} is not a marker name; expected an identifier "
+                                f"such as smoke or xfail")
+        if args is not None and not isinstance(args, (str, list, dict)):
+            raise r.fail(f"{where}.{name}", f"expected a string, a list (positional arguments) "
+                                            f"or a mapping (keyword arguments), got "
+                                            f"{_type_name(args)}")
+        if isinstance(args, dict):
+            for key in args:
+                if not isinstance(key, str) or not key.isidentifier():
+                    raise r.fail(f"{where}.{name}", f"keyword {_shown(key)} is not an identifier")
+        out.append((name, r.json_value(args, f"{where}.{name}")))
+    return tuple(out)
 
 
 def _budget(r: _Reader, budget: dict | None) -> dict | None:

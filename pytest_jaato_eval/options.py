@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine.session import Ceiling
+from .engine.ceiling import Ceiling
 
 DEFAULT_CEILING = 900.0
 DEFAULT_STORE = "jaato-results.jsonl"
