@@ -227,6 +227,8 @@ def _skipped(excinfo: Any) -> bool:
 def _setup_reason(excinfo: Any, worker: Any) -> str:
     exc = excinfo.value
     named = worker.fixture_errors.get(id(exc))
+    if type(exc).__name__ in ("DaemonError", "WorkspaceError"):
+        return one_line(exc)  # our own faults say what failed ("daemon: ...", "fixture: ...")
     if named is not None:
         return f"fixture {named[0]!r} failed in setup: {type(exc).__name__}: {one_line(exc)}"
     if getattr(exc, "argname", None) and getattr(exc, "msg", None):  # FixtureLookupError
