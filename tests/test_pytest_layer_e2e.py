@@ -47,7 +47,7 @@ def test_conftest_autouse_fixture_seeds_the_workspace_and_setup_show_lists_it(pr
     result.assert_outcomes(passed=2)
     assert [r["state"] for r in project.records()] == ["PASS", "PASS"]
     out = result.stdout.str()
-    setup = [line.split()[-1] for line in out.splitlines() if line.strip().startswith("SETUP")]
+    setup = [line.split()[2] for line in out.splitlines() if line.strip().startswith("SETUP")]
     assert setup.count("jaato_daemon") == 1, out
     assert setup.count("jaato_workspace") == 2 and setup.count("seed") == 2
     for first in (0, 3):  # per arm: the workspace, then the project's fixture, then the arm
@@ -222,7 +222,7 @@ def test_python_arms_under_xdist_then_resume_runs_nothing_again(project):
     first = {r["arm_id"]: r["session_id"] for r in project.records()}
     assert len(first) == 3
     result = project.run("arms", "--resume", "-n", "2", shared_daemon=False)
-    assert result.ret == 0
+    assert result.ret == 5  # pytest's code when every item is deselected
     result.stdout.fnmatch_lines(["*3 deselected*"])
     assert {r["arm_id"]: r["session_id"] for r in project.records()} == first
     nothing_left(project)
@@ -235,9 +235,9 @@ def test_lf_runs_exactly_the_failed_arm_and_ff_runs_it_first(project):
     project.task("write-file")
     project.write("arms/test_arms.py", PY_ARMS)
     result = run_with_cache(project, "tasks", "arms")
-    result.assert_outcomes(passed=5, failed=2)
+    result.assert_outcomes(passed=6, failed=2)
     result = run_with_cache(project, "tasks", "arms", "--lf", "-v")
-    result.assert_outcomes(failed=2, deselected=5)
+    result.assert_outcomes(failed=2, deselected=6)
     result.stdout.fnmatch_lines(["*rerun previous 2 failures*"])
     ran = [line.split()[0] for line in result.stdout.lines if " FAILED" in line and "::" in line]
     assert ran[:2] == ["tasks/b-bad/task.yaml::b-bad[echo-r0]",
@@ -246,7 +246,7 @@ def test_lf_runs_exactly_the_failed_arm_and_ff_runs_it_first(project):
     result = run_with_cache(project, "tasks", "arms", "--ff", "-v")
     order = [line.split()[0] for line in result.stdout.lines
              if (" PASSED" in line or " FAILED" in line) and "::" in line]
-    assert len(order) == 7
+    assert len(order) == 8
     assert set(order[:2]) == {"tasks/b-bad/task.yaml::b-bad[echo-r0]",
                               "arms/test_arms.py::test_wants_done[echo-r0]"}, order
 
@@ -279,8 +279,10 @@ def test_a_non_manifest_collection_error_is_one_line_for_that_file(project):
     assert "INTERNALERROR" not in out
     if result.ret != 0:  # the content hash could not name the file: this file's error only
         lines = [line for line in out.splitlines() if line.startswith(f"{task}: ")]
-        assert len(lines) == 1, out
-    assert "tasks/fine/task.yaml::fine[echo-r0]" in out
+        assert len(lines) == 1 and "cannot collect: UnicodeEncodeError" in lines[0], out
+        assert "Traceback" not in out and "1 test collected, 1 error" in out
+    else:
+        assert "tasks/fine/task.yaml::fine[echo-r0]" in out
 
 
 CHECK_UNTOUCHED = """
