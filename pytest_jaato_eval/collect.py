@@ -65,7 +65,7 @@ class TaskFile(pytest.File):
                 self, name=f"{_node_safe(task.id)}[{arm_param_id(arm)}]",
                 originalname=_node_safe(task.id), callobj=run_task_arm,
                 callspec=CallSpec(_idlist=[arm_param_id(arm)]), arm=arm)
-            if not self.config.option.collectonly and not will_skip(item):
+            if wants_own_daemon(item):
                 worker.start_daemon_early()
             yield item
 
@@ -123,6 +123,17 @@ def task_mark(path, index: int, name: str, args: Any):
     if name in ("skip", "xfail"):  # a string is the reason (skipif's is its condition)
         return mark(reason=args)
     return mark(args)
+
+
+def wants_own_daemon(node) -> bool:
+    """Whether this arm will run on the plugin's own daemon: not under --co, not when
+    skipped by its marks, not when a conftest overrides `jaato_daemon`."""
+    if node.config.option.collectonly or will_skip(node):
+        return False
+    info = getattr(node, "_fixtureinfo", None)  # an override is known once collected
+    defs = getattr(info, "name2fixturedefs", {}).get("jaato_daemon") if info else None
+    func = getattr(defs[-1], "func", None) if defs else None
+    return func is None or getattr(func, "__module__", "") == f"{__package__}.fixtures"
 
 
 def will_skip(node) -> bool:

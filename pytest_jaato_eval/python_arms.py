@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from .arm import arms_of
-from .collect import arm_param_id, will_skip
+from .collect import arm_param_id, wants_own_daemon
 from .manifest import SESSION, Task, content_hash
 from .run import worker_of
 
@@ -75,5 +75,5 @@ def parametrize(metafunc) -> None:
                            f"new store")
     arms = arms_of(task, worker.settings.profile_sets, worker.settings.repeats)
     metafunc.parametrize("jaato_arm", arms, ids=[arm_param_id(a) for a in arms], indirect=True)
-    if arms and not metafunc.config.option.collectonly and not will_skip(definition):
+    if arms and wants_own_daemon(definition):
         worker.start_daemon_early()
