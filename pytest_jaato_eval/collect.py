@@ -11,6 +11,7 @@ import os
 import platform
 import re
 import sys
+import warnings
 from typing import Any
 
 import pytest
@@ -59,7 +60,7 @@ class TaskFile(pytest.File):
         if warning:  # B4
             self.warn(pytest.PytestWarning(warning))
         for i, (name, args) in enumerate(getattr(task, "marks", ())):
-            self.add_marker(task_mark(self.path, i, name, args))  # every arm of the task has it
+            self.add_marker(task_mark(self.path, i, name, args, self))  # on every arm of the task
         for arm in arms_of(task, settings.profile_sets, settings.repeats):
             item = ArmItem.from_parent(
                 self, name=f"{_node_safe(task.id)}[{arm_param_id(arm)}]",
@@ -107,13 +108,18 @@ class ArmItem(pytest.Function):
         return self.path, 0, self.arm.id
 
 
-def task_mark(path, index: int, name: str, args: Any):
+def task_mark(path, index: int, name: str, args: Any, node=None):
     """A `marks:` entry as the pytest mark it names, with pytest's own checks
     (an unregistered name warns, or fails under --strict-markers)."""
-    try:
-        mark = getattr(pytest.mark, name)
-    except pytest.fail.Exception as exc:
-        raise ManifestError(path, f"marks[{index}]", str(exc.msg)) from None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", pytest.PytestUnknownMarkWarning)
+        try:
+            mark = getattr(pytest.mark, name)
+        except pytest.fail.Exception as exc:
+            raise ManifestError(path, f"marks[{index}]", str(exc.msg)) from None
+    for w in caught:  # shown against the task.yaml, not this module
+        warning = pytest.PytestUnknownMarkWarning(f"{path}: marks[{index}]: {w.message}")
+        node.warn(warning) if node is not None else warnings.warn(warning, stacklevel=2)
     if args is None:
         return mark
     if isinstance(args, dict):
