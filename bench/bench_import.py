@@ -52,10 +52,16 @@ def timed_run(python: str, cwd: Path, extra: list[str]) -> float:
     return elapsed
 
 
-def import_time(python: str) -> tuple[float, bool]:
-    """Cumulative import time of the plugin module (s), and whether it pulled in the SDK."""
-    proc = subprocess.run([python, "-X", "importtime", "-c", "import pytest_jaato_eval.plugin"],
-                          capture_output=True, text=True, check=True)
+def import_time(python: str, pythonpath: str | None = None) -> tuple[float, bool]:
+    """Cumulative import time of the plugin module (s) once pytest is loaded, as in a
+    pytest run, and whether it pulled in the SDK."""
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    proc = subprocess.run([python, "-X", "importtime", "-c",
+                           "import pytest; import pytest_jaato_eval.plugin"],
+                          capture_output=True, text=True, check=True, env=env,
+                          cwd=tempfile.gettempdir())  # never the repository: `-c` puts cwd first
     total, sdk = None, False
     for line in proc.stderr.splitlines():
         parts = [p.strip() for p in line.split("|")]
@@ -71,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", default=str(REPO / ".venv/bin/python"))
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--before", default=None, metavar="REF",
+                    help="also time the plugin module's import as of this commit")
+    ap.add_argument("--imports", type=int, default=5, help="import-time samples (median)")
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="jaato-bench-import-") as scratch:
@@ -82,11 +91,24 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.runs):  # alternate, so drift in machine load hits both alike
             with_plugin.append(timed_run(args.python, root, []))
             without.append(timed_run(args.python, root, ["-p", "no:jaato_eval"]))
-    own, sdk = import_time(args.python)
+    own = statistics.median(import_time(args.python)[0] for _ in range(args.imports))
+    sdk = import_time(args.python)[1]
+    before = None
+    if args.before:
+        import io
+        import tarfile
+        with tempfile.TemporaryDirectory(prefix="jaato-bench-import-old-") as old:
+            data = subprocess.run(["git", "-C", str(REPO), "archive", args.before,
+                                   "pytest_jaato_eval"], capture_output=True, check=True).stdout
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                tar.extractall(old, filter="data")
+            before = statistics.median(import_time(args.python, old)[0]
+                                       for _ in range(args.imports))
     a, b = statistics.median(with_plugin), statistics.median(without)
     result = {"runs": args.runs, "with_plugin_s": round(a, 4), "without_plugin_s": round(b, 4),
               "added_ms": round((a - b) * 1000, 1), "ratio": round(a / b, 3),
               "plugin_import_s": round(own, 4), "plugin_import_pulls_sdk": sdk,
+              "plugin_import_before_s": before,
               "load_average": os.getloadavg()[0]}
     print(f"one-test pytest run, median of {args.runs} (alternating):")
     print(f"  with the plugin      {a * 1000:8.1f} ms")
@@ -94,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  added by the plugin  {(a - b) * 1000:8.1f} ms  (ratio {a / b:.3f})")
     print(f"  import pytest_jaato_eval.plugin: {own * 1000:.1f} ms cumulative; "
           f"imports jaato_sdk: {'yes' if sdk else 'no'}")
+    if before is not None:
+        print(f"  the same import as of {args.before}: {before * 1000:.1f} ms "
+              f"(now {own / before:.3f} of it)")
     print(f"  load average at the end: {result['load_average']:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")

@@ -228,6 +228,7 @@ def test_python_arms_under_xdist_then_resume_runs_nothing_again(project):
     nothing_left(project)
 
 
+@pytest.mark.slow
 def test_lf_runs_exactly_the_failed_arm_and_ff_runs_it_first(project):
     project.task("a-good", repeats=2)
     project.task("b-bad", graders=[{"kind": "script", "run": "false"}])
@@ -331,3 +332,15 @@ def test_a_run_with_a_private_daemon_restores_sigterm(project):
     assert result[:3] == ["0", "True", "True"], out
     assert json.loads(project.store.read_text().splitlines()[0])["state"] == "PASS"
     nothing_left(project)
+
+
+@pytest.mark.slow
+def test_sw_resumes_from_the_failed_arm(project):
+    project.task("a-good", repeats=2)
+    project.task("b-bad", graders=[{"kind": "script", "run": "false"}])
+    project.task("c-good")
+    result = run_with_cache(project, "tasks", "--sw")
+    result.assert_outcomes(passed=2, failed=1)  # stopped at the failure: c-good never ran
+    result = run_with_cache(project, "tasks", "--sw", "-v")
+    result.assert_outcomes(failed=1, deselected=2)
+    result.stdout.fnmatch_lines(["*skipping 2 already passed items*"])
