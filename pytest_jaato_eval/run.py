@@ -10,7 +10,6 @@ so a pytest run that collects no task is untouched (X1).
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import shutil
 import signal
@@ -26,7 +25,6 @@ import pytest
 
 from .options import Settings
 
-log = logging.getLogger(__name__)
 
 
 def new_run_id() -> str:
