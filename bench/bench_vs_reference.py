@@ -198,7 +198,7 @@ def run_cli(main: Callable[[], int]) -> None:
         raise SystemExit(main())
     except KeyboardInterrupt as exc:
         log(f"interrupted ({exc or 'Ctrl-C'}); daemons stopped, scratch removed")
-        raise SystemExit(130)
+        raise SystemExit(130) from None
 
 
 def descendants_of(root: int) -> List[int]:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Soak: a sweep of >= 12 arms at `-n 4` on private daemons, run N times in a row (issue 4).
+"""Soak: a sweep of >= 12 arms at `-n 4` on private daemons, run N times in a row.
 
 Counts what must stay zero: spurious BLOCKED arms, missing or duplicated records, and
 daemon/runner processes left behind after a run. Needs the project's .venv (./dev makes it).

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import workspace
+from . import preflight, workspace
 from .engine.accounting import count_nudges
 from .engine.budget import profile_ceiling
 from .engine.daemon import DaemonError
@@ -45,7 +45,7 @@ class Arm:
 
 
 def arms_of(task: Task, profile_sets: list[str] | None, repeats: int | None) -> list[Arm]:
-    """X2: task x profile set x repeat. The CLI's sets win over the task's own (fixed ids)."""
+    """X2: task x profile set x repeat. The CLI's sets win over the task's own."""
     sets: list[str | None] = list(profile_sets) if profile_sets else [task.profile_set]
     n = repeats if repeats is not None else task.repeats
     return [Arm(task, s, r) for s in sets for r in range(n)]
@@ -85,10 +85,13 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
     task = arm.task
     run, caveats, socket = AgentRun(), [], None
     owns_workspace = ws is None
+    # Preflight: a missing set, profile or grader file BLOCKS the arm before it costs anything.
+    run.blocked_reason = preflight.check(task, arm.profile_set)
     try:
-        if ws is None:
-            ws = make_workspace(arm, settings)
-        socket = daemon.ensure()
+        if not run.blocked_reason:
+            if ws is None:
+                ws = make_workspace(arm, settings)
+            socket = daemon.ensure()
     except (workspace.WorkspaceError, DaemonError) as exc:
         run.blocked_reason = str(exc)
     cascade_id, on_arrival = None, None

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from . import outcome
+from . import outcome, preflight
 from .arm import Arm, arms_of
 from .engine.budget import ceiling_warning
 from .manifest import ManifestError, load_task
@@ -66,7 +66,7 @@ class TaskFile(pytest.File):
                 self, name=f"{_node_safe(task.id)}[{arm_param_id(arm)}]",
                 originalname=_node_safe(task.id), callobj=run_task_arm,
                 callspec=CallSpec(_idlist=[arm_param_id(arm)]), arm=arm)
-            if wants_own_daemon(item):
+            if wants_own_daemon(item) and not preflight.check(task, arm.profile_set):
                 worker.start_daemon_early()
             yield item
 
@@ -76,6 +76,10 @@ class TaskFile(pytest.File):
         # Anything else (an unreadable fixture name, MemoryError) is still this file's
         # collection error, in one line, not an INTERNALERROR of the whole run.
         return f"{self.path}: cannot collect: {outcome.one_line(excinfo.exconly(), 400)}"
+
+
+class PreflightBlocked(Exception):
+    """The arm's profile set, profile or a grader file is missing: BLOCKED before setup."""
 
 
 def run_task_arm(jaato_arm) -> None:
@@ -93,6 +97,13 @@ class ArmItem(pytest.Function):
         self.user_properties.extend(outcome.identity_properties(arm))
         self.add_marker(pytest.mark.jaato)
         self.extra_keyword_matches.update({arm.task.id, arm.set_name, arm.id})
+
+    def setup(self) -> None:
+        # Preflight before any fixture: an arm that cannot run starts no daemon.
+        reason = preflight.check(self.arm.task, self.arm.profile_set)
+        if reason:
+            raise PreflightBlocked(reason)
+        super().setup()
 
     @property
     def record(self) -> dict | None:

@@ -1,29 +1,32 @@
 """Store commands: `report`, `compare`, `validate` (`python -m pytest_jaato_eval ...`).
 
-They read any result store, ours or one written by jaato-eval 0.3.4 (same R2 record;
-ours adds keys). One exit-code vocabulary for all three:
+They read any result store, ours or one written by jaato-eval 0.3.4 (same record;
+ours adds keys), in one streaming pass: a store of any size costs a summary per arm,
+never its whole records. Exit codes:
 
-    0  ok
-    1  problems found (validate) / a group regressed (compare)
-    2  unusable input: a missing or unreadable store, one with no record, a bad option
+    report    0 every arm passed · 1 an arm FAILED · 2 an arm BLOCKED, or nothing ran
+              (--exit-zero: 0 whatever the verdicts)
+    compare   0 no group regressed · 1 a group regressed
+    validate  0 ok · 1 problems found
+    all       2 unusable input: a missing or unreadable store, one with no record, a
+              bad option, an output that would overwrite an input
 
 Bad input is one line naming the file (and line, and key), never a traceback.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from . import stats
-from .pivot import Cell, build_cells, interval_text, pct, render_pivot
-from .record import RECORD_KEYS, RESULTS_VERSION
+from .pivot import Cell, Pivot, interval_text, pct, plural, render_pivot
+from .record import RESULTS_VERSION, ArmRecord
 from .render import safe_text
-from .report.pins import pin_differences, pins
-from .store import latest_by_arm
+from .report.pins import pin_differences, pins_of
+from .store import check_output, scan
 from .verdict import BLOCKED, FAIL, PASS, STATES
 
 
@@ -34,7 +37,7 @@ def say(line: str, file=None) -> None:
 
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE = 0, 1, 2
-VERDICT_KEYS = ("grader_id", "claim", "state", "detail", "evidence", "blocked_reason")
+EXIT_PASSED, EXIT_FAILED, EXIT_BLOCKED = 0, 1, 2  # report: the verdict vocabulary
 PROG = "python -m pytest_jaato_eval"
 
 
@@ -42,176 +45,163 @@ class Unusable(Exception):
     """Input no command can work with; the message is the one line the user sees."""
 
 
-# -- reading a store, line by line ------------------------------------------------------
-@dataclass
-class StoreFile:
-    path: Path
-    records: list[dict[str, Any]] = field(default_factory=list)
-    line_of: list[int] = field(default_factory=list)        # the line each record came from
-    bad_lines: list[tuple[int, str]] = field(default_factory=list)
-    partial_last: int | None = None                          # a cut last line (R1)
-
-    def skipped_notes(self) -> list[str]:
-        notes = [f"{self.path}:{n}: skipped: {why}" for n, why in self.bad_lines]
-        if self.partial_last:
-            notes.append(f"{self.path}:{self.partial_last}: skipped: partial last line "
-                         f"(a run stopped mid-write)")
-        return notes
-
-
-def read_store(path: str | Path) -> StoreFile:
+# -- reading a store ----------------------------------------------------------------------
+def _readable(path: str | Path) -> Path:
     path = Path(path)
     if not path.exists():
         raise Unusable(f"{path}: no such file")
     if path.is_dir():
         raise Unusable(f"{path}: is a directory, expected a JSONL result store")
+    return path
+
+
+def _no_record(path: Path) -> Unusable:
+    return Unusable(f"{path}: no result record (expected one JSON object per line, each "
+                    f"with an arm_id)")
+
+
+def open_pivot(path: str | Path) -> Pivot:
+    """The pivot of a store, streamed; Unusable when there is nothing to pivot."""
+    path = _readable(path)
     try:
-        text = path.read_bytes().decode("utf-8", errors="replace")
+        pivot = Pivot.of_store(path, workers=2)
     except OSError as exc:
         raise Unusable(f"{path}: cannot read: {exc.strerror or exc}") from None
-    store = StoreFile(path)
-    lines = text.split("\n")
-    cut = not text.endswith("\n")  # the writer ends every record with a newline
-    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            if i == last and cut:
-                store.partial_last = i + 1
-            else:
-                store.bad_lines.append((i + 1, "not JSON"))
-            continue
-        if not isinstance(record, dict) or not isinstance(record.get("arm_id"), str):
-            store.bad_lines.append((i + 1, "not a result record (no string arm_id)"))
-            continue
-        store.records.append(record)
-        store.line_of.append(i + 1)
-    if not store.records:
-        raise Unusable(f"{path}: no result record (expected one JSON object per line, "
-                       f"each with an arm_id)")
-    return store
+    if not pivot.cells:
+        raise _no_record(path)
+    return pivot
+
+
+@dataclass
+class StoreFile:
+    """A whole store in memory (small stores: tests, tools)."""
+    path: Path
+    records: list[ArmRecord] = field(default_factory=list)
+
+
+def read_store(path: str | Path) -> StoreFile:
+    path = _readable(path)
+    records = [line.record for line in scan(path) if line.record is not None]
+    if not records:
+        raise _no_record(path)
+    return StoreFile(path, records)
 
 
 # -- report ---------------------------------------------------------------------------------
+def report_exit(cells: list[Cell]) -> int:
+    """0 every arm passed, 1 any FAIL, 2 any BLOCKED (or an unknown state) or nothing ran."""
+    if any(c.failed for c in cells):
+        return EXIT_FAILED
+    if any(c.blocked for c in cells) or not any(c.passed for c in cells):
+        return EXIT_BLOCKED
+    return EXIT_PASSED
+
+
 def cmd_report(args) -> int:
     from .report import html, pdf
+    for option in ("html", "pdf"):
+        refusal = check_output(f"--{option}", getattr(args, option), ("store", Path(args.store)))
+        if refusal:
+            raise Unusable(refusal)
     if args.pdf:  # P4: fail before doing anything, naming the install line
         try:
             pdf.load_weasyprint()
         except pdf.PdfUnavailable as exc:
             say(f"error: --pdf: {exc}", file=sys.stderr)
             return EXIT_UNUSABLE
-    store = read_store(args.store)
-    for note in store.skipped_notes():
+    pivot = open_pivot(args.store)
+    for note in pivot.skipped_notes():
         say(note, file=sys.stderr)
-    latest = latest_by_arm(store.records)
-    say(f"{store.path}: {len(latest)} arms")
-    for line in render_pivot(build_cells(latest.values()), k=args.k):
+    say(f"{pivot.source}: {plural(pivot.arm_count, 'arm')}")
+    for line in render_pivot(pivot.cells, k=args.k):
         say(line)
-    if args.html or args.pdf:
-        document = html.render(latest.values(), source=str(store.path), k=args.k)
-        if args.html:
-            Path(args.html).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.html).write_text(document, encoding="utf-8")
-            say(f"html report: {args.html}")
-        if args.pdf:
-            pdf.write(Path(args.pdf), document)
-            say(f"pdf report: {args.pdf}")
-    return EXIT_OK
+    document = {"source": str(pivot.source), "k": args.k}
+    if args.html:  # streamed to the file, a task at a time
+        html.write(Path(args.html), pivot, **document)
+        say(f"html report: {args.html}")
+    if args.pdf:
+        pdf.write(Path(args.pdf), html.render(pivot, **document))
+        say(f"pdf report: {args.pdf}")
+    code = report_exit(pivot.cells)
+    if args.exit_zero:
+        return EXIT_OK
+    return code
 
 
 # -- validate -------------------------------------------------------------------------------
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def record_problems(r: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(problems, warnings) of one record against R2 and G6."""
+def record_problems(r: ArmRecord) -> tuple[list[str], list[str]]:
+    """(problems, warnings) of one record beyond its types (which `from_dict` reports):
+    the version, the states, and whether the arm's state agrees with its verdicts."""
     problems, warnings = [], []
-    version = r.get("results_version")
-    if "results_version" not in r:
-        problems.append("results_version missing: not a store this reader knows")
-    elif version != RESULTS_VERSION:
-        problems.append(f"results_version {version!r}: this reader knows {RESULTS_VERSION!r}")
-    missing = [k for k in RECORD_KEYS if k not in r]
-    if missing:
-        problems.append(f"missing keys: {', '.join(missing)} (R2: every key, nulls included)")
-    state = r.get("state")
-    if state not in STATES:
-        problems.append(f"state {state!r}: expected one of {', '.join(STATES)}")
-    for key, ok, what in (("task_id", lambda v: isinstance(v, str), "a string"),
-                          ("repeat", lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
-                          ("verdicts", lambda v: isinstance(v, list), "a list"),
-                          ("usage", lambda v: v is None or isinstance(v, dict),
-                           "a mapping or null"),
-                          ("session_ids", lambda v: v is None or isinstance(v, list), "a list"),
-                          ("caveats", lambda v: v is None or isinstance(v, list), "a list")):
-        if key in r and not ok(r[key]):
-            problems.append(f"{key}: expected {what}, got {type(r[key]).__name__}")
-    verdicts = r.get("verdicts") if isinstance(r.get("verdicts"), list) else []
-    for i, v in enumerate(verdicts):
-        if not isinstance(v, dict):
-            problems.append(f"verdicts[{i}]: expected a mapping, got {type(v).__name__}")
-            continue
-        vmissing = [k for k in VERDICT_KEYS if k not in v]
-        if vmissing:
-            problems.append(f"verdicts[{i}]: missing keys: {', '.join(vmissing)}")
-        if v.get("state") not in STATES:
-            problems.append(f"verdicts[{i}].state {v.get('state')!r}: expected one of "
+    if r.results_version != RESULTS_VERSION:
+        problems.append(f"results_version {r.results_version!r}: this reader knows "
+                        f"{RESULTS_VERSION!r}")
+    if r.state not in STATES:
+        problems.append(f"state {r.state!r}: expected one of {', '.join(STATES)}")
+    for i, v in enumerate(r.verdicts):
+        if v["state"] not in STATES:
+            problems.append(f"verdicts[{i}].state {v['state']!r}: expected one of "
                             f"{', '.join(STATES)}")
-        elif v.get("state") == BLOCKED and not v.get("blocked_reason"):
-            problems.append(f"verdicts[{i}] is BLOCKED without a blocked_reason (G6)")
-    vstates = [v.get("state") for v in verdicts if isinstance(v, dict)]
-    if state == BLOCKED and not r.get("blocked_reason"):
-        problems.append("BLOCKED without a blocked_reason (G6: a BLOCKED arm carries its reason)")
-    if state in (PASS, FAIL) and r.get("blocked_reason"):
-        problems.append(f"{state} with a blocked_reason: the roll-up (G6) says otherwise")
-    if state == PASS and (not vstates or any(s != PASS for s in vstates)):
-        problems.append("PASS, but not every grader verdict is PASS (G6)")
-    if state == FAIL and FAIL not in vstates:
-        problems.append("FAIL, but no grader verdict is FAIL (G6)")
-    if isinstance(r.get("task_id"), str) and _is_int(r.get("repeat")):
-        expected = f"{r['task_id']}@{r.get('profile_set') or 'default'}#{r['repeat']}"
-        if r["arm_id"] != expected:
+        elif v["state"] == BLOCKED and not v.get("blocked_reason"):
+            problems.append(f"verdicts[{i}] is BLOCKED without a blocked_reason")
+    vstates = [v["state"] for v in r.verdicts]
+    if r.state == BLOCKED and not r.blocked_reason:
+        problems.append("BLOCKED without a blocked_reason (a BLOCKED arm carries its reason)")
+    if r.state in (PASS, FAIL) and r.blocked_reason:
+        problems.append(f"{r.state} with a blocked_reason: the verdicts say otherwise")
+    if r.state == PASS and (not vstates or any(s != PASS for s in vstates)):
+        problems.append("PASS, but not every grader verdict is PASS")
+    if r.state == FAIL and FAIL not in vstates:
+        problems.append("FAIL, but no grader verdict is FAIL")
+    if r.task_id is not None and r.repeat is not None:
+        expected = f"{r.task_id}@{r.set_name}#{r.repeat}"
+        if r.arm_id != expected:
             warnings.append(f"arm_id does not match task_id@profile_set#repeat ({expected})")
     return problems, warnings
 
 
 def cmd_validate(args) -> int:
-    store = read_store(args.store)
+    path = _readable(args.store)
     problems: list[str] = []
     warnings: list[str] = []
-    where = {}
-    for record, line in zip(store.records, store.line_of):
-        arm = record["arm_id"]
-        where.setdefault(arm, []).append((line, record.get("run_id")))
-        p, w = record_problems(record)
-        problems += [f"{store.path}:{line}: {arm}: {m}" for m in p]
-        warnings += [f"{store.path}:{line}: {arm}: {m}" for m in w]
+    where: dict[str, list[tuple[int, str | None]]] = {}
+    records = 0
+    try:
+        for line in scan(path, check=True):
+            if line.record is None:
+                if line.partial:
+                    problems.append(f"{path}:{line.number}: partial last line: a run stopped "
+                                    f"mid-write and this arm's record is lost (readers skip it)")
+                else:
+                    problems.append(f"{path}:{line.number}: {line.problem}")
+                continue
+            records += 1
+            r = line.record
+            where.setdefault(r.arm_id, []).append((line.number, r.run_id))
+            p, w = record_problems(r)
+            problems += [f"{path}:{line.number}: {r.arm_id}: {m}" for m in line.problems + p]
+            warnings += [f"{path}:{line.number}: {r.arm_id}: {m}" for m in w]
+    except OSError as exc:
+        raise Unusable(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not records:
+        raise _no_record(path)
     for arm, seen in where.items():
         if len(seen) < 2:
             continue
-        lines = ", ".join(str(line) for line, _ in seen)
+        lines = ", ".join(str(n) for n, _ in seen)
         runs = [run for _, run in seen if run is not None]
         if len(runs) != len(set(runs)):
-            problems.append(f"{store.path}: {arm}: written more than once by one run "
-                            f"(lines {lines}): one writer writes each arm once (R1)")
+            problems.append(f"{path}: {arm}: written more than once by one run "
+                            f"(lines {lines}): a run writes each arm once")
         else:
-            warnings.append(f"{store.path}: {arm}: appears {len(seen)} times (lines {lines}); "
-                            f"the last counts (R3)")
-    problems += [f"{store.path}:{n}: {why}" for n, why in store.bad_lines]
-    if store.partial_last:
-        problems.append(f"{store.path}:{store.partial_last}: partial last line: a run stopped "
-                        f"mid-write and this arm's record is lost (readers skip it, R1)")
-    for w in warnings:
-        say(f"warning: {w}")
-    for p in problems:
-        say(f"problem: {p}")
-    summary = (f"{store.path}: {len(store.records)} records, {len(problems)} problems, "
-               f"{len(warnings)} warnings")
+            warnings.append(f"{path}: {arm}: appears {len(seen)} times (lines {lines}); "
+                            f"the last counts")
+    for warning in warnings:
+        say(f"warning: {warning}")
+    for problem in problems:
+        say(f"problem: {problem}")
+    summary = (f"{path}: {plural(records, 'record')}, {plural(len(problems), 'problem')}, "
+               f"{plural(len(warnings), 'warning')}")
     say(summary if problems else f"{summary}: ok")
     return EXIT_PROBLEMS if problems else EXIT_OK
 
@@ -226,6 +216,10 @@ class GroupChange:
     down: list[str] = field(default_factory=list)       # PASS -> FAIL
     up: list[str] = field(default_factory=list)         # FAIL -> PASS
     blocked: list[str] = field(default_factory=list)    # "arm: X -> Y" where one side is BLOCKED
+
+    @property
+    def in_both(self) -> bool:
+        return self.base is not None and self.new is not None
 
     @property
     def delta(self) -> float | None:
@@ -251,26 +245,26 @@ class GroupChange:
 def _cell_text(c: Cell | None) -> str:
     if c is None:
         return "absent"
-    return f"{pct(c.pass_rate)} ({interval_text(c.interval)}) n={c.exercised}" + (
-        f" +{c.blocked}B" if c.blocked else "")
+    return (f"{pct(c.pass_rate)} ({interval_text(c.interval)}) n={c.exercised}"
+            + (f" +{c.blocked}B" if c.blocked else "") + f" det {c.det_text}")
 
 
-def compare_groups(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[GroupChange]:
-    bcells = {(c.task_id, c.profile_set): c for c in build_cells(base)}
-    ncells = {(c.task_id, c.profile_set): c for c in build_cells(new)}
+def compare_groups(base: list[Cell], new: list[Cell]) -> list[GroupChange]:
+    bcells = {(c.task_id, c.profile_set): c for c in base}
+    ncells = {(c.task_id, c.profile_set): c for c in new}
     changes = []
     for key in sorted(set(bcells) | set(ncells)):
         g = GroupChange(*key, bcells.get(key), ncells.get(key))
-        barms = {r["arm_id"]: r for r in (g.base.arms if g.base else [])}
-        narms = {r["arm_id"]: r for r in (g.new.arms if g.new else [])}
+        barms = {a.arm_id: a for a in (g.base.arms if g.base else [])}
+        narms = {a.arm_id: a for a in (g.new.arms if g.new else [])}
         for arm in sorted(set(barms) & set(narms)):
-            b, n = barms[arm].get("state"), narms[arm].get("state")
+            b, n = barms[arm].state, narms[arm].state
             if (b, n) == (PASS, FAIL):
                 g.down.append(arm)
             elif (b, n) == (FAIL, PASS):
                 g.up.append(arm)
             elif b != n and BLOCKED in (b, n):
-                reason = narms[arm].get("blocked_reason") if n == BLOCKED else None
+                reason = narms[arm].blocked_reason if n == BLOCKED else None
                 g.blocked.append(f"{arm}: {b} → {n}" + (
                     f" ({' '.join(str(reason).split())[:120]})" if reason else ""))
         changes.append(g)
@@ -278,16 +272,14 @@ def compare_groups(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> lis
 
 
 def cmd_compare(args) -> int:
-    base, new = read_store(args.base), read_store(args.new)
+    base, new = open_pivot(args.base), open_pivot(args.new)
     for note in base.skipped_notes() + new.skipped_notes():
         say(note, file=sys.stderr)
-    blatest = list(latest_by_arm(base.records).values())
-    nlatest = list(latest_by_arm(new.records).values())
-    say(f"base: {base.path} ({len(blatest)} arms)")
-    say(f"new:  {new.path} ({len(nlatest)} arms)")
-    for w in pin_differences(pins(blatest), pins(nlatest)):
+    say(f"base: {base.source} ({plural(base.arm_count, 'arm')})")
+    say(f"new:  {new.source} ({plural(new.arm_count, 'arm')})")
+    for w in pin_differences(pins_of(base), pins_of(new)):
         say(f"warning: pins differ: {w}")
-    changes = compare_groups(blatest, nlatest)
+    changes = compare_groups(base.cells, new.cells)
     header = ("group", "base", "new", "Δ pass rate", "flips", "")
     rows = [header]
     for g in changes:
@@ -312,12 +304,19 @@ def cmd_compare(args) -> int:
             say(f"note: {name} is only in the new store")
         elif g.new is None:
             say(f"note: {name} is only in the base store")
+    both = sum(g.in_both for g in changes)
+    one_side = len(changes) - both
     regressed = [g for g in changes if g.regressed]
     if regressed:
         names = ", ".join(f"{g.task_id} @ {g.profile_set}" for g in regressed)
-        say(f"regressed: {len(regressed)} group(s): {names}")
+        say(f"regressed: {plural(len(regressed), 'group')}: {names}")
         return EXIT_PROBLEMS
-    say(f"no group regressed ({len(changes)} compared)")
+    if not both:
+        say(f"nothing compared: no group (task @ profile set) is in both stores "
+            f"({plural(one_side, 'group')} in only one)")
+        return EXIT_UNUSABLE
+    tail = f"; {plural(one_side, 'group')} in only one store" if one_side else ""
+    say(f"no group regressed ({plural(both, 'group')} in both stores compared{tail})")
     return EXIT_OK
 
 
@@ -342,7 +341,12 @@ def _positive(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Read jaato-eval result stores (JSONL).")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    rep = sub.add_parser("report", help="print the pivot of a store; optionally write HTML/PDF")
+    rep = sub.add_parser(
+        "report", help="print the pivot of a store; optionally write HTML/PDF; exit 0 when "
+                       "every arm passed, 1 on a FAIL, 2 on a BLOCKED arm or when nothing ran",
+        description="Print the pivot of a result store. Exit status, as for the run that "
+                    "wrote it: 0 every arm passed, 1 an arm FAILED, 2 an arm was BLOCKED or "
+                    "nothing ran (also: unusable input). --exit-zero: 0 whatever the verdicts.")
     rep.add_argument("store", help="a result store (ours or jaato-eval 0.3.4's)")
     rep.add_argument("--html", metavar="PATH", help="write the self-contained HTML report")
     rep.add_argument("--pdf", metavar="PATH", help="write the same report as PDF (needs "
@@ -350,17 +354,29 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--k", type=_positive, default=None, metavar="K",
                      help="k for pass@k / pass^k (default: the smallest sample among cells "
                           "with repeats)")
+    rep.add_argument("--exit-zero", action="store_true",
+                     help="exit 0 whatever the verdicts (only the table is wanted); unusable "
+                          "input still exits 2")
     rep.set_defaults(func=cmd_report)
     cmp_ = sub.add_parser("compare", help="compare two stores per (task, profile set); "
-                                          "exit 1 when a group regressed")
+                                          "exit 1 when a group regressed, 2 when no group "
+                                          "is in both")
     cmp_.add_argument("base")
     cmp_.add_argument("new")
     cmp_.set_defaults(func=cmd_compare)
-    val = sub.add_parser("validate", help="check a store against the record schema (R2); "
+    val = sub.add_parser("validate", help="check a store against the record schema; "
                                           "exit 1 on problems")
     val.add_argument("store")
     val.set_defaults(func=cmd_validate)
+    sch = sub.add_parser("schema", help="print the JSON Schema of task.yaml (for an editor's "
+                                        "YAML language server)")
+    sch.set_defaults(func=_cmd_schema)
     return parser
+
+
+def _cmd_schema(args) -> int:
+    from .task_schema import cmd_schema  # pydantic only when asked
+    return cmd_schema(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -42,7 +42,7 @@ def build_contract_env(
 ) -> dict[str, str]:
     """Return a full process environment: `base` (default os.environ) plus the contract."""
     env = {k: v for k, v in (os.environ if base is None else base).items()
-           if not k.startswith(PREFIX)}  # C3 fix: nothing leaks from an outer run
+           if not k.startswith(PREFIX)}  # C3: nothing leaks from an outer run
     params = dict(params or {})
     env.update({
         PREFIX: "1",

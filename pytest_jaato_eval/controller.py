@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from . import outcome
-from .run import RunContext, has_kept_workspaces
+from .run import RunContext, arm_of, has_kept_workspaces
 
 _SUMMARY_CHARS = {"f": "failed", "E": "error", "s": "skipped", "x": "xfailed",
                   "X": "xpassed", "p": "passed"}
+MANIFEST_NAME = "task.yaml"
 
 
 class Controller:
@@ -25,19 +26,53 @@ class Controller:
         self.context = context
         self.settings = context.settings
         self._store = None
-        self.records: list[dict] = []
+        self.records: list = []                   # ArmRecord, in finish order
         self.blocked: list[tuple[str, str]] = []  # (nodeid, reason)
         self.arms: dict[str, dict[str, str]] = {}  # node id -> the arm's identity, as sent
+        self.collection_failed = False
         self._worker_root: Path | None = None
 
     @property
     def store(self):
         if self._store is None:
             from .store import Store
-            self._store = Store(self.settings.store, append=self.settings.resume)
+            self._store = Store(self.settings.store, append=self.settings.resume,
+                                keep_previous=self.settings.keep_previous)
         return self._store
 
+    # -- the store is claimed before the first arm, never found unusable after it ----------
+    def _claim_store(self, task_ids: set[str] | None) -> None:
+        from .store import StoreError
+        store = self.store
+        if store.task_ids is None and task_ids:
+            store.task_ids = task_ids
+        try:
+            store.claim()
+        except StoreError as exc:
+            raise pytest.UsageError(f"--jaato-out: {exc}") from None
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.collection_failed = True
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session):
+        if session.config.option.collectonly:
+            return
+        arms = [arm_of(item) for item in session.items]
+        if any(arm is not None for arm in arms):
+            self._claim_store({arm.task.id for arm in arms if arm is not None})
+
     # -- xdist -------------------------------------------------------------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        """Under -n the workers collect: claim once the first of them reports an arm."""
+        if any(i.split("::", 1)[0].rsplit("/", 1)[-1] == MANIFEST_NAME for i in ids):
+            try:
+                self._claim_store(None)
+            except pytest.UsageError as exc:
+                pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node):
         """Every worker shares the controller's run id, and keeps its run folder under
@@ -59,13 +94,15 @@ class Controller:
         identity = outcome.arm_identity(report)
         if identity is not None:
             self.arms.setdefault(report.nodeid, identity)
-        record = outcome.record_of(report)
-        if record is None:
+        raw = outcome.record_of(report)
+        if raw is None:
             return
-        self.store.append(record)  # R1: flushed as each arm ends
+        from .record import ArmRecord
+        record = ArmRecord.from_dict(raw)
+        self.store.append(record)  # flushed as each arm ends
         self.records.append(record)
         if outcome.is_blocked(report):
-            self.blocked.append((report.nodeid, record.get("blocked_reason") or ""))
+            self.blocked.append((report.nodeid, record.blocked_reason or ""))
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
@@ -89,42 +126,57 @@ class Controller:
 
     # -- the summary ----------------------------------------------------------------
     def kept_note(self) -> str | None:
-        kept = sorted({str(Path(r["workspace"]).parent) for r in self.records
+        kept = sorted({str(Path(r.get("workspace")).parent) for r in self.records
                        if r.get("workspace")})
         return f"kept workspaces: {', '.join(kept)}" if kept else None
+
+    def _pivot(self):
+        """The whole store (kept arms and this run's, the latest record per arm), streamed
+        from disk; from memory when there is no readable store."""
+        from .pivot import Pivot
+        resumed = self.context.resumed
+        try:
+            if self.store.written or resumed:
+                return Pivot.of_store(self.store.path)
+        except OSError:
+            pass
+        return Pivot.of_records(list(resumed.values()) + self.records)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         tr = terminalreporter
         resumed = self.context.resumed
-        if self.records or resumed:  # X1: nothing graded, nothing printed
-            from .pivot import build_cells, render_pivot
+        # Nothing graded, nothing printed; nor above a refusal at collection (--resume).
+        if self.records or (resumed and not self.collection_failed):
+            from .pivot import plural, render_pivot
             from .report.html import write_documents
-            from .store import latest_by_arm
             tr.write_sep("=", "jaato-eval pivot")
-            # With --resume the pivot is the whole store: the kept arms and this run's,
-            # an arm run again (--retry-blocked) by its new record (R3: last wins).
-            records = list(latest_by_arm(list(resumed.values()) + self.records).values())
-            for line in render_pivot(build_cells(records)):
+            pivot = self._pivot()
+            for line in render_pivot(pivot.cells):
                 tr.write_line(line)
             store = self.store
             tr.write_line("")
-            tr.write_line(f"store: {store.path} ({store.written} records, "
+            kept = f"; {plural(store.written, 'record')} written by this run" if (
+                pivot.lines_read != store.written) else ""
+            tr.write_line(f"store: {store.path} ({plural(pivot.lines_read, 'record')}{kept}; "
                           f"run {self.context.run_id})")
-            if self.context.done:
-                tr.write_line(f"resumed: {len(self.context.done)} arms already in the store "
-                              f"were kept, not run again")
-            retried = sum(1 for r in self.records if r["arm_id"] in resumed)
+            done = self.context.done
+            if done:
+                n = len(done)
+                tr.write_line(f"resumed: {plural(n, 'arm')} already in the store "
+                              f"{'was' if n == 1 else 'were'} kept, not run again")
+            retried = sum(1 for r in self.records if r.arm_id in resumed)
             if retried:
-                tr.write_line(f"retried: {retried} arms stored as BLOCKED were run again "
-                              f"(--retry-blocked); their new records count")
+                tr.write_line(f"retried: {plural(retried, 'arm')} stored as BLOCKED "
+                              f"{'was' if retried == 1 else 'were'} run again (--retry-blocked); "
+                              f"the new {'record counts' if retried == 1 else 'records count'}")
             if store.rotated_to:
                 tr.write_line(f"the previous store was kept as {store.rotated_to}")
             note = self.kept_note()
             if note:
                 tr.write_line(note)
             settings = self.settings  # P4: the documents show what the pivot shows
-            for line in write_documents(records, settings.html, settings.pdf, str(store.path)):
+            for line in write_documents(pivot, settings.html, settings.pdf, str(store.path)):
                 tr.write_line(line, red=line.startswith("error:"))
         result = yield
         # Runs after pytest's own short test summary, so BLOCKED lines read as part of it.

@@ -31,8 +31,13 @@ def add_options(parser) -> None:
     group.addoption("--keep-failed-workspaces", dest="jaato_keep", action="store_const",
                     const="failed", help="keep the workspaces of FAIL and BLOCKED arms")
     group.addoption("--jaato-out", dest="jaato_out", default=None, metavar="PATH",
-                    help=f"the JSONL result store (default: {DEFAULT_STORE} in the rootdir; "
-                         f"an existing one is kept under a timestamped name)")
+                    help=f"the JSONL result store (default: {DEFAULT_STORE} in the rootdir); one "
+                         f"run at a time; the previous one is kept as NAME.previous (same "
+                         f"tasks) or under a timestamped name")
+    group.addoption("--jaato-keep-previous", dest="jaato_keep_previous", action="store_true",
+                    default=False,
+                    help="keep every previous store under a timestamped name (default: one "
+                         "<name>.previous copy when the previous store holds the same tasks)")
     group.addoption("--resume", dest="jaato_resume", action="store_true", default=False,
                     help="run only the arms missing from the store and append to it; refused "
                          "when a task changed since the store was written")
@@ -70,6 +75,7 @@ class Settings:
     retry_blocked: bool = False  # R3 with BLOCKED arms counted as not done
     html: Path | None = None   # P4 report documents
     pdf: Path | None = None
+    keep_previous: str = "one"  # store.Store: "one" or "all" (--jaato-keep-previous)
 
 
 def _path(value: str, rootdir: Path) -> Path:
@@ -115,13 +121,20 @@ def read_settings(config) -> Settings:
     socket = opt.jaato_socket or str(ini("jaato_socket")).strip() or None
     ws = opt.jaato_workspaces or str(ini("jaato_workspaces")).strip() or None
     store = opt.jaato_out or str(ini("jaato_out")).strip() or DEFAULT_STORE
+    store_path = _path(store, rootdir) if not opt.jaato_out else _path(store, Path.cwd())
+    html = _path(opt.jaato_html, Path.cwd()) if opt.jaato_html else None
+    pdf = _path(opt.jaato_pdf, Path.cwd()) if opt.jaato_pdf else None
+    from .store import refuse_outputs
+    refusal = refuse_outputs(config, store_path, html, pdf)
+    if refusal:
+        raise UsageError(refusal)
     return Settings(
         profile_sets=sets, repeats=opt.jaato_repeats, ceiling=ceiling,
         socket=str(_path(socket, Path.cwd())) if socket else None,
         workspaces=_path(ws, Path.cwd()) if ws else None, keep_workspaces=keep,
-        store=_path(store, rootdir) if not opt.jaato_out else _path(store, Path.cwd()),
+        store=store_path,
         resume=bool(opt.jaato_resume or opt.jaato_retry_blocked),
         retry_blocked=bool(opt.jaato_retry_blocked),
-        html=_path(opt.jaato_html, Path.cwd()) if opt.jaato_html else None,
-        pdf=_path(opt.jaato_pdf, Path.cwd()) if opt.jaato_pdf else None,
+        html=html, pdf=pdf,
+        keep_previous="all" if opt.jaato_keep_previous else "one",
     )

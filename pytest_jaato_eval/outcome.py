@@ -96,9 +96,10 @@ def junit_properties(record: dict[str, Any]) -> list[tuple[str, str]]:
     return props
 
 
-def mark_report(report: Any, item: Any, record: dict[str, Any]) -> None:
+def mark_report(report: Any, item: Any, record: Any) -> None:
     """Attach the record to the report and turn BLOCKED into a marked skip."""
-    setattr(report, RECORD_ATTR, json.loads(json.dumps(record, default=str)))  # xdist-safe
+    data = record.to_dict() if hasattr(record, "to_dict") else record
+    setattr(report, RECORD_ATTR, json.loads(json.dumps(data, default=str)))  # xdist-safe
     if record["state"] == BLOCKED:
         _, lineno, _ = item.location
         report.outcome = "skipped"
@@ -159,7 +160,7 @@ def block_crashed(report: Any, nodeid: str, arm: dict[str, str], run_id: str,
     report.when = "call"
     report.outcome = "skipped"
     report.longrepr = (nodeid.split("::")[0], 0, f"BLOCKED: {reason}")
-    setattr(report, RECORD_ATTR, record)
+    setattr(report, RECORD_ATTR, record.to_dict())
 
 
 def record_of(report: Any) -> dict[str, Any] | None:
@@ -227,7 +228,7 @@ def _skipped(excinfo: Any) -> bool:
 def _setup_reason(excinfo: Any, worker: Any) -> str:
     exc = excinfo.value
     named = worker.fixture_errors.get(id(exc))
-    if type(exc).__name__ in ("DaemonError", "WorkspaceError"):
+    if type(exc).__name__ in ("DaemonError", "WorkspaceError", "PreflightBlocked"):
         return one_line(exc)  # our own faults say what failed ("daemon: ...", "fixture: ...")
     if named is not None:
         return f"fixture {named[0]!r} failed in setup: {type(exc).__name__}: {one_line(exc)}"

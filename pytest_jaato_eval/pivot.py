@@ -1,19 +1,25 @@
 """The pivot: pass rate per task x profile set, its uncertainty, what was blocked and why (P1-P3).
 
-Cells are built from records (the latest per arm id, R3) and rendered twice: as
-fixed-width lines for the terminal here, and as HTML in report/html.py. The
-formatters below are shared so both say the same thing the same way.
+Cells are per-cell aggregates of the latest record per arm id (R3). They are built
+in one pass over a store (`Pivot.of_store`, which keeps a small summary per arm,
+never whole records) or over records in memory (`Pivot.of_records`); both give the
+same cells. Rendered twice: as fixed-width lines for the terminal here, and as HTML
+in report/html.py, through the formatters below, so both say the same thing.
 """
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from pathlib import Path
+from typing import Any, Iterable, Iterator
 
 from . import stats
+from .record import ArmRecord, RecordError, coerce, fields_reader, number_or_none
 from .render import safe_text
-from .store import latest_by_arm
+from .store import _loads, read_at
 from .verdict import FAIL, PASS
 
 DASH = "—"  # unknown, never 0 (P2)
@@ -21,9 +27,33 @@ ID_WIDTH = 80  # a task id or set name in a pivot row: long enough to tell ids a
 
 LEGEND = ("CI: 95% Wilson interval · floor: pass rate counting BLOCKED as FAIL · "
           "—: unknown, never 0",
-          "det: share of exercised arms with the modal payload · pass@k / pass^k: any / all of k "
-          "attempts pass")
-PARTIAL_NOTE = "+: some arms reported none; the sum covers the arms that did (P2)"
+          "det: share of answering arms (a payload) with the modal payload, — under two "
+          "answers · pass@k / pass^k: any / all of k attempts pass")
+PARTIAL_NOTE = "+: some arms reported none; the sum covers the arms that did"
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """`1 arm`, `2 arms`: every count a person reads."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
+@dataclass(slots=True)
+class ArmSummary:
+    """What the pivot keeps of one arm: enough for the cells, `compare`, the run pins,
+    and the byte offset of its record for readers that want the whole of it."""
+    arm_id: str
+    task_id: str
+    profile_set: str
+    repeat: int
+    state: str | None
+    blocked_reason: str | None
+    payload_hash: str | None
+    cost: float | None
+    tokens: float | None
+    run_id: str | None = None
+    task_hash: str | None = None
+    provenance: tuple | None = None   # PROVENANCE_PINS values, shared between arms
+    offset: int | None = None
 
 
 @dataclass
@@ -34,12 +64,41 @@ class Cell:
     failed: int = 0
     blocked: int = 0
     cost: float | None = None
-    tokens: int | None = None
+    tokens: float | None = None
     cost_unknown: int = 0      # arms whose cost nobody reported (P2)
     tokens_unknown: int = 0
-    hashes: list[str | None] = field(default_factory=list)
+    exercised_cost: float = 0.0   # summed over the exercised arms that reported a cost
+    exercised_costed: int = 0
+    payloads: Counter = field(default_factory=Counter)  # answers of exercised arms
+    unanswered: int = 0        # exercised arms that left no payload
     reasons: Counter = field(default_factory=Counter)
-    arms: list[dict[str, Any]] = field(default_factory=list)
+    arms: list[ArmSummary] = field(default_factory=list)
+
+    def add(self, a: ArmSummary) -> None:
+        self.arms.append(a)
+        if a.state == PASS:
+            self.passed += 1
+        elif a.state == FAIL:
+            self.failed += 1
+        else:  # BLOCKED, or a state nobody knows: never counted as a verdict on the agent
+            self.blocked += 1
+            self.reasons[reason_key(a.blocked_reason or f"state {a.state!r}")] += 1
+        if a.state in (PASS, FAIL):
+            if a.payload_hash is None:
+                self.unanswered += 1
+            else:
+                self.payloads[a.payload_hash] += 1
+            if a.cost is not None:
+                self.exercised_cost += a.cost
+                self.exercised_costed += 1
+        if a.cost is None:
+            self.cost_unknown += 1
+        else:
+            self.cost = a.cost if self.cost is None else self.cost + a.cost
+        if a.tokens is None:
+            self.tokens_unknown += 1
+        else:
+            self.tokens = a.tokens if self.tokens is None else self.tokens + a.tokens
 
     @property
     def arms_total(self) -> int:
@@ -63,9 +122,25 @@ class Cell:
         return stats.rate(self.passed, self.arms_total)
 
     @property
+    def answered(self) -> int:
+        """Exercised arms that produced a payload: the only ones that can agree."""
+        return self.exercised - self.unanswered
+
+    @property
     def det(self) -> float | None:
-        """P3 (fixed): share of exercised arms sharing the modal payload hash; BLOCKED excluded."""
-        return stats.modal_share(self.hashes)
+        """P3: share of answering arms with the modal payload; None under two answers (a
+        missing payload agrees with nothing, and one answer agrees only with itself)."""
+        if self.answered < 2:
+            return None
+        return stats.modal_share(self.payloads.elements())
+
+    @property
+    def det_text(self) -> str:
+        """`det` as shown: with how many answered when some exercised arm did not."""
+        text = pct(self.det)
+        if self.det is not None and self.unanswered:
+            text += f" ({self.answered} of {self.exercised} answered)"
+        return text
 
     def pass_at(self, k: int | None) -> float | None:
         return None if k is None else stats.pass_at_k(self.exercised, self.passed, k)
@@ -76,53 +151,226 @@ class Cell:
     @property
     def mean_cost(self) -> float | None:
         """Mean cost of an exercised arm, over the exercised arms that reported one."""
-        costs = [c for r in self.arms if r.get("state") in (PASS, FAIL)
-                 if (c := _number((r.get("usage") or {}).get("cost_usd"))) is not None]
-        return sum(costs) / len(costs) if costs else None
+        return self.exercised_cost / self.exercised_costed if self.exercised_costed else None
 
 
-def _number(value) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value
-    return None
+# What the pivot reads of a record, decided by the record's own checks (the usage
+# numbers by the same rule, read without copying the rest of `usage`).
+_FIELDS = ("arm_id", "task_id", "profile_set", "repeat", "state", "blocked_reason",
+           "payload_hash", "run_id", "task_hash")
+_read = fields_reader(_FIELDS)
+_read_provenance = fields_reader(("arm_id", "provenance"))
+PROVENANCE_PINS = ("harness", "harness_version", "jaato_sdk_version", "jaato_sdk_path")
 
 
-def _add(total, value):
-    value = _number(value)
-    if value is None:
-        return total
-    return value if total is None else total + value
+class _Interned:
+    """One tuple of pins per distinct provenance, shared by every arm that has it; the
+    record's own check runs once per distinct value, not once per line."""
+
+    def __init__(self):
+        self._seen: dict[Any, tuple | None] = {}
+
+    def __call__(self, data: dict) -> tuple | None:
+        raw = data.get("provenance")
+        if not raw:
+            return None
+        try:
+            key: Any = tuple(raw.items()) if type(raw) is dict else raw
+            return self._seen[key]
+        except (KeyError, TypeError):  # new, or unhashable as read
+            pass
+        prov = _read_provenance(data)[1]
+        pins = None if not prov else tuple(
+            None if prov.get(k) is None else str(prov.get(k)) for k in PROVENANCE_PINS)
+        try:
+            self._seen[key] = pins
+        except TypeError:
+            pass
+        return pins
 
 
-def _repeat(record: dict[str, Any]) -> int:
-    r = record.get("repeat")
-    return r if isinstance(r, int) and not isinstance(r, bool) else 0
+def _summary(data: dict, offset: int | None, intern: _Interned) -> ArmSummary:
+    """Raises RecordError when `data` is not a record."""
+    arm_id, task, pset, repeat, state, reason, phash, run_id, thash = _read(data)
+    usage = data.get("usage")
+    cost = tokens = None
+    if type(usage) is dict:
+        cost = number_or_none(usage.get("cost_usd"))
+        tokens = number_or_none(usage.get("spend_total_tokens"))
+    return ArmSummary(arm_id, str(task), pset or "default", repeat if repeat is not None else 0,
+                      state, reason, phash, cost, tokens, run_id, thash, intern(data), offset)
 
 
-def build_cells(records: Iterable[dict[str, Any]]) -> list[Cell]:
-    cells: dict[tuple[str, str], Cell] = {}
-    for r in latest_by_arm(records).values():
-        key = (str(r.get("task_id")), str(r.get("profile_set") or "default"))
-        cell = cells.setdefault(key, Cell(*key))
-        cell.arms.append(r)
-        state = r.get("state")
-        if state == PASS:
-            cell.passed += 1
-        elif state == FAIL:
-            cell.failed += 1
-        else:  # BLOCKED, or a state nobody knows: never counted as a verdict on the agent
-            cell.blocked += 1
-            cell.reasons[reason_key(r.get("blocked_reason") or f"state {state!r}")] += 1
-        if state in (PASS, FAIL):
-            cell.hashes.append(r.get("payload_hash"))
-        usage = r.get("usage") if isinstance(r.get("usage"), dict) else {}
-        cell.cost = _add(cell.cost, usage.get("cost_usd"))
-        cell.tokens = _add(cell.tokens, usage.get("spend_total_tokens"))
-        cell.cost_unknown += _number(usage.get("cost_usd")) is None
-        cell.tokens_unknown += _number(usage.get("spend_total_tokens")) is None
-    for cell in cells.values():
-        cell.arms.sort(key=lambda r: (_repeat(r), str(r.get("arm_id"))))
-    return [cells[k] for k in sorted(cells)]
+def summarise(record: ArmRecord | dict, offset: int | None = None,
+              intern: _Interned | None = None) -> ArmSummary:
+    return _summary(coerce(record).to_dict(), offset, intern or _Interned())
+
+
+class Pivot:
+    """The cells of a store or of records, the latest record per arm id counted once.
+
+    `arms(cell)` yields that cell's whole records (re-read from the store by offset, or
+    from memory), so a renderer holds one cell's records at a time, never the store.
+    """
+
+    def __init__(self, summaries: dict[str, ArmSummary], *, source: Path | None = None,
+                 records: dict[str, ArmRecord] | None = None):
+        self.source = source
+        self._records = records
+        cells: dict[tuple[str, str], Cell] = {}
+        for a in summaries.values():
+            key = (a.task_id, a.profile_set)
+            cell = cells.get(key)
+            if cell is None:
+                cell = cells[key] = Cell(*key)
+            cell.add(a)
+        for cell in cells.values():
+            cell.arms.sort(key=lambda a: (a.repeat, a.arm_id))
+        self.cells = [cells[k] for k in sorted(cells)]
+        self.lines_read = 0          # records read, superseded ones included
+        self.skipped: list[tuple[int, str]] = []   # (line, why) of lines with no record
+        self.partial_last: int | None = None       # a cut last line (a run stopped mid-write)
+
+    # -- building --------------------------------------------------------------------------------
+    @classmethod
+    def of_records(cls, records: Iterable[ArmRecord | dict]) -> "Pivot":
+        latest: dict[str, ArmRecord] = {}
+        for r in records:
+            r = coerce(r)
+            latest.pop(r.arm_id, None)  # the last record wins, at its own place
+            latest[r.arm_id] = r
+        intern = _Interned()
+        pivot = cls({a: summarise(r, intern=intern) for a, r in latest.items()}, records=latest)
+        pivot.lines_read = len(latest)
+        return pivot
+
+    @classmethod
+    def of_store(cls, path: Path | str, workers: int = 1) -> "Pivot":
+        """One pass over the store; raises OSError when it cannot be read.
+
+        workers=2 (the store commands, on a big store and a machine with two cores)
+        scans the second half of the file in a forked child while this process scans
+        the first: the result is the same, the last record of an arm still wins.
+        """
+        path = Path(path)
+        size = path.stat().st_size
+        parts = [(0, size)]
+        if workers > 1 and size >= PARALLEL_BYTES and (os.cpu_count() or 1) > 1:
+            with open(path, "rb") as fh:  # split at a line start
+                fh.seek(size // 2)
+                fh.readline()
+                middle = fh.tell()
+            if 0 < middle < size:
+                parts = [(0, middle), (middle, size)]
+        if len(parts) == 1:
+            chunks = [_scan_range(path, 0, size)]
+        else:
+            import multiprocessing
+            with multiprocessing.get_context("fork").Pool(1) as pool:
+                second = pool.apply_async(_scan_range, (path, *parts[1]))
+                first = _scan_range(path, *parts[0])
+                chunks = [first, second.get()]
+        latest: dict[str, ArmSummary] = {}
+        skipped: list[tuple[int, str]] = []
+        partial = None
+        n = lines = 0
+        for part_latest, part_skipped, part_partial, part_n, part_lines in chunks:
+            for arm_id, a in part_latest.items():  # in order: the last record wins
+                latest.pop(arm_id, None)
+                latest[arm_id] = a
+            skipped += [(lines + number, why) for number, why in part_skipped]
+            if part_partial is not None:
+                partial = lines + part_partial
+            n += part_n
+            lines += part_lines
+        pivot = cls(latest, source=path)
+        pivot.lines_read, pivot.skipped, pivot.partial_last = n, skipped, partial
+        return pivot
+
+    # -- reading ---------------------------------------------------------------------------------
+    @property
+    def arm_count(self) -> int:
+        return sum(c.arms_total for c in self.cells)
+
+    def arms(self, cell: Cell, states: Iterable[str] | None = None) -> Iterator[ArmRecord]:
+        """The cell's latest records, in its order (repeat, arm id); only those in
+        `states` when given (e.g. a report showing evidence of FAIL/BLOCKED arms only)."""
+        wanted = None if states is None else set(states)
+        chosen = [a for a in cell.arms if wanted is None or a.state in wanted]
+        if self._records is not None:
+            return (self._records[a.arm_id] for a in chosen)
+        return read_at(self.source, [a.offset for a in chosen])
+
+    def records(self) -> Iterator[ArmRecord]:
+        """Every latest record, cell by cell."""
+        for cell in self.cells:
+            yield from self.arms(cell)
+
+    def tasks(self) -> Iterator[tuple[str, list[Cell]]]:
+        """(task id, its cells), in the pivot's order."""
+        group: list[Cell] = []
+        for cell in self.cells:
+            if group and group[0].task_id != cell.task_id:
+                yield group[0].task_id, group
+                group = []
+            group.append(cell)
+        if group:
+            yield group[0].task_id, group
+
+    def skipped_notes(self) -> list[str]:
+        notes = [f"{self.source}:{n}: skipped: {why}" for n, why in self.skipped]
+        if self.partial_last:
+            notes.append(f"{self.source}:{self.partial_last}: skipped: partial last line "
+                         f"(a run stopped mid-write)")
+        return notes
+
+
+PARALLEL_BYTES = 64 * 2 ** 20  # below this, a second process costs more than it saves
+
+
+def _scan_range(path: Path, begin: int, end: int):
+    """(latest summary per arm, skipped lines, partial line, records, lines) of the lines
+    starting in [begin, end); line numbers counted from `begin`."""
+    latest: dict[str, ArmSummary] = {}
+    skipped: list[tuple[int, str]] = []
+    partial = None
+    intern = _Interned()
+    n = number = 0
+    offset = begin
+    loads, summary = json.loads, _summary
+    with open(path, "rb") as fh:
+        fh.seek(begin)
+        for raw in fh:
+            if offset >= end:
+                break
+            number += 1
+            start, offset = offset, offset + len(raw)
+            if raw.isspace():
+                continue
+            try:
+                try:
+                    data = loads(raw)
+                except UnicodeDecodeError:
+                    data = _loads(raw)
+                a = summary(data, start, intern)
+            except RecordError as exc:
+                skipped.append((number, str(exc)))
+                continue
+            except ValueError:
+                if raw.endswith(b"\n"):
+                    skipped.append((number, "not JSON"))
+                else:
+                    partial = number
+                continue
+            n += 1
+            latest.pop(a.arm_id, None)
+            latest[a.arm_id] = a
+    return latest, skipped, partial, n, number
+
+
+def build_cells(records: Iterable[ArmRecord | dict[str, Any]]) -> list[Cell]:
+    """The cells of records in memory (the latest per arm id)."""
+    return Pivot.of_records(records).cells
 
 
 def default_k(cells: list[Cell]) -> int | None:
@@ -162,8 +410,8 @@ def money(x: float | None, partial: bool = False) -> str:
     return DASH if x is None else f"${x:.4f}{'+' if partial else ''}"
 
 
-def count(x: int | None, partial: bool = False) -> str:
-    return DASH if x is None else f"{x:,}{'+' if partial else ''}"
+def count(x: float | None, partial: bool = False) -> str:
+    return DASH if x is None else f"{x:,.0f}{'+' if partial else ''}"
 
 
 def cell_row(c: Cell, k: int | None) -> dict[str, str]:
@@ -176,7 +424,7 @@ def cell_row(c: Cell, k: int | None) -> dict[str, str]:
         "blocked": str(c.blocked), "floor": pct(c.floor),
         "cost": money(c.cost, partial=c.cost is not None and c.cost_unknown > 0),
         "tokens": count(c.tokens, partial=c.tokens is not None and c.tokens_unknown > 0),
-        "det": pct(c.det),
+        "det": c.det_text,
     }
     if k is not None:
         row[f"pass@{k}"] = pct(c.pass_at(k))

@@ -13,7 +13,7 @@ import pytest
 
 from .arm import arms_of
 from .collect import arm_param_id, wants_own_daemon
-from .manifest import SESSION, Task, content_hash
+from .manifest import SESSION, Task
 from .run import worker_of
 
 MARKER_KEYS = ("config_root", "fixture", "profile", "profile_set", "repeats", "agent",
@@ -59,8 +59,7 @@ def task_of(definition) -> Task:
         fixture=dirs["fixture"], config_root=dirs["config_root"], kind=SESSION,
         profile=str(kw["profile"]), profile_set=kw.get("profile_set"), run=None, prompt=None,
         agent=kw.get("agent"), agent_params=None, params=None, graders=(), budget=None,
-        repeats=repeats,
-        content_hash=content_hash(test_file, dirs["fixture"], dirs["config_root"]))
+        repeats=repeats)  # content_hash: over the test file, fixture and config root
 
 
 def parametrize(metafunc) -> None:

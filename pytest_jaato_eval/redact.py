@@ -1,4 +1,4 @@
-"""Credentials never leave the run in a record (issue 6, item 3).
+"""Credentials never leave the run in a record.
 
 A script grader inherits the plugin's environment, and a grader that prints it
 (`env`, `set -x`, a provider's "invalid key sk-…" error) would otherwise copy an
@@ -69,4 +69,6 @@ class Redactor:
             return {self(k): self(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return type(value)(self(v) for v in value)
+        if hasattr(value, "to_dict") and hasattr(type(value), "from_dict"):  # an ArmRecord
+            return type(value).from_dict(self(value.to_dict()))
         return value

@@ -1,4 +1,4 @@
-"""Untrusted text made safe to show (issue 6, item 2).
+"""Untrusted text made safe to show.
 
 Grader ids, details, evidence, blocked reasons and error texts come from task
 authors, agents, daemons and scripts. Printed raw, an ESC starts a terminal

@@ -31,7 +31,7 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def resume_index(settings: Settings) -> dict[str, dict]:
+def resume_index(settings: Settings) -> dict:
     """R3: with --resume, the arms already in the store (a repeated id counts once)."""
     if not settings.resume or not settings.store.exists():
         return {}

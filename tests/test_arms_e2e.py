@@ -52,20 +52,21 @@ def test_grader_expecting_other_content_fails_with_the_verdict_table(project):
     assert record["state"] == "FAIL" and record["blocked_reason"] is None
 
 
-def test_missing_profile_is_blocked_with_the_daemons_reason(project):
+def test_missing_profile_is_blocked_by_preflight_naming_set_and_folder(project):
     project.task("lost", extra={"harness": {"profile": "nope", "profile_set": "echo"}})
     result = project.run("tasks", shared_daemon=False)
     assert result.ret == 2
     result.stdout.fnmatch_lines([
         "tasks/lost/task.yaml B*",
         "*short test summary info*",
-        "BLOCKED *lost[[]echo-r0[]] - ProfileNotFoundError: Agent profile 'nope' not found*",
+        "BLOCKED *lost[[]echo-r0[]] - profile 'nope' of profile set 'echo' not found (there: "
+        "writer): looked in *",
         "*1 blocked*",
     ])
     (record,) = project.records()
     assert record["state"] == "BLOCKED"
-    assert record["blocked_reason"].startswith("ProfileNotFoundError")
-    assert record["verdicts"] == []
+    assert record["blocked_reason"].startswith("profile 'nope' of profile set 'echo' not found")
+    assert record["verdicts"] == [] and record["session_id"] is None  # no session was opened
     assert processes_mentioning(str(project.tmp)) == []
     assert project.run_dirs() == []
 
@@ -102,7 +103,8 @@ def test_junit_carries_blocked_as_a_skip_with_properties(project):
     result = project.run("tasks", f"--junitxml={junit}")
     assert result.ret == 2
     xml = junit.read_text()
-    assert '<skipped type="pytest.skip" message="BLOCKED: ProfileNotFoundError' in xml
+    assert ('<skipped type="pytest.skip" message="BLOCKED: profile \'nope\' of profile set '
+            '\'echo\' not found') in xml
     assert 'name="jaato_state" value="BLOCKED"' in xml
     assert 'name="jaato_model" value="echo"' in xml
     assert 'name="jaato_verdict[script:grep -qx READY answer.txt]" value="PASS"' in xml

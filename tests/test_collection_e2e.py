@@ -127,7 +127,7 @@ def test_k_selects_one_task_and_one_profile_set(project):
 
 
 def test_profile_set_in_the_arm_id_is_the_one_used(project):
-    """The fixed arm-id rule: the task's own set when no --profile-set names one."""
+    """The arm-id rule: the task's own set when no --profile-set names one."""
     project.task("own")
     project.task("none", profile_set=None)
     result = project.run("tasks", "--jaato-repeats=1")

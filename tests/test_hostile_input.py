@@ -1,4 +1,4 @@
-"""Hostile and malformed input (issue 6, item 2).
+"""Hostile and malformed input.
 
 1. The manifest loader, fed random YAML documents and random mutations of valid
    manifests, returns a Task the rest of the plugin can use or raises ManifestError
@@ -30,6 +30,7 @@ from _pytest.junitxml import bin_xml_escape
 
 from pytest_jaato_eval.arm import arms_of
 from pytest_jaato_eval.contract import build_contract_env
+from pytest_jaato_eval import manifest
 from pytest_jaato_eval.manifest import ManifestError, Task, load_task
 from pytest_jaato_eval.outcome import junit_properties, verdict_table
 from pytest_jaato_eval.pivot import build_cells, reason_key, render_pivot
@@ -53,9 +54,11 @@ SESSION = {
         {"kind": "script", "run": "true", "expect_exit": 0, "timeout_seconds": 5, "weight": 1},
         {"kind": "processor", "script": "check.py"},
         {"kind": "judge", "profile": "rubric", "threshold": 0.5, "gate_on": ["script:true"]},
+        {"kind": "script", "file": "checks/grade.py"},
     ],
     "budget": {"usd": 0.5, "turns": 10, "degrade": [{"at": 0.8, "profile": "cheap"}]},
     "repeats": 2,
+    "marks": ["smoke", {"xfail": {"reason": "known", "strict": True}}, {"skipif": "False"}],
 }
 DRIVER = {
     "id": 7,
@@ -235,6 +238,13 @@ def load_or_refuse(path: Path) -> Task | None:
     for grader in task.graders:
         assert isinstance(grader.id, str) and grader.id.startswith(f"{grader.kind}:")
         assert math.isfinite(grader.options["timeout_seconds"])
+        for rel in (grader.options.get("file"), grader.options.get("script")):
+            if rel:  # a grader file never names a path outside the config root
+                assert not Path(rel).is_absolute() and ".." not in Path(rel).parts[:1]
+    for name, args in task.marks:  # what the pytest layer turns into marks
+        assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)
+        assert args is None or isinstance(args, (str, list, dict))
+        json.dumps(args, allow_nan=False)
     return task
 
 
@@ -310,7 +320,16 @@ BASE = to_yaml(SESSION)
     (BASE.replace("profile_set: echo", 'profile_set: "echo\\n"'), "harness.profile_set",
      "must be printable text"),
 ])
-def test_what_the_fuzzing_found_is_a_one_line_error(task_file, text, where, says):
+@pytest.mark.parametrize("loader", ["libyaml", "pure"])
+def test_what_the_fuzzing_found_is_a_one_line_error(task_file, text, where, says, loader,
+                                                    monkeypatch):
+    """Under libyaml's loader (the default when PyYAML has it) and the pure-Python one."""
+    if loader == "pure":
+        monkeypatch.setattr(manifest, "_loader", lambda: yaml.SafeLoader)
+    elif not yaml.__with_libyaml__:
+        pytest.skip("PyYAML was built without libyaml")
+    elif "\\ud800" in text:  # libyaml refuses a surrogate escape itself
+        where, says = "line 19", "not valid YAML: found invalid Unicode character escape code"
     write(task_file, text)
     with pytest.raises(ManifestError) as info:
         load_task(task_file)
@@ -420,7 +439,7 @@ def test_verdict_table_shows_hostile_text_without_obeying_it():
 def test_junit_property_names_hold_no_raw_control_character():
     """pytest escapes property values, not names: a NUL there made the file unreadable."""
     props = junit_properties(hostile_record(state="BLOCKED", reason="\x1b[31mdaemon\x00 gone"))
-    for name, value in props:
+    for name, _value in props:
         assert name.isprintable(), name
     names = dict(props)
     assert names["jaato_blocked_reason"] == "\\x1b[31mdaemon\\x00 gone"

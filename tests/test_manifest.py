@@ -1,12 +1,13 @@
 """M1-M12: every bad task.yaml is one line naming the file, the key and what was expected."""
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from pytest_jaato_eval.manifest import ManifestError, load_task
+from pytest_jaato_eval.manifest import ManifestError, content_hash, load_task
 
 VALID = """\
 id: t
@@ -109,3 +110,200 @@ def test_session_requires_a_prompt_and_driver_requires_run(tmp_path):
     driver = VALID.replace("harness: {profile: writer}", "harness: {kind: driver}").replace(
         "input: {prompt: do it}\n", "")
     assert "harness.run: missing; expected a non-blank string" in error_of(tmp_path, driver)
+
+
+# -- marks -------------------------------------------------------------------------------
+def test_marks_are_names_or_one_key_mappings(tmp_path):
+    task = load_task(write(tmp_path, VALID + textwrap.dedent("""\
+        marks:
+          - smoke
+          - {xfail: known bug}
+          - {skipif: "sys.platform == 'win32'"}
+          - {parametrize_me: [1, 2]}
+          - {xfail: {reason: flaky, strict: true}}
+          - {slow: null}
+        """)))
+    assert task.marks == (("smoke", None), ("xfail", "known bug"),
+                          ("skipif", "sys.platform == 'win32'"), ("parametrize_me", [1, 2]),
+                          ("xfail", {"reason": "flaky", "strict": True}), ("slow", None))
+    assert load_task(write(tmp_path, VALID)).marks == ()
+
+
+@pytest.mark.parametrize("marks, where, says", [
+    ("smoke", ": marks: ", "expected a list, got str 'smoke'"),
+    ("[smoke-test]", ": marks[0]: ", "marker name 'smoke-test' is not an identifier"),
+    ("[{a: 1, b: 2}]", ": marks[0]: ", "a one-key mapping {name: arguments}, got a mapping of 2"),
+    ("[{xfail: 3}]", ": marks[0].xfail: ", "arguments of 'xfail' are int 3; expected a string"),
+    ("[{xfail: {when: 2024-01-01}}]", ": marks[0].when: ", "expected a JSON value"),
+    ("[[smoke]]", ": marks[0]: ", "expected a marker name or a one-key mapping"),
+    ("[{1: x}]", ": marks[0]: ", "marker name 1 is of type int"),
+])
+def test_bad_marks_are_one_line(tmp_path, marks, where, says):
+    message = error_of(tmp_path, VALID + f"marks: {marks}\n")
+    assert where in message and says in message, message
+
+
+# -- script graders given as a file; paths under the config root -----------------------
+def test_a_script_grader_may_name_a_file_under_the_config_root(tmp_path):
+    task = load_task(write(tmp_path, VALID.replace('run: "true"', "file: checks/answer.py")))
+    (grader,) = task.graders
+    assert grader.id == "script:checks/answer.py"
+    assert grader.options["file"] == "checks/answer.py" and grader.options["run"] is None
+
+
+@pytest.mark.parametrize("grader, where, says", [
+    ('{kind: script, run: "true", file: a.py}', ": graders[0].file: ",
+     "give either run (a shell command) or file (a script under the config root), not both"),
+    ("{kind: script}", ": graders[0].run: ", "missing; expected run (a shell command) or file"),
+    ("{kind: script, file: ../fixture/check.py}", ": graders[0].file: ",
+     "'../fixture/check.py' leaves the config root"),
+    ("{kind: script, file: /usr/bin/true}", ": graders[0].file: ", "leaves the config root"),
+    ("{kind: processor, script: ../../x.py}", ": graders[0].script: ", "leaves the config root"),
+])
+def test_grader_files_stay_under_the_config_root(tmp_path, grader, where, says):
+    message = error_of(tmp_path, VALID.split("graders:")[0] + f"graders: [{grader}]\n")
+    assert where in message and says in message, message
+
+
+# -- bounds and special files --------------------------------------------------------------
+def test_repeats_is_bounded_and_says_so(tmp_path):
+    message = error_of(tmp_path, VALID + "repeats: 1000000\n")
+    assert ": repeats: expected an integer from 1 to 1000, got int 1000000 (each repeat" in message
+    assert load_task(write(tmp_path, VALID + "repeats: 1000\n")).repeats == 1000
+
+
+def _load_in_thread(path: Path):
+    """load_task with a watchdog: opening a FIFO would block forever."""
+    import threading
+    outcome = {}
+
+    def target():
+        try:
+            outcome["task"] = load_task(path)
+        except ManifestError as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive(), "load_task blocked: it opened a special file"
+    return outcome
+
+
+def test_a_fifo_in_the_fixture_is_refused_without_being_opened(tmp_path):
+    path = write(tmp_path, VALID)
+    (tmp_path / "fixture" / "sub").mkdir()
+    os.mkfifo(tmp_path / "fixture" / "sub" / "pipe")
+    error = _load_in_thread(path)["error"]
+    assert error.where == "environment.fixture"
+    assert error.reason.startswith("'sub/pipe' is a FIFO: a task's folders may hold only files")
+    assert "\n" not in str(error)
+
+
+def test_special_files_in_the_config_root_are_hashed_without_being_opened(tmp_path):
+    """Nothing copies the config root, so it is not refused; its hash never opens a FIFO
+    (jaato and preflight read only regular files from it)."""
+    path = write(tmp_path, VALID)
+    os.mkfifo(tmp_path / ".jaato" / "pipe")
+    task = _load_in_thread(path)["task"]
+    import threading
+    done = []
+    thread = threading.Thread(target=lambda: done.append(task.content_hash), daemon=True)
+    thread.start()
+    thread.join(30)
+    assert done and len(done[0]) == 64, "hashing opened the FIFO"
+    (tmp_path / ".jaato" / "profile.yaml").write_text("x: 1\n")
+    assert load_task(path).content_hash != done[0]  # the rest of the root still counts
+
+
+def test_a_fixture_of_dev_is_refused_naming_a_device(tmp_path):
+    error = _load_in_thread(write(tmp_path, VALID.replace("fixture: fixture", "fixture: /dev")))
+    assert error["error"].where == "environment.fixture"
+    assert "device" in error["error"].reason or "FIFO" in error["error"].reason \
+        or "socket" in error["error"].reason
+
+
+def test_symlinks_are_listed_never_followed(tmp_path):
+    path = write(tmp_path, VALID)
+    (tmp_path / "fixture" / "root").symlink_to("/")
+    (tmp_path / "fixture" / "zero").symlink_to("/dev/zero")
+    (tmp_path / "fixture" / "loop").symlink_to("loop")
+    task = _load_in_thread(path)["task"]
+    first = task.content_hash
+    (tmp_path / "fixture" / "root").unlink()
+    (tmp_path / "fixture" / "root").symlink_to("/etc")
+    assert load_task(path).content_hash != first  # the link's target is content
+
+
+def test_the_walk_is_bounded(tmp_path, monkeypatch):
+    from pytest_jaato_eval import task_tree
+    path = write(tmp_path, VALID)
+    for i in range(5):
+        (tmp_path / "fixture" / f"f{i}").write_text("x")
+    monkeypatch.setattr(task_tree, "MAX_ENTRIES", 4)
+    monkeypatch.setattr(task_tree.list_tree, "__defaults__", (4,))
+    error = _load_in_thread(path)["error"]
+    assert error.where == "environment.fixture" and "holds more than 4 files and folders" in error.reason
+
+
+# -- the content hash --------------------------------------------------------------------
+def test_the_content_hash_is_computed_once_when_first_read(tmp_path, monkeypatch):
+    from pytest_jaato_eval import task_tree
+    path = write(tmp_path, VALID)
+    (tmp_path / "fixture" / "a.txt").write_text("one")
+    reads = []
+    real = task_tree._feed
+    monkeypatch.setattr(task_tree, "_feed", lambda *a: (reads.append(a[1]), real(*a)))
+    task = load_task(path)
+    assert reads == []  # collecting reads no file's content
+    digest = task.content_hash
+    assert len(digest) == 64 and len(reads) == 1
+    assert task.content_hash == digest and len(reads) == 1  # once
+    (tmp_path / "fixture" / "a.txt").write_text("two")
+    assert load_task(path).content_hash != digest
+    assert load_task(path).content_hash == content_hash(path, tmp_path / "fixture",
+                                                        tmp_path / ".jaato")
+
+
+def test_the_content_hash_skips_what_the_workspace_copy_skips(tmp_path):
+    path = write(tmp_path, VALID)
+    before = load_task(path).content_hash
+    (tmp_path / "fixture" / "__pycache__").mkdir()
+    (tmp_path / "fixture" / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    (tmp_path / "fixture" / ".git").mkdir()
+    assert load_task(path).content_hash == before
+
+
+# -- the declared schema -----------------------------------------------------------------
+def test_the_json_schema_accepts_the_shipped_tasks_and_refuses_what_the_loader_refuses():
+    jsonschema = pytest.importorskip("jsonschema")
+    import yaml
+
+    from pytest_jaato_eval.task_schema import json_schema
+    schema = json_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    shipped = sorted((Path(__file__).parent.parent / "tasks").glob("*/task.yaml"))
+    assert shipped
+    for manifest in shipped:
+        assert not list(validator.iter_errors(yaml.safe_load(manifest.read_text()))), manifest
+    good = yaml.safe_load(VALID)
+    assert validator.is_valid(good)
+    for bad in ({**good, "repeat": 3}, {**good, "repeats": 0}, {**good, "repeats": 1001},
+                {**good, "graders": []}, {**good, "graders": [{"kind": "lint"}]},
+                {**good, "graders": [{"kind": "script"}]},
+                {**good, "harness": {"kind": "driver"}},
+                {**good, "input": {}}, {**good, "marks": ["no-dash"]},
+                {**good, "budget": {"usd": -1}}):
+        assert not validator.is_valid(bad), bad
+
+
+def test_the_schema_command_prints_the_schema(capsys):
+    import json
+
+    from pytest_jaato_eval.commands import main
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["title"] == "jaato task (task.yaml)"
+    assert {"id", "environment", "harness", "graders", "marks", "repeats"} <= set(schema["properties"])
+    assert schema["properties"]["repeats"]["maximum"] == 1000

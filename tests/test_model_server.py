@@ -411,6 +411,24 @@ def test_fixture_factory_starts_and_stops_every_model():
             socket.create_connection(("127.0.0.1", port), timeout=1)
 
 
+def test_the_fixture_module_loads_no_server_until_a_model_is_asked_for():
+    # The plugin registers the fixture in every pytest run; the server must not come with it.
+    probe = "\n".join([
+        "import sys",
+        "from pytest_jaato_eval.testing.fixture import scripted_model_fixture",
+        "server = 'pytest_jaato_eval.testing.server'",
+        "print(sorted(m for m in ('http.server', server) if m in sys.modules))",
+        "from pytest_jaato_eval.testing.script import Turn",
+        "gen = scripted_model_fixture()",
+        "model = next(gen)([Turn.text('x')])",
+        "print(server in sys.modules, model.url.startswith('http://127.0.0.1:'))",
+        "gen.close()",
+    ])
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["[]", "True True"]
+
+
 # ----------------------------------------------------------------- profile and pricing
 
 

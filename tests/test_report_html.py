@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_jaato_eval.record import RECORD_KEYS
+from pytest_jaato_eval.testing.records import arm_record
 from pytest_jaato_eval.report import chart, html, pdf
 
 DATA = Path(__file__).parent / "data"
@@ -31,25 +31,10 @@ NASTY_EVIDENCE = '<script>alert("x")</script> & <b>not bold</b>'
 
 def arm(task, ps, repeat, state, *, cost=0.002, model="echo", graders=None, reason=None,
         evidence=(), error=None):
-    record = dict.fromkeys(RECORD_KEYS)
-    verdicts = [{"grader_id": g, "claim": "the answer is READY", "state": s,
-                 "detail": "exit 1, expected 0" if s == "FAIL" else "",
-                 "evidence": list(evidence) if s != "PASS" else [],
-                 "blocked_reason": reason if s == "BLOCKED" else None}
-                for g, s in (graders or [(NASTY, state)])]
-    record.update(results_version="1", caveats=[], arm_id=f"{task}@{ps}#{repeat}",
-                  task_id=task, profile_set=ps, repeat=repeat, state=state,
-                  blocked_reason=reason, verdicts=verdicts, error=error,
-                  usage={"cost_usd": cost, "spend_total_tokens": 15}, turns=2,
-                  duration_seconds=3.25, finish_reason="stop", payload_hash="ab" * 32,
-                  session_id=f"sess-{task}-{ps}-{repeat}", session_ids=[f"s{repeat}"],
-                  model=model, provider="echo", completion_nudges=0,
-                  budget_ceiling={"usd": 0.05},
-                  provenance={"jaato_sdk_path": "/x/jaato_sdk/__init__.py",
-                              "jaato_sdk_version": "0.29.4", "harness": "pytest-jaato-eval",
-                              "harness_version": "0.1.0"},
-                  run_id="r1", task_hash="h")
-    return record
+    return arm_record(task, ps, repeat, state, cost=cost, tokens=15, model=model,
+                      graders=graders or [(NASTY, state)], reason=reason, evidence=evidence,
+                      error=error, payload_hash="ab" * 32, budget_ceiling={"usd": 0.05},
+                      run_id="r1", task_hash="h").to_dict()
 
 
 RECORDS = [
@@ -94,8 +79,9 @@ def test_document_is_self_contained_and_escaped():
     assert "@media print" in doc and "@page" in doc
     # The grader id and the evidence are text: escaped in the source, intact once parsed.
     assert NASTY not in doc and '"READY" answer.txt' not in doc
-    assert "script:grep -q &quot;READY&quot; answer.txt &amp;&amp; test -s answer.txt" in doc
-    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in doc
+    # (Jinja2's autoescape writes a quote as &#34;, the same character as &quot;.)
+    assert "script:grep -q &#34;READY&#34; answer.txt &amp;&amp; test -s answer.txt" in doc
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in doc
     parsed = parse(doc)
     text = "".join(parsed.text)
     assert NASTY in text and NASTY_EVIDENCE in text
@@ -254,7 +240,8 @@ def test_pdf_of_the_reference_store_through_the_command(tmp_path):
     _need_pdf_tools()
     from pytest_jaato_eval.commands import main
     target = tmp_path / "ref.pdf"
-    assert main(["report", str(DATA / "jaato-eval-0.3.4.jsonl"), "--pdf", str(target)]) == 0
+    # Exit 1: the store holds a FAIL (report exits with the verdict vocabulary).
+    assert main(["report", str(DATA / "jaato-eval-0.3.4.jsonl"), "--pdf", str(target)]) == 1
     text = subprocess.run(["pdftotext", str(target), "-"], capture_output=True, text=True,
                           check=True).stdout
     assert "summarise@openrouter_gemini25flash#1" in " ".join(text.split()).replace(" ", "") or \
@@ -267,3 +254,162 @@ def test_records_round_trip_through_json():
     doc_b = html.render(json.loads(json.dumps(RECORDS)))
     strip = lambda d: re.sub(r"generated [^<]*", "", d)  # noqa: E731
     assert strip(doc_a) == strip(doc_b)
+
+
+# -- hostile text and template injection -----------------------------------------------------
+INJECTIONS = ["<script>alert(1)</script>", "{{ 7 * 7 }}", "{% for x in range(3) %}loop{% endfor %}",
+              "{{ cycler.__init__.__globals__.os.system('touch pwned') }}", "{# c #}",
+              '"><img src=x onerror=alert(1)>', "\u202etxt.exe", "\x1b[2J\x00"]
+
+
+def injected_record(i: int, payload: str) -> dict:
+    """Every text field of a record carries `payload`, ids included."""
+    record = arm(f"t{payload}{i}", f"s{payload}", i, "FAIL", model=payload,
+                 graders=[(f"script:{payload}", "FAIL"), (f"judge:{payload}", "BLOCKED")],
+                 reason=payload, evidence=[payload, f"x {payload} y"], error=payload)
+    record.update(provider=payload, upstream_provider=payload, session_id=payload,
+                  finish_reason=payload, payload_hash=payload, caveats=[payload],
+                  workspace=payload, run_id=payload, task_hash=payload,
+                  provenance={"harness": payload, "harness_version": payload,
+                              "jaato_sdk_version": payload, "jaato_sdk_path": payload})
+    for v in record["verdicts"]:
+        v.update(claim=payload, detail=payload)
+    return record
+
+
+@pytest.mark.parametrize("summarised", [False, True], ids=["every-arm", "summarised"])
+def test_no_field_is_ever_rendered_as_markup_or_as_a_template(tmp_path, monkeypatch, summarised):
+    if summarised:
+        monkeypatch.setattr(html.tables, "FULL_ARMS", 1)
+    records = [injected_record(i, p) for i, p in enumerate(INJECTIONS)]
+    monkeypatch.chdir(tmp_path)
+    doc = html.write(tmp_path / "r.html", records, title="{{ 6 * 7 }}<b>t</b>",
+                     source="{% if 1 %}src{% endif %}").read_text()
+    assert not (tmp_path / "pwned").exists()
+    parsed = parse(doc)
+    text = re.sub(r"generated [0-9: -]+\w*", "", "".join(parsed.text))  # the clock may say 42
+    # Nothing was evaluated: the braces are still there, and no 49/42 or loop output appeared.
+    assert "49" not in text and "42" not in text and "looploop" not in text
+    assert "{{ 7 * 7 }}" in text and "{% for x in range(3) %}" in text
+    assert "{{ 6 * 7 }}<b>t</b>" in text and "{% if 1 %}src{% endif %}" in text
+    # Nothing became markup: the only tags are the report's own.
+    assert set(parsed.tags) <= {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3",
+                                "p", "table", "thead", "tbody", "tr", "th", "td", "span", "b",
+                                "div", "pre", "ul", "li", "section", "svg", "g", "rect", "line",
+                                "text", "circle"}
+    assert "<script" not in doc and "<img" not in doc and "onerror=alert(1)>" not in doc
+    assert "<b>t</b>" not in doc and not [p for p in INJECTIONS if "<" in p and p in doc]
+    # Control characters and bidi overrides are shown as escapes, never raw.
+    assert "\u202e" not in doc and "\x1b" not in doc and "\x00" not in doc
+    assert "\\u202etxt.exe" in text and "\\x1b[2J\\x00" in text
+
+
+def test_a_huge_evidence_line_is_cut():
+    record = arm("t", "s", 0, "FAIL", evidence=["Z" * 100_000, "tail"])
+    doc = html.render([record])
+    assert "Z" * (html.tables.EVIDENCE_LINE_CHARS - 1) + "…" in doc
+    assert "Z" * html.tables.EVIDENCE_LINE_CHARS not in doc and "tail" in doc
+
+
+def test_the_pivot_cells_say_what_the_terminal_pivot_says():
+    from pytest_jaato_eval.pivot import build_cells, pivot_rows
+    records = RECORDS + [arm("write-file", "echo", 3, "PASS"), arm("write-file", "echo", 4, "FAIL")]
+    header, rows = pivot_rows(build_cells(records))
+    table = re.search(r'<table class="pivot">.*?</table>', html.render(records), re.S).group(0)
+    cells = [[c for c in re.findall(r"<t[hd][^>]*>([^<]*)</t[hd]>", tr)]
+             for tr in re.findall(r"<tr>(.*?)</tr>", table, re.S)]
+    assert cells[0] == header
+    assert cells[1:] == [[r[h] for h in header] for r in rows]  # det included, same text
+
+
+# -- large reports: streamed, PASS arms counted, failures grouped --------------------------------
+def test_a_large_report_counts_pass_arms_and_groups_failures(monkeypatch):
+    monkeypatch.setattr(html.tables, "FULL_ARMS", 10)
+    records = ([arm("big", "echo", r, "PASS") for r in range(20)]
+               + [arm("big", "echo", r, "FAIL", evidence=["same failure"]) for r in range(20, 26)]
+               + [arm("big", "gpt", r, "FAIL", evidence=["same failure"]) for r in range(3)]
+               + [arm("big", "echo", 30, "BLOCKED", graders=[(NASTY, "BLOCKED")],
+                      reason="ProviderError: 429 Too Many Requests")])
+    doc = html.render(records)
+    text = " ".join(parse(doc).text)
+    assert "30 arms, more than 10" in text
+    assert "PASS arms, counted: echo 20 · gpt" not in text  # gpt has no PASS arm
+    assert "PASS arms, counted: echo 20" in " ".join(text.split())
+    table = re.search(r'<table class="arms">.*?</table>', doc, re.S).group(0)
+    assert table.count("<tr>") - 1 == 3  # echo FAIL kind, echo BLOCKED, gpt FAIL kind
+    assert "big@echo#20 +5" in text and "big@gpt#0 +2" in text
+    assert "5 more with the same verdicts and details: #21 #22 #23 #24 #25" in text
+    assert "big@echo#5" not in text  # a PASS arm has no row
+    # One evidence per kind of failure in the task, naming the arms that failed alike.
+    evidence = doc[doc.index("<h3>Evidence</h3>"):]
+    assert evidence.count('class="arm-evidence"') == 2
+    assert "the same verdicts and details as big@gpt#0" in " ".join(parse(evidence).text) or \
+        "the same verdicts and details as big@echo#20" in " ".join(parse(evidence).text)
+
+
+def test_too_many_kinds_of_failure_are_named_in_one_row(monkeypatch):
+    monkeypatch.setattr(html.tables, "FULL_ARMS", 1)
+    monkeypatch.setattr(html.tables, "GROUPS_PER_CELL", 2)
+    records = [arm("t", "s", r, "FAIL", graders=[(f"script:check{r}", "FAIL")]) for r in range(5)]
+    text = " ".join(parse(html.render(records)).text)
+    assert "+3 more that did not pass" in text
+    assert "other failures (only 2 kinds are shown in full): #2 #3 #4" in text
+
+
+def _store(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_the_document_is_streamed_a_task_at_a_time(tmp_path):
+    from pytest_jaato_eval.pivot import Pivot
+    records = [arm(f"task{t}", "echo", r, "PASS") for t in range(30) for r in range(2)]
+    pivot = Pivot.of_store(_store(tmp_path / "s.jsonl", records))
+    pieces = html.stream(pivot)
+    first = next(pieces)
+    assert first.startswith("<!DOCTYPE html>")
+    rest = list(pieces)
+    written = html.write(tmp_path / "r.html", pivot).read_text()
+    strip = lambda d: re.sub(r"generated [^<]*", "", d)  # noqa: E731
+    assert strip(written) == strip(first + "".join(rest)) == strip(html.render(records))
+    assert len(rest) > 30 and not list(tmp_path.glob(".*partial"))
+
+
+def test_templates_and_stylesheet_ship_as_package_data():
+    import importlib.resources
+    import tomllib
+    folder = importlib.resources.files("pytest_jaato_eval.report") / "templates"
+    names = {p.name for p in folder.iterdir()}
+    assert {"report.html", "task.html", "fragments.html", "chart.html", "pytest_html.html",
+            "report.css"} <= names
+    pyproject = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    data = pyproject["tool"]["setuptools"]["package-data"]["pytest_jaato_eval.report"]
+    assert "templates/*.html" in data and "templates/*.css" in data
+    assert any(d.lower().startswith("jinja2") for d in pyproject["project"]["dependencies"])
+
+
+def test_a_large_report_reads_only_the_records_of_arms_that_did_not_pass(tmp_path, monkeypatch):
+    # PASS arms are counted from the pivot's cells: their records are never re-read.
+    from pytest_jaato_eval.pivot import Pivot
+    monkeypatch.setattr(html.tables, "FULL_ARMS", 4)
+    records = ([arm("all-pass", "echo", r, "PASS") for r in range(3)]
+               + [arm("mixed", "echo", r, "PASS") for r in range(2)]
+               + [arm("mixed", "echo", 2, "FAIL", evidence=["boom"])])
+    pivot = Pivot.of_store(_store(tmp_path / "s.jsonl", records))
+    assert not html.every_arm_shown(pivot.cells)
+    read, real_arms = [], Pivot.arms
+
+    def arms_spy(self, cell, states=None):
+        for r in real_arms(self, cell, states):
+            read.append(r.state)
+            yield r
+
+    monkeypatch.setattr(Pivot, "arms", arms_spy)
+    doc = html.render(pivot)
+    assert read == ["FAIL"]
+    strip = lambda d: re.sub(r"generated [^<]*", "", d)  # noqa: E731
+    assert strip(doc) == strip(html.render(records))  # the same as from records in memory
+    text = " ".join(" ".join(parse(doc).text).split())
+    assert "Task all-pass PASS arms, counted: echo 3" in text
+    assert "PASS arms, counted: echo 2" in text and "mixed@echo#2" in text
+    assert doc.count('<table class="arms">') == 1  # the all-PASS task has no table

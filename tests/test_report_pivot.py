@@ -8,23 +8,30 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_jaato_eval.commands import read_store
-from pytest_jaato_eval.pivot import DASH, build_cells, default_k, render_pivot
-from pytest_jaato_eval.record import RECORD_KEYS
+from pytest_jaato_eval.pivot import DASH, Pivot, build_cells, default_k, render_pivot
+from pytest_jaato_eval.testing.records import arm_record, write_store
 
 
 def arm(task, ps, repeat, state, *, cost=None, tokens=None, h=None, reason=None):
-    record = dict.fromkeys(RECORD_KEYS)
-    record.update(results_version="1", caveats=[], arm_id=f"{task}@{ps}#{repeat}", task_id=task,
-                  profile_set=ps, repeat=repeat, state=state, verdicts=[], session_ids=[],
-                  blocked_reason=reason, payload_hash=h,
-                  usage={"cost_usd": cost, "spend_total_tokens": tokens})
-    return record
+    return arm_record(task, ps, repeat, state, cost=cost, tokens=tokens, payload_hash=h,
+                      reason=reason if state == "BLOCKED" else None)
 
 
 def store(tmp_path, records, name="store.jsonl"):
-    path = tmp_path / name
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    """Write the records as a store, and read them back as every reader does."""
+    path = write_store(tmp_path / name, records)
+    streamed = Pivot.of_store(path)
+    in_memory = Pivot.of_records(read_store(path).records)
+    assert shape(streamed) == shape(in_memory)
     return read_store(path).records
+
+
+def shape(pivot):
+    """Everything a pivot says, to compare two ways of building one."""
+    return ([(c.task_id, c.profile_set, c.passed, c.failed, c.blocked, c.cost, c.tokens,
+              c.cost_unknown, c.tokens_unknown, dict(c.payloads), c.unanswered,
+              list(c.reasons.items()), [a.arm_id for a in c.arms]) for c in pivot.cells],
+            render_pivot(pivot.cells))
 
 
 def columns(lines, row=1):
@@ -77,7 +84,7 @@ def test_unknown_cost_and_tokens_are_dashes(tmp_path):
 
 def test_det_with_blocked_arms_never_exceeds_100(tmp_path):
     # The reference counted a BLOCKED arm's hash in the numerator only: 3 / 1 = 300%.
-    records = store(tmp_path, [arm("t", "s", 0, "PASS", h="x"),
+    records = store(tmp_path, [arm("t", "s", 0, "PASS", h="x"), arm("t", "s", 3, "FAIL", h="x"),
                                arm("t", "s", 1, "BLOCKED", h="x", reason="r"),
                                arm("t", "s", 2, "BLOCKED", h="x", reason="r")])
     (cell,) = build_cells(records)
@@ -87,15 +94,90 @@ def test_det_with_blocked_arms_never_exceeds_100(tmp_path):
 
 @given(st.lists(st.tuples(st.sampled_from(["PASS", "FAIL", "BLOCKED"]),
                           st.sampled_from(["a", "b", None])), min_size=1, max_size=12))
-def test_det_is_a_share_of_exercised_arms(arms_):
+def test_det_is_a_share_of_the_arms_that_answered(arms_):
     records = [arm("t", "s", i, state, h=h, reason="r") for i, (state, h) in enumerate(arms_)]
     (cell,) = build_cells(records)
     exercised = [h for state, h in arms_ if state != "BLOCKED"]
-    if not exercised:
-        assert cell.det is None
+    answered = [h for h in exercised if h is not None]
+    if len(answered) < 2:  # a missing payload agrees with nothing
+        assert cell.det is None and cell.det_text == DASH
     else:
         assert 0 < cell.det <= 1.0
-        assert cell.det * len(exercised) == max(exercised.count(v) for v in set(exercised))
+        assert cell.det * len(answered) == max(answered.count(v) for v in set(answered))
+        if len(answered) < len(exercised):
+            assert cell.det_text.endswith(f" ({len(answered)} of {len(exercised)} answered)")
+
+
+def test_det_of_cells_where_no_arm_answered_is_a_dash(tmp_path):
+    records = store(tmp_path, [arm("t", "s", r, "PASS", h=None) for r in range(4)])
+    (cell,) = build_cells(records)
+    assert cell.det is None
+    assert columns(render_pivot([cell]))["det"] == DASH  # never 100% made of nothing
+
+
+def test_det_with_some_arms_unanswered_shows_the_count(tmp_path):
+    records = store(tmp_path, [arm("t", "s", 0, "PASS", h="x"), arm("t", "s", 1, "FAIL", h="x"),
+                               arm("t", "s", 2, "PASS", h=None), arm("t", "s", 3, "FAIL", h=None),
+                               arm("t", "s", 4, "PASS", h=None),
+                               arm("t", "s", 5, "BLOCKED", reason="r")])
+    row = columns(render_pivot(build_cells(records)))
+    assert row["det"] == "100% (2 of 5 answered)"
+    one = store(tmp_path, [arm("u", "s", 0, "PASS", h="x"), arm("u", "s", 1, "PASS", h=None)],
+                name="one.jsonl")
+    assert columns(render_pivot(build_cells(one)))["det"] == DASH  # one answer agrees with itself
+
+
+# -- the streaming pivot equals the in-memory one ----------------------------------------------
+def test_streaming_pivot_last_record_wins_at_its_own_place(tmp_path):
+    path = write_store(tmp_path / "s.jsonl", [
+        arm("t", "s", 0, "BLOCKED", reason="429"), arm("t", "s", 1, "PASS", h="x"),
+        arm("u", "s", 0, "FAIL", h="y"), arm("t", "s", 0, "PASS", h="x"),
+        arm("t", "s", 1, "FAIL", h="z")])
+    streamed, in_memory = Pivot.of_store(path), Pivot.of_records(read_store(path).records)
+    assert shape(streamed) == shape(in_memory)
+    (t, u) = streamed.cells
+    assert (t.passed, t.failed, t.blocked, u.failed) == (1, 1, 0, 1)
+    assert streamed.lines_read == 5 and streamed.arm_count == 3
+    # The whole records come back from the store by offset: the later ones.
+    assert [r.state for r in streamed.arms(t)] == ["PASS", "FAIL"]
+    assert list(streamed.arms(t)) == list(in_memory.arms(t))
+    assert [r.arm_id for r in streamed.arms(t, states={"FAIL"})] == ["t@s#1"]
+
+
+def test_streaming_pivot_skips_a_partial_last_line_and_garbage(tmp_path):
+    good = [arm("t", "s", 0, "PASS", h="x"), arm("t", "s", 1, "FAIL", h="y")]
+    path = write_store(tmp_path / "s.jsonl", good)
+    with open(path, "a") as fh:
+        fh.write("not json\n[1, 2]\n\n{\"arm_id\": 5}\n")
+        fh.write(json.dumps(arm("t", "s", 2, "PASS", h="x").to_dict())[:60])  # cut mid-write
+    streamed = Pivot.of_store(path)
+    assert shape(streamed) == shape(Pivot.of_records(good))
+    assert streamed.partial_last == 7
+    assert [n for n, _ in streamed.skipped] == [3, 4, 6]
+    notes = streamed.skipped_notes()
+    assert notes[-1].endswith(":7: skipped: partial last line (a run stopped mid-write)")
+
+
+def test_streaming_pivot_keeps_the_blocked_digest_order(tmp_path):
+    records = [arm("t", "s", 0, "BLOCKED", reason="pool exhausted"),
+               arm("t", "s", 1, "BLOCKED", reason="429"),
+               arm("t", "s", 2, "BLOCKED", reason="429"),
+               arm("a", "s", 0, "BLOCKED", reason="daemon gone"),
+               arm("a", "s", 1, "BLOCKED", reason="pool exhausted"),
+               arm("t", "s", 0, "BLOCKED", reason="429")]  # superseded: its old reason goes
+    path = write_store(tmp_path / "s.jsonl", records)
+    streamed = Pivot.of_store(path)
+    assert shape(streamed) == shape(Pivot.of_records(records))
+    lines = render_pivot(streamed.cells)
+    digest = lines[lines.index("blocked reasons (most frequent first):") + 1:]
+    assert digest == ["  t @ s: (3×) 429", "  a @ s: (1×) daemon gone",
+                      "  a @ s: (1×) pool exhausted"]
+
+
+def test_streaming_pivot_of_the_reference_store_equals_the_in_memory_one():
+    from pathlib import Path
+    path = Path(__file__).parent / "data" / "jaato-eval-0.3.4.jsonl"
+    assert shape(Pivot.of_store(path)) == shape(Pivot.of_records(read_store(path).records))
 
 
 def test_pass_at_k_columns_appear_with_repeats(tmp_path):
@@ -132,3 +214,24 @@ def test_digest_groups_reasons_that_differ_only_by_ids(tmp_path):
     lines = render_pivot(build_cells(records))
     digest = lines[lines.index("blocked reasons (most frequent first):") + 1:]
     assert digest == ["  t @ s: (2×) session …: 429", "  t @ s: (1×) pool exhausted"]
+
+
+def test_a_store_scanned_in_two_halves_gives_the_same_pivot(tmp_path, monkeypatch):
+    """The store commands scan a big store's halves in two processes: the same cells, the
+    same last-wins order, the same line numbers for what was skipped."""
+    import pytest_jaato_eval.pivot as pivot_module
+    records = []
+    for r in range(40):
+        records.append(arm("t", "s", r % 7, "PASS" if r % 3 else "FAIL", h=f"h{r % 2}"))
+        records.append(arm("u", "s", r % 5, "BLOCKED", reason=f"reason {r % 3}"))
+    path = write_store(tmp_path / "s.jsonl", records)
+    with open(path, "a") as fh:
+        fh.write("garbage\n" + json.dumps(arm("t", "s", 0, "BLOCKED", reason="late").to_dict())
+                 + "\n" + '{"arm_id": "cut')
+    one = Pivot.of_store(path)
+    monkeypatch.setattr(pivot_module, "PARALLEL_BYTES", 1)
+    two = Pivot.of_store(path, workers=2)
+    assert shape(two) == shape(one)
+    assert (two.skipped, two.partial_last, two.lines_read) == (one.skipped, one.partial_last,
+                                                              one.lines_read)
+    assert one.skipped == [(81, "not JSON")] and one.partial_last == 83

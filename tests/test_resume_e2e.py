@@ -3,6 +3,7 @@ task is refused; and -n runs arms on per-worker private daemons (X6). Interrupte
 and crashed workers are in tests/faults."""
 from __future__ import annotations
 
+import pytest
 from conftest import processes_mentioning
 
 
@@ -15,6 +16,8 @@ def test_resume_runs_only_the_missing_arms_and_refuses_a_changed_task(project):
     result = project.run("tasks", "--resume")
     result.assert_outcomes(passed=1, deselected=2)
     result.stdout.fnmatch_lines(["*resumed: 2 arms already in the store were kept*"])
+    # The store holds both runs' records: the summary says so, and what this run added.
+    result.stdout.fnmatch_lines(["store: *results.jsonl (3 records; 1 record written by this run; run *"])
     records = project.records()
     assert sorted(r["arm_id"] for r in records) == ["alpha@echo#0", "alpha@echo#1", "beta@echo#0"]
     assert {r["arm_id"]: r["session_id"] for r in records if r["task_id"] == "alpha"} == first
@@ -25,9 +28,11 @@ def test_resume_runs_only_the_missing_arms_and_refuses_a_changed_task(project):
     refused = project.run("tasks", "--resume")
     assert refused.ret == 2
     refused.stdout.fnmatch_lines(["*beta/task.yaml: resume: task 'beta' changed since*"])
+    assert "jaato-eval pivot" not in refused.stdout.str()  # no pivot above a refusal
     assert len(project.records()) == 3
 
 
+@pytest.mark.slow
 def test_xdist_spreads_arms_over_private_daemons_and_one_writer(project):
     for name in ("a", "b", "c"):
         project.task(name, repeats=2)
@@ -41,6 +46,7 @@ def test_xdist_spreads_arms_over_private_daemons_and_one_writer(project):
     assert processes_mentioning(str(project.tmp)) == [] and project.run_dirs() == []
 
 
+@pytest.mark.slow
 def test_retry_blocked_runs_again_only_the_blocked_arms_and_the_new_record_counts(project):
     """A BLOCKED arm is an environment fault: once it is fixed, --retry-blocked runs those
     arms again (and only those), appending records that win over the BLOCKED ones."""
@@ -60,7 +66,7 @@ def test_retry_blocked_runs_again_only_the_blocked_arms_and_the_new_record_count
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=1, deselected=2)
     result.stdout.fnmatch_lines(["*resumed: 2 arms already in the store were kept*",
-                                 "*retried: 1 arms stored as BLOCKED were run again*"])
+                                 "*retried: 1 arm stored as BLOCKED was run again*"])
     pivot = result.stdout.str().split("jaato-eval pivot", 1)[1]
     beta_row = next(line for line in pivot.splitlines() if line.startswith("beta"))
     assert "100%" in beta_row, pivot  # the new PASS, not the old BLOCKED

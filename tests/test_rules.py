@@ -183,14 +183,14 @@ def test_store_keeps_an_old_file_and_skips_a_cut_last_line(tmp_path):
 
 def test_a_repeated_arm_id_counts_once_last_wins():
     latest = latest_by_arm([{"arm_id": "x", "state": FAIL}, {"arm_id": "x", "state": PASS}])
-    assert list(latest.values()) == [{"arm_id": "x", "state": PASS}]
+    assert [(r.arm_id, r.state) for r in latest.values()] == [("x", PASS)]
 
 
 # -- P: the pivot --------------------------------------------------------------------
 def rec(arm, state, cost=None, reason=None, h=None, task="t", ps="s"):
-    return {"arm_id": arm, "task_id": task, "profile_set": ps, "state": state,
-            "blocked_reason": reason, "payload_hash": h,
-            "usage": {"cost_usd": cost, "spend_total_tokens": None}}
+    from pytest_jaato_eval.testing.records import arm_record
+    return arm_record(task, ps, 0, state, arm_id=arm, cost=cost, tokens=None, reason=reason,
+                      payload_hash=h)
 
 
 def test_pivot_pass_rate_ignores_blocked_and_unknown_is_a_dash():

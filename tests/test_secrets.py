@@ -1,4 +1,4 @@
-"""Secrets (issue 6, item 3): a credential's value never reaches the store, the terminal,
+"""Secrets: a credential's value never reaches the store, the terminal,
 JUnit or the HTML report, even when a grader prints its whole environment; its variable
 name is kept, so a reader sees which credential was there (`***(MY_API_KEY)`)."""
 from __future__ import annotations

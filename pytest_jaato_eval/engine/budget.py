@@ -8,6 +8,7 @@ its own thread because each arm runs on a fresh event loop.
 from __future__ import annotations
 
 import asyncio
+import logging
 import json
 import threading
 from pathlib import Path
@@ -17,6 +18,7 @@ import yaml
 from jaato_sdk.client.ipc import IPCClient
 from jaato_sdk.events import ClientType, EventType
 
+log = logging.getLogger(__name__)
 READ_WAIT = 5.0
 LIMIT_KEYS = ("usd", "tokens", "turns", "seconds", "tool_calls")
 
@@ -83,7 +85,7 @@ class PoolOwner:
         try:
             self._call(self.client.disconnect(), timeout=5)
         except Exception:  # noqa: BLE001
-            pass
+            log.debug("pool owner: disconnect failed", exc_info=True)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=5)
 

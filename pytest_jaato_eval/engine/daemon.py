@@ -163,7 +163,7 @@ class PrivateDaemon:
                 preexec_fn=_die_with_parent,
             )
         except OSError as exc:
-            raise DaemonError(f"daemon: could not start {self.python} -m jaato_server: {exc}")
+            raise DaemonError(f"daemon: could not start {self.python} -m jaato_server: {exc}") from exc
         finally:
             out.close()
         self.starts += 1

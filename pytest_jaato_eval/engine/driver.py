@@ -7,6 +7,7 @@ sessions by where the daemon wrote their records: this workspace.
 from __future__ import annotations
 
 import asyncio
+import logging
 import collections
 import json
 import os
@@ -23,6 +24,7 @@ from ..contract import build_contract_env
 from .accounting import TurnAccumulator, USAGE_KEYS, empty_usage, merge_tracker
 from .session import STOP_WAIT, AgentRun, Ceiling
 
+log = logging.getLogger(__name__)
 TAIL_LINES = 40
 TERM_GRACE = 5.0
 EX_TEMPFAIL = 75
@@ -101,7 +103,7 @@ class _DriverArm:
                 async with asyncio.timeout(STOP_WAIT):
                     await client.disconnect()
             except (Exception, asyncio.CancelledError):  # noqa: BLE001
-                pass
+                log.debug("driver arm: disconnect failed", exc_info=True)
         return out
 
     async def _drive(self) -> None:
@@ -114,7 +116,7 @@ class _DriverArm:
             spec.run, cwd=spec.workspace, env=env, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             start_new_session=True)  # D2: its own process group, so the ceiling can end it all
-        tails = {"stdout": collections.deque(maxlen=TAIL_LINES),
+        tails: dict[str, collections.deque[str]] = {"stdout": collections.deque(maxlen=TAIL_LINES),
                  "stderr": collections.deque(maxlen=TAIL_LINES)}
         readers = [asyncio.ensure_future(_pump(proc.stdout, tails["stdout"])),
                    asyncio.ensure_future(_pump(proc.stderr, tails["stderr"]))]
@@ -158,7 +160,7 @@ class _DriverArm:
                 async with asyncio.timeout(STOP_WAIT):
                     await self.client.stop_session(sid)
             except (Exception, asyncio.CancelledError):  # noqa: BLE001 - best effort
-                pass
+                log.debug("driver arm: stopping session %s failed", sid, exc_info=True)
         await asyncio.sleep(0.2)
 
     def _attribute(self) -> None:

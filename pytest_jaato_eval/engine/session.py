@@ -6,6 +6,7 @@ unsigned terminal (S8): the agent worked but never signed off, so it is graded.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from jaato_sdk.events import ClientType, EventType
 from .accounting import TurnAccumulator, empty_usage, merge_tracker, tracker_record
 from .ceiling import Ceiling
 
+log = logging.getLogger(__name__)
 UNSIGNED_ERRORS = ("NudgeExhausted",)  # S8 (the driver's twin is DriverStoppedShort)
 HISTORY_WAIT = 5.0
 STOP_WAIT = 5.0
@@ -146,7 +148,7 @@ class _SessionArm:
         except TimeoutError as exc:
             if ceiling.expired():
                 self.out.blocked_reason = spec.ceiling.reason()
-                await self._stop_session()  # S7 fix: stop the spend, not only the wait
+                await self._stop_session()  # S7: stop the spend, not only the wait
             else:
                 self.out.blocked_reason = f"daemon: timed out: {exc or type(exc).__name__}"
         except (ConnectionError, OSError, EOFError) as exc:
@@ -235,7 +237,7 @@ class _SessionArm:
                 await self.client.stop_session(self.out.session_id)
                 await self.terminated.wait()  # the daemon confirms with the session's terminal
         except (Exception, asyncio.CancelledError):  # noqa: BLE001 - best effort on a dying arm
-            pass
+            log.debug("session arm: stopping %s failed", self.out.session_id, exc_info=True)
 
     async def _disconnect(self) -> None:
         if self.client is not None:
@@ -243,7 +245,7 @@ class _SessionArm:
                 async with asyncio.timeout(STOP_WAIT):
                     await self.client.disconnect()
             except (Exception, asyncio.CancelledError):  # noqa: BLE001
-                pass
+                log.debug("session arm: disconnect failed", exc_info=True)
 
     def _fold(self) -> None:
         out = self.out

@@ -23,7 +23,7 @@ def grade_processor(spec: GraderSpec, ctx: GraderContext) -> Verdict:
             return Verdict.blocked(spec.id, claim, f"the arm's run was truncated: {truncated}")
         return Verdict.blocked(spec.id, claim, "no payload: the profile declared no "
                                "completion_payload_schema, or the agent never completed")
-    if truncated:  # G3 fix: like the other graders
+    if truncated:  # G3: like the other graders
         return Verdict.blocked(spec.id, claim, f"the arm's run was truncated: {truncated}")
     path = (Path(ctx.config_root) / script).resolve()
     if not path.is_file():

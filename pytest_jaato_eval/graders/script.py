@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 
 from ..contract import ParamCollision, build_contract_env
@@ -21,7 +22,7 @@ def _tail(text: str, n: int = EVIDENCE_LINES) -> list[str]:
 def grade_script(spec: GraderSpec, ctx: GraderContext) -> Verdict:
     run, expect = spec.options["run"], spec.options["expect_exit"]
     timeout = spec.options["timeout_seconds"]
-    claim = f"`{run}` exits {expect}"
+    claim = f"`{run or spec.options.get('file')}` exits {expect}"
     truncated = ctx.truncation_reason
     if truncated and not ctx.unsigned:  # an unsigned arm's tree is real, so it is graded
         return Verdict.blocked(spec.id, claim, f"the arm's run was truncated: {truncated}")
@@ -33,10 +34,14 @@ def grade_script(spec: GraderSpec, ctx: GraderContext) -> Verdict:
                                  cascade_id=ctx.cascade_id)
     except ParamCollision as exc:
         return Verdict.blocked(spec.id, claim, str(exc))
+    command = run if run else _file_command(spec.options["file"], ctx.config_root, env)
+    if command is None:
+        return Verdict.blocked(spec.id, claim, f"{spec.options['file']} is not a file under "
+                               f"the config root {ctx.config_root}")
     # One file for stdout and stderr keeps their interleaving; no pipe can fill and stall.
     with tempfile.TemporaryFile() as out:
         try:
-            proc = subprocess.Popen(run, shell=True, cwd=ctx.workspace, env=env,
+            proc = subprocess.Popen(command, shell=bool(run), cwd=ctx.workspace, env=env,
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                     start_new_session=True)
         except OSError as exc:
@@ -60,6 +65,17 @@ def grade_script(spec: GraderSpec, ctx: GraderContext) -> Verdict:
     if code < 0:
         return Verdict.blocked(spec.id, claim, f"killed by {_signame(-code)}", evidence)
     return Verdict.failed(spec.id, claim, f"exit {code}, expected {expect}", evidence)
+
+
+def _file_command(file: str, config_root, env: dict) -> list[str] | None:
+    """`file:` names a script in the config root, where the agent cannot edit it: a .py
+    runs with the plugin's interpreter ($JAATO_EVAL_PYTHON), anything else directly."""
+    path = os.path.join(config_root, file)
+    if not os.path.isfile(path):
+        return None
+    if file.endswith(".py"):
+        return [env.get("JAATO_EVAL_PYTHON") or sys.executable, path]
+    return [path]
 
 
 def _signame(num: int) -> str:

@@ -1,7 +1,8 @@
 """One arm as a report row (P4): every value as display text, `—` when unknown (P2).
 
-Plain text only; each renderer escapes for its own medium. Shared by the HTML/PDF
-document and the pytest-html columns so the two never disagree.
+Plain text only; each renderer escapes for its own medium (the HTML templates by
+autoescape). Shared by the HTML/PDF document and the pytest-html columns so the two
+never disagree.
 """
 from __future__ import annotations
 
@@ -14,22 +15,31 @@ COLUMNS = ("arm", "state", "model", "provider", "upstream", "session id", "sessi
 
 # Budget dimensions in the order a reader cares about, with how the arm's spend is read.
 _DIMENSIONS = (
-    ("usd", lambda r: _usage(r).get("cost_usd"), lambda v: f"${v:.4f}"),
-    ("tokens", lambda r: _usage(r).get("spend_total_tokens"), lambda v: f"{v:,.0f} tokens"),
+    ("usd", lambda r: usage(r).get("cost_usd"), lambda v: f"${v:.4f}"),
+    ("tokens", lambda r: usage(r).get("spend_total_tokens"), lambda v: f"{v:,.0f} tokens"),
     ("turns", lambda r: r.get("turns"), lambda v: f"{v:,.0f} turns"),
     ("seconds", lambda r: r.get("duration_seconds"), lambda v: f"{v:,.0f}s"),
 )
 
 
-def _usage(record: dict[str, Any]) -> dict[str, Any]:
-    usage = record.get("usage")
-    return usage if isinstance(usage, dict) else {}
+def as_mapping(record: Any) -> dict[str, Any]:
+    """A record as a mapping: a store's dict as it is, a typed record through its to_dict."""
+    if isinstance(record, dict):
+        return record
+    to_dict = getattr(record, "to_dict", None)
+    return to_dict() if callable(to_dict) else {}
 
 
-def _num(value) -> float | None:
+def usage(record: dict[str, Any]) -> dict[str, Any]:
+    value = record.get("usage")
+    return value if isinstance(value, dict) else {}
+
+
+def number(value) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value
     return None
+
 
 
 def _text(value) -> str:
@@ -40,7 +50,7 @@ def _limits(value) -> dict[str, Any]:
     """A ceiling or pool reading: a mapping of dimension -> number (a bare number is usd)."""
     if isinstance(value, dict):
         return value
-    if _num(value) is not None:
+    if number(value) is not None:
         return {"usd": value}
     return {}
 
@@ -51,28 +61,30 @@ def _consumed_on_arrival(value) -> dict[str, Any]:
     if isinstance(value, dict) and isinstance(value.get("remaining"), dict):
         limits = value.get("limits") if isinstance(value.get("limits"), dict) else {}
         return {dim: limits[dim] - left for dim, left in value["remaining"].items()
-                if _num(left) is not None and _num(limits.get(dim)) is not None}
+                if number(left) is not None and number(limits.get(dim)) is not None}
     return _limits(value)
 
 
 def budget_text(record: dict[str, Any]) -> str:
     """P4: `$spent / own $X` (the profile's own ceiling), or
     `$spent / pool $Y (N% consumed on arrival)` (the task pool, read as the arm started)."""
+    record = as_mapping(record)
     own, pool = _limits(record.get("budget_ceiling")), _limits(record.get("pool_limits"))
     arrival = _consumed_on_arrival(record.get("pool_on_arrival"))
     for dim, spent_of, fmt in _DIMENSIONS:
-        spent = _num(spent_of(record))
+        spent = number(spent_of(record))
         spent_s = DASH if spent is None else fmt(spent)
-        if _num(own.get(dim)) is not None:  # B3: an own ceiling does not draw on the pool
+        if number(own.get(dim)) is not None:  # B3: an own ceiling does not draw on the pool
             return f"{spent_s} / own {fmt(own[dim])}"
-        if _num(pool.get(dim)):
-            used = _num(arrival.get(dim))
+        if number(pool.get(dim)):
+            used = number(arrival.get(dim))
             share = DASH if used is None else pct(used / pool[dim])
             return f"{spent_s} / pool {fmt(pool[dim])} ({share} consumed on arrival)"
     return DASH
 
 
 def notes_text(record: dict[str, Any]) -> list[str]:
+    record = as_mapping(record)
     notes = []
     if record.get("blocked_reason"):
         notes.append(f"blocked: {record['blocked_reason']}")
@@ -87,8 +99,9 @@ def notes_text(record: dict[str, Any]) -> list[str]:
 
 def arm_fields(record: dict[str, Any]) -> dict[str, str]:
     """The P4 columns of one arm, as text."""
-    nudges = _num(record.get("completion_nudges"))
-    duration = _num(record.get("duration_seconds"))
+    record = as_mapping(record)
+    nudges = number(record.get("completion_nudges"))
+    duration = number(record.get("duration_seconds"))
     sessions = record.get("session_ids")
     payload = record.get("payload_hash")
     return {
@@ -100,7 +113,7 @@ def arm_fields(record: dict[str, Any]) -> dict[str, str]:
         "session id": _text(record.get("session_id")),
         "sessions": str(len(sessions)) if isinstance(sessions, list) else DASH,
         "turns": _text(record.get("turns")),
-        "cost": money(_num(_usage(record).get("cost_usd"))),
+        "cost": money(number(usage(record).get("cost_usd"))),
         "budget": budget_text(record),
         "nudges": DASH if nudges is None else f"{nudges:g}/2",
         "duration": DASH if duration is None else f"{duration:.1f}s",
@@ -111,8 +124,11 @@ def arm_fields(record: dict[str, Any]) -> dict[str, str]:
 
 
 def verdicts(record: dict[str, Any]) -> list[dict[str, Any]]:
-    vs = record.get("verdicts")
-    return [v for v in vs if isinstance(v, dict)] if isinstance(vs, list) else []
+    vs = as_mapping(record).get("verdicts")
+    if not isinstance(vs, list):
+        return []
+    return [v if isinstance(v, dict) else v.to_dict() for v in vs
+            if isinstance(v, dict) or callable(getattr(v, "to_dict", None))]
 
 
 def evidence_lines(verdict: dict[str, Any]) -> list[str]:

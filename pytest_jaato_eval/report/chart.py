@@ -1,17 +1,19 @@
 """The "can a cheaper model do this?" picture: pass rate (with its 95% interval) against
 mean cost per arm, one point per profile set, as inline SVG (no script, no fonts fetched).
+
+This module does the geometry; templates/chart.html draws it.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from html import escape
+from dataclasses import dataclass, field
 
 from .. import stats
 from ..pivot import Cell, interval_text, money, pct
 
 # Distinguishable in colour and in greyscale print (Okabe-Ito, dark first).
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
+LEGEND_CHARS = 34
 
 
 @dataclass
@@ -37,12 +39,9 @@ def profile_points(cells: list[Cell]) -> list[Point]:
         by_set.setdefault(c.profile_set, []).append(c)
     points = []
     for name, group in sorted(by_set.items()):
-        costs = [float(r["usage"]["cost_usd"]) for c in group for r in c.arms
-                 if r.get("state") in ("PASS", "FAIL") and isinstance(r.get("usage"), dict)
-                 and isinstance(r["usage"].get("cost_usd"), (int, float))
-                 and not isinstance(r["usage"].get("cost_usd"), bool)]
+        costed = sum(c.exercised_costed for c in group)
         points.append(Point(name, sum(c.passed for c in group), sum(c.exercised for c in group),
-                            sum(costs) / len(costs) if costs else None))
+                            sum(c.exercised_cost for c in group) / costed if costed else None))
     return points
 
 
@@ -81,8 +80,36 @@ def x_scale(costs: list[float]) -> tuple[list[float], bool]:
     return _nice_ticks(max(costs or [0.0]) * 1.1), False
 
 
-def svg(points: list[Point], width: int = 720, height: int = 330) -> str:
-    """The chart; points without a rate or a cost are left to the caller to list."""
+@dataclass
+class Mark:
+    """One plotted profile set: its interval bar, its point and its legend entry."""
+    colour: str
+    x: float
+    y: float
+    y_lo: float
+    y_hi: float
+    legend_x: float
+    legend_y: float
+    name: str
+    label: str
+
+
+@dataclass
+class Layout:
+    width: int
+    height: int
+    left: float
+    top: float
+    plot_width: float
+    plot_height: float
+    log: bool
+    y_ticks: list[tuple[float, str]] = field(default_factory=list)   # (y, label)
+    x_ticks: list[tuple[float, str]] = field(default_factory=list)   # (x, label)
+    marks: list[Mark] = field(default_factory=list)
+
+
+def layout(points: list[Point], width: int = 720, height: int = 330) -> Layout:
+    """Where everything goes; points without a rate or a cost are left to `unplotted`."""
     plotted = [p for p in points if p.rate is not None and p.cost is not None]
     left, right, top, bottom = 64, 250, 16, 48
     height = max(height, top + 34 * len(plotted) + 8)  # room for every legend entry
@@ -98,50 +125,23 @@ def svg(points: list[Point], width: int = 720, height: int = 330) -> str:
     def y(v: float) -> float:
         return top + ph * (1 - v)
 
-    # Inline SVG in HTML needs no xmlns, and the document carries no URL at all. Text is
-    # styled by attributes: a PDF renderer need not apply the page's CSS inside an SVG.
-    out = [f'<svg class="chart" role="img" '
-           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-           f'aria-label="pass rate against mean cost per arm, one point per profile set">',
-           '<title>pass rate (95% Wilson interval) against mean cost per exercised arm</title>',
-           '<g font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="11" fill="#222">',
-           f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>']
-    for t in (0, 0.25, 0.5, 0.75, 1.0):
-        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(t):.1f}" y2="{y(t):.1f}" '
-                   f'stroke="#ddd"/>')
-        out.append(f'<text x="{left - 6}" y="{y(t) + 4:.1f}" text-anchor="end">'
-                   f'{100 * t:.0f}%</text>')
-    for t in xticks:
-        out.append(f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{top + ph}" y2="{top + ph + 4}" '
-                   f'stroke="#999"/>')
-        out.append(f'<text x="{x(t):.1f}" y="{top + ph + 17}" text-anchor="middle">'
-                   f'{_tick_label(t)}</text>')
-    axis = "mean cost per exercised arm (USD" + (", log scale)" if log else ")")
-    out.append(f'<text x="{left + pw / 2:.1f}" y="{height - 8}" text-anchor="middle">{axis}</text>')
-    out.append(f'<text transform="translate(14 {top + ph / 2:.1f}) rotate(-90)" '
-               f'text-anchor="middle">pass rate</text>')
+    out = Layout(width, height, left, top, pw, ph, log,
+                 y_ticks=[(y(t), f"{100 * t:.0f}%") for t in (0, 0.25, 0.5, 0.75, 1.0)],
+                 x_ticks=[(x(t), _tick_label(t)) for t in xticks])
     for i, p in enumerate(plotted):
-        colour = PALETTE[i % len(PALETTE)]
         lo, hi = p.interval
-        cx = x(p.cost)
-        out.append(f'<g stroke="{colour}" fill="{colour}">'
-                   f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(lo):.1f}" y2="{y(hi):.1f}" '
-                   f'stroke-width="2"/>'
-                   f'<line x1="{cx - 5:.1f}" x2="{cx + 5:.1f}" y1="{y(lo):.1f}" y2="{y(lo):.1f}"/>'
-                   f'<line x1="{cx - 5:.1f}" x2="{cx + 5:.1f}" y1="{y(hi):.1f}" y2="{y(hi):.1f}"/>'
-                   f'<circle cx="{cx:.1f}" cy="{y(p.rate):.1f}" r="5"/></g>')
-        ly = top + 8 + 34 * i
-        lx = left + pw + 16
-        out.append(f'<circle cx="{lx}" cy="{ly}" r="5" fill="{colour}"/>'
-                   f'<text x="{lx + 10}" y="{ly + 4}" font-weight="bold">'
-                   f'{escape(_clip(p.profile_set, 34))}</text>'
-                   f'<text x="{lx + 10}" y="{ly + 18}">{pct(p.rate)} ({interval_text(p.interval)}) '
-                   f'· {money(p.cost)}/arm · n={p.exercised}</text>')
-    if not plotted:
-        out.append(f'<text x="{left + pw / 2:.1f}" y="{top + ph / 2:.1f}" text-anchor="middle">'
-                   f'nothing to plot: no profile set has both a pass rate and a known cost</text>')
-    out.append("</g></svg>")
-    return "".join(out)
+        out.marks.append(Mark(
+            PALETTE[i % len(PALETTE)], x(p.cost), y(p.rate), y(lo), y(hi),
+            left + pw + 16, top + 8 + 34 * i, _clip(p.profile_set, LEGEND_CHARS),
+            f"{pct(p.rate)} ({interval_text(p.interval)}) · {money(p.cost)}/arm "
+            f"· n={p.exercised}"))
+    return out
+
+
+def svg(points: list[Point], width: int = 720, height: int = 330) -> str:
+    """The chart as an inline <svg> element."""
+    from .html import environment
+    return environment().get_template("chart.html").render(chart=layout(points, width, height))
 
 
 def _clip(text: str, width: int) -> str:

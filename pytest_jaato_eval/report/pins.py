@@ -1,4 +1,4 @@
-"""Run pins: what must be equal for two runs to be comparable (issue 5, item 5).
+"""Run pins: what must be equal for two runs to be comparable.
 
 A record carries the harness and SDK it ran under (`provenance`), its `run_id`,
 and the content hash of its task (`task_hash`). Stores written by jaato-eval 0.3.4
@@ -7,30 +7,36 @@ carry only the SDK pins; a pin nobody recorded is unknown, not a difference.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-PROVENANCE_PINS = ("harness", "harness_version", "jaato_sdk_version", "jaato_sdk_path")
+from ..pivot import PROVENANCE_PINS, ArmSummary, summarise
 
-
-def _provenance(record: dict[str, Any]) -> dict[str, Any]:
-    p = record.get("provenance")
-    return p if isinstance(p, dict) else {}
+if TYPE_CHECKING:
+    from ..pivot import Pivot
 
 
-def pins(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def pins(records: Iterable[Any]) -> dict[str, Any]:
     """{pin: sorted distinct values}, plus `task_hash` as {task id: sorted distinct hashes}
     and `run_id` as the distinct run ids. Unrecorded values are left out."""
+    return _pins(summarise(r) for r in records)
+
+
+def pins_of(pivot: "Pivot") -> dict[str, Any]:
+    """The pins of a pivot's arms (the latest record per arm), without re-reading them."""
+    return _pins(a for c in pivot.cells for a in c.arms)
+
+
+def _pins(arms: Iterable[ArmSummary]) -> dict[str, Any]:
     out: dict[str, set] = defaultdict(set)
     tasks: dict[str, set] = defaultdict(set)
-    for r in records:
-        prov = _provenance(r)
-        for key in PROVENANCE_PINS:
-            if prov.get(key) is not None:
-                out[key].add(str(prov[key]))
-        if r.get("run_id") is not None:
-            out["run_id"].add(str(r["run_id"]))
-        if r.get("task_hash") is not None:
-            tasks[str(r.get("task_id"))].add(str(r["task_hash"]))
+    for a in arms:
+        for key, value in zip(PROVENANCE_PINS, a.provenance or ()):
+            if value is not None:
+                out[key].add(value)
+        if a.run_id is not None:
+            out["run_id"].add(a.run_id)
+        if a.task_hash is not None:
+            tasks[a.task_id].add(a.task_hash)
     result: dict[str, Any] = {k: sorted(v) for k, v in out.items()}
     result["task_hash"] = {t: sorted(h) for t, h in sorted(tasks.items())}
     return result

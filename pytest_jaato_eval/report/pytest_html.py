@@ -3,7 +3,7 @@
 Registered on the controller only, and only when pytest-html is loaded and asked for a
 report: these hook names exist only once pytest-html has declared them. Everything is
 rendered from the arm record on the call report (`report.jaato_record`, outcome.py),
-so it works the same under xdist.
+so it works the same under xdist. The markup comes from templates/pytest_html.html.
 """
 from __future__ import annotations
 
@@ -12,39 +12,21 @@ from pytest_html import extras
 
 from ..outcome import record_of
 from ..pivot import build_cells
-from . import arms
-from .html import evidence, pivot_section
-from .html import _e
+from . import arms, tables
+from .html import environment, pivot_view
 
 COLUMNS = ("state", "model", "provider", "session id", "turns", "cost", "budget", "nudges",
            "payload")
 
-# pytest-html's stylesheet knows nothing of ours: the summary carries these few rules.
-STYLE = """<style>
-.jaato-PASS { background: #e2f3e5; color: #14532d; font-weight: bold; }
-.jaato-FAIL { background: #fbdedd; color: #7f1d1d; font-weight: bold; }
-.jaato-BLOCKED { background: #fff0bf; color: #6b3c0c; font-weight: bold; }
-table.jaato-verdicts { border-collapse: collapse; }
-table.jaato-verdicts td { border: 1px solid #ccc; padding: 1px 4px; font-size: 11px; }
-table.jaato-pivot th, table.jaato-pivot td { border: 1px solid #ccc; padding: 2px 6px; }
-table.jaato-pivot td.num { text-align: right; }
-.jaato-evidence pre { white-space: pre-wrap; }
-</style>"""
+
+def _macros():
+    return environment().get_template("pytest_html.html").module
 
 
-def verdicts_cell(record: dict) -> str:
+def verdicts_cell(record) -> str:
     """One cell per grader verdict, in manifest order, each titled with its detail."""
-    cells = []
-    for v in arms.verdicts(record):
-        state = str(v.get("state"))
-        detail = v.get("blocked_reason") if state == "BLOCKED" else v.get("detail")
-        title = f' title="{_e(detail)}"' if detail else ""
-        cells.append(f'<td class="jaato-{_e(state)}"{title}>{_e(v.get("grader_id"))}: '
-                     f'{_e(state)}</td>')
-    if not cells:
-        return '<td class="col-jaato-verdicts">—</td>'
-    return (f'<td class="col-jaato-verdicts"><table class="jaato-verdicts"><tr>{"".join(cells)}'
-            f'</tr></table></td>')
+    return str(_macros().verdicts_cell([tables.verdict_view(v, with_lines=False)
+                                        for v in arms.verdicts(record)]))
 
 
 class JaatoHtmlColumns:
@@ -52,8 +34,7 @@ class JaatoHtmlColumns:
         self.records: list[dict] = []
 
     def pytest_html_results_table_header(self, cells):
-        cells.extend(f'<th class="col-jaato">{_e(c)}</th>' for c in COLUMNS)
-        cells.append('<th class="col-jaato">verdicts</th>')
+        cells.extend(str(_macros().header_cell(c)) for c in COLUMNS + ("verdicts",))
 
     def pytest_html_results_table_row(self, report, cells):
         record = record_of(report)
@@ -61,9 +42,7 @@ class JaatoHtmlColumns:
             cells.extend(["<td></td>"] * (len(COLUMNS) + 1))
             return
         fields = arms.arm_fields(record)
-        for col in COLUMNS:
-            cls = f' class="jaato-{_e(fields[col])}"' if col == "state" else ""
-            cells.append(f"<td{cls}>{_e(fields[col])}</td>")
+        cells.extend(str(_macros().field_cell(col, fields[col])) for col in COLUMNS)
         cells.append(verdicts_cell(record))
 
     @pytest.hookimpl(tryfirst=True)  # before pytest-html files the report away
@@ -72,16 +51,13 @@ class JaatoHtmlColumns:
         if record is None or report.when != "call":
             return
         self.records.append(record)
-        notes = arms.notes_text(record)
-        body = "".join(f"<p>{_e(n)}</p>" for n in notes) + evidence(record)
-        if body:
-            report.extras = list(getattr(report, "extras", None) or []) + [
-                extras.html(f'<div class="jaato-evidence">{body}</div>')]
+        body = str(_macros().arm_extra(arms.notes_text(record), tables.arm_evidence(record)))
+        if body.strip():
+            report.extras = list(getattr(report, "extras", None) or []) + [extras.html(body)]
 
     def pytest_html_results_summary(self, prefix, summary, postfix, session):
         if self.records:
-            table = pivot_section(build_cells(self.records), css_class="jaato-pivot")
-            prefix.append(f"{STYLE}<h2>jaato-eval pivot</h2>{table}")
+            prefix.append(str(_macros().summary(pivot_view(build_cells(self.records)))))
 
 
 def register(config) -> None:

@@ -1,4 +1,4 @@
-"""The fault matrix (issue 6): one test per fault, each against the real daemon.
+"""The fault matrix: one test per fault, each against the real daemon.
 
 Every test asserts the arm's state, that the reason names the cause, that the rest of
 the sweep completed, that the store holds exactly one valid record per arm, and that
@@ -53,6 +53,7 @@ def scripted(project, model, task_id):
     (Turn.fault(429, "slow down", should_retry=False), "provider error: RateLimitError"),
     (Turn.fault(500, "boom", should_retry=False), "provider error: InternalServerError"),
 ], ids=["provider-429", "provider-500"])
+@pytest.mark.slow
 def test_provider_error(project, scripted_model, turn, cause):
     scripted(project, scripted_model([turn]), "bad")
     project.task("good")
@@ -64,6 +65,7 @@ def test_provider_error(project, scripted_model, turn, cause):
     nothing_left(project)
 
 
+@pytest.mark.slow
 def test_provider_hang_is_cut_by_the_ceiling(project, scripted_model):
     scripted(project, scripted_model([Turn.hang()]), "bad")
     project.task("good")
@@ -116,6 +118,7 @@ def test_socket_pointing_at_nothing_blocks_fast_and_starts_nothing(project):
     nothing_left(project)
 
 
+@pytest.mark.slow
 def test_xdist_worker_crash(project):
     project.task("crash", profile=signer({"answer": "42"}),
                  graders=[{"kind": "processor", "script": "die.py"}])
@@ -181,6 +184,7 @@ def test_signal_mid_sweep_then_resume(project, sig):
     nothing_left(project)
 
 
+@pytest.mark.slow
 def test_store_with_a_cut_last_line_resumes_cleanly(project):
     project.task("cut", repeats=2)
     project.run("tasks", "-k", "r0")

@@ -1,0 +1,244 @@
+"""The per-task arm tables of the report, gathered in one pass over the records.
+
+Records arrive in any order (the store's order, one per arm id); each is reduced at once
+to what the document shows, so no record is kept. Small reports give every arm its row
+and the evidence of every arm worth reading. Large ones count a task × profile set's PASS
+arms, and fold its other arms by how they did not pass: the first arm of each kind has
+its row, naming the rest of that kind, and one evidence per kind and task
+(docs/reports.md says why).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+from ..pivot import DASH, reason_key
+from ..render import safe_text
+from . import arms
+
+FULL_ARMS = 1000            # up to this many arms, every arm has its own row
+EVIDENCE_LINES = 40         # per verdict: the tail is where a script's failure is
+EVIDENCE_LINE_CHARS = 2000  # one evidence line; a 100k-char line would swamp the page
+GROUPS_PER_CELL = 10        # summarised: kinds of failure shown in full per task × profile set
+DETAIL_CHARS = 160          # a verdict's detail inside a table cell
+CELL_CHARS = 400            # any other table cell (notes may quote a whole error)
+TEXT_CHARS = 4000           # a detail, reason or error in the evidence
+
+
+@dataclass
+class VerdictView:
+    grader_id: str
+    state: str
+    claim: str
+    detail: str
+    blocked_reason: str
+    cell_detail: str            # the detail as one clipped line, for the table cell
+    lines: str = ""             # the evidence tail, one text with line breaks
+
+
+@dataclass
+class ArmEvidence:
+    arm_id: str
+    state: str
+    error: str
+    verdicts: list[VerdictView]
+    also: list[str] = field(default_factory=list)  # arms of other profile sets failing alike
+
+
+@dataclass
+class Row:
+    fields: dict[str, str]
+    verdicts: dict[str, VerdictView]
+    summary: bool = False
+
+
+def _text(value: Any, width: int = TEXT_CHARS) -> str:
+    """Multi-line untrusted text, each line bounded (line breaks kept for <pre>/<p>)."""
+    if value is None or value == "":
+        return ""
+    return "\n".join(safe_text(line, width, collapse=False) for line in str(value).split("\n"))
+
+
+def verdict_view(v: dict[str, Any], with_lines: bool = True) -> VerdictView:
+    state = str(v.get("state"))
+    detail = v.get("blocked_reason") if state == "BLOCKED" else v.get("detail")
+    view = VerdictView(
+        grader_id=_text(v.get("grader_id")), state=state, claim=_text(v.get("claim")),
+        detail=_text(v.get("detail")), blocked_reason=_text(v.get("blocked_reason")),
+        cell_detail=safe_text(detail, DETAIL_CHARS) if detail else "")
+    lines = arms.evidence_lines(v) if with_lines else []
+    if lines:
+        cut = len(lines) - EVIDENCE_LINES
+        shown = [safe_text(line, EVIDENCE_LINE_CHARS, collapse=False)
+                 for line in lines[-EVIDENCE_LINES:]]
+        view.lines = "\n".join(([f"… {cut} earlier lines not shown"] if cut > 0 else []) + shown)
+    return view
+
+
+def arm_evidence(record: dict[str, Any], failed_only: bool = False) -> ArmEvidence:
+    """One arm's verdicts with the tail of their evidence; `failed_only` keeps the lines
+    of verdicts that did not pass and drops those of the ones that did."""
+    record = arms.as_mapping(record)
+    return ArmEvidence(
+        _text(record.get("arm_id")), str(record.get("state")), _text(record.get("error")),
+        [verdict_view(v, not failed_only or v.get("state") != "PASS")
+         for v in arms.verdicts(record)])
+
+
+def worth_reading(record: dict[str, Any]) -> bool:
+    """An arm that did not pass, or one whose graders left something to read: a clean
+    PASS with only "exit 0" to say would bury the arms worth reading."""
+    return (record.get("state") != "PASS" or bool(record.get("error"))
+            or any(arms.evidence_lines(v) for v in arms.verdicts(record)))
+
+
+def _repeat(record: dict[str, Any]) -> int:
+    r = record.get("repeat")
+    return r if isinstance(r, int) and not isinstance(r, bool) else 0
+
+
+class _Group:
+    """Arms of one task × profile set that did not pass, the same way: the first in full,
+    the rest named."""
+
+    def __init__(self, key: tuple[int, str], row: Row):
+        self.key, self.row = key, row
+        self.others: list[tuple[int, str, str]] = []   # (repeat, arm id, state)
+
+    def folded(self) -> Row:
+        """The first arm's row, saying how many more failed the same way, and which."""
+        if self.others:
+            fields = self.row.fields
+            fields["arm"] += f" +{len(self.others)}"
+            alike = (f"{len(self.others)} more with the same verdicts and details: "
+                     f"{_named(self.others)}")
+            fields["notes"] = f"{fields['notes']}; {alike}" if fields["notes"] else alike
+        return self.row
+
+
+@dataclass
+class _Cell:
+    """One task × profile set while the records stream past."""
+    rows: list[tuple[tuple[int, str], Row]] = field(default_factory=list)
+    evidence: list[tuple[tuple[int, str], ArmEvidence]] = field(default_factory=list)
+    groups: dict[tuple, _Group] = field(default_factory=dict)
+    overflow: list[tuple[int, str, str]] = field(default_factory=list)
+
+
+def signature(record: dict[str, Any]) -> tuple:
+    """How an arm did not pass: its state, its reason (ids elided, as in the blocked-reason
+    digest) and each verdict's state and detail, so repeats of one failure match."""
+    reason = record.get("blocked_reason")
+    return (str(record.get("state")), reason_key(reason) if reason else "",
+            tuple((str(v.get("grader_id")), str(v.get("state")),
+                   str(v.get("blocked_reason") or v.get("detail") or "")[:DETAIL_CHARS])
+                  for v in arms.verdicts(record)))
+
+
+def _named(arms_: list[tuple[int, str, str]]) -> str:
+    """Arms listed by repeat number, `#3 #7 …`, with the state where it varies."""
+    states = {s for _, _, s in arms_}
+    return " ".join(f"#{r}" if len(states) == 1 else f"#{r} {s}" for r, _, s in sorted(arms_))
+
+
+def _more_row(text: str, named: list[tuple[int, str, str]], state: str, note: str) -> Row:
+    fields = dict.fromkeys(arms.COLUMNS, DASH)
+    fields.update({"arm": text, "state": state, "notes": f"{note}: {_named(named)}"})
+    return Row(fields, {}, summary=True)
+
+
+@dataclass
+class TaskTable:
+    task_id: str
+    graders: list[str]
+    rows: list[Row]
+    evidence: list[ArmEvidence]
+    passed: list[tuple[str, int]]   # summarised: (profile set, PASS arms), no rows
+
+
+class Tables:
+    """Every task's table, filled one record at a time."""
+
+    def __init__(self, summarise: bool, passed: dict[tuple[str, str], int] | None = None):
+        self.summarise = summarise
+        self.passed = passed or {}   # (task, profile set) -> PASS arms, from the pivot
+        self.cells: dict[tuple[str, str], _Cell] = {}
+        self.graders: dict[str, dict[str, None]] = {}  # task -> grader ids, first seen first
+        # summarised: one evidence per task and kind of failure, with its owner's sort key
+        self.kinds: dict[str, dict[tuple, tuple[tuple, ArmEvidence]]] = {}
+
+    def add(self, record: Any) -> None:
+        record = arms.as_mapping(record)
+        if self.summarise and record.get("state") == "PASS":
+            return  # counted from the pivot's cells
+        task = str(record.get("task_id"))
+        cell = self.cells.setdefault((task, str(record.get("profile_set") or "default")), _Cell())
+        graders = self.graders.setdefault(task, {})
+        for v in arms.verdicts(record):
+            graders.setdefault(str(v.get("grader_id")), None)
+        key = (_repeat(record), str(record.get("arm_id")))
+        if not self.summarise:
+            cell.rows.append((key, _row(record)))
+            if worth_reading(record):
+                cell.evidence.append((key, arm_evidence(record)))
+        else:
+            sig = signature(record)
+            group = cell.groups.get(sig)
+            if group is not None:
+                group.others.append((*key, str(record.get("state"))))
+            elif len(cell.groups) < GROUPS_PER_CELL:
+                cell.groups[sig] = _Group(key, _row(record))
+                kinds = self.kinds.setdefault(task, {})
+                if sig in kinds:
+                    kinds[sig][1].also.append(_text(record.get("arm_id"), 80))
+                else:
+                    kinds[sig] = ((str(record.get("profile_set") or "default"), key),
+                                  arm_evidence(record, failed_only=True))
+            else:
+                cell.overflow.append((*key, str(record.get("state"))))
+
+    def tasks(self) -> Iterator[TaskTable]:
+        """Tasks in id order, profile sets in name order, arms by repeat then id; each
+        task's rows are released once it has been yielded."""
+        by_task: dict[str, list[str]] = {}
+        shown = set(self.cells) | ({k for k, n in self.passed.items() if n} if self.summarise
+                                   else set())
+        for task, profile_set in sorted(shown):
+            by_task.setdefault(task, []).append(profile_set)
+        for task, sets in by_task.items():
+            rows: list[Row] = []
+            evidence: list[ArmEvidence] = []
+            passed: list[tuple[str, int]] = []
+            for profile_set in sets:
+                cell = self.cells.pop((task, profile_set), None) or _Cell()
+                if self.summarise and self.passed.get((task, profile_set)):
+                    passed.append((_text(profile_set, 80), self.passed[task, profile_set]))
+                rows += [row for _, row in sorted(cell.rows, key=lambda kr: kr[0])]
+                evidence += [ev for _, ev in sorted(cell.evidence, key=lambda ke: ke[0])]
+                for group in sorted(cell.groups.values(), key=lambda g: g.key):
+                    rows.append(group.folded())
+                if cell.overflow:
+                    rows.append(_more_row(
+                        f"+{len(cell.overflow)} more that did not pass", cell.overflow,
+                        "/".join(sorted({s for _, _, s in cell.overflow})),
+                        f"other failures (only {GROUPS_PER_CELL} kinds are shown in full)"))
+            evidence += [ev for _, ev in sorted(self.kinds.pop(task, {}).values(),
+                                                key=lambda ke: ke[0])]
+            yield TaskTable(_text(task), list(self.graders.pop(task, {})), rows, evidence, passed)
+
+
+def _row(record: dict[str, Any]) -> Row:
+    fields = {c: safe_text(v, CELL_CHARS, collapse=c == "notes")
+              for c, v in arms.arm_fields(record).items()}
+    verdicts: dict[str, VerdictView] = {}
+    for v in arms.verdicts(record):
+        verdicts.setdefault(str(v.get("grader_id")), verdict_view(v, with_lines=False))
+    return Row(fields, verdicts)
+
+
+def gather(records: Iterable[Any], cells: Iterable[Any], summarise: bool) -> Tables:
+    """The tables of `records`; `cells` give each task × profile set's PASS count."""
+    tables = Tables(summarise, {(c.task_id, c.profile_set): c.passed for c in cells})
+    for record in records:
+        tables.add(record)
+    return tables

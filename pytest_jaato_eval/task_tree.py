@@ -1,0 +1,144 @@
+"""The files a task is made of: listed once when the task is read, hashed when first asked.
+
+The fixture's listing, made when the task is read, refuses what no fixture should hold
+— a FIFO, a socket, a device node — by its type from the directory entry or lstat, so
+nothing is ever opened to find out, and it stops at MAX_ENTRIES. Symlinks are listed as
+links: never followed, in or out of the tree. Every arm copies the fixture, so this is
+where a special file must be stopped.
+
+The content hash (what `--resume` compares and every record carries) is computed the
+first time it is read: `pytest --co` hashes nothing, a run hashes each task once. The
+config root is listed then, by the same rules, and no read can block or fill memory
+(regular files only, opened non-blocking, streamed). A config root that cannot be listed
+hashes as its reason: the hash is a fingerprint, never a reason to stop an arm.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+# Far above any fixture worth copying per arm; far below `fixture: /`.
+MAX_ENTRIES = 100_000
+_SKIPPED_NAMES = {".git", "__pycache__", ".DS_Store"}
+_CHUNK = 1 << 20
+_SPECIAL = ((stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"),
+            (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"))
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | \
+    getattr(os, "O_CLOEXEC", 0)
+
+
+def skipped_in_fixture(name: str) -> bool:
+    """W1: what a workspace copy leaves out (and so the listing and the hash)."""
+    return name in _SKIPPED_NAMES or name.endswith(".pyc")
+
+
+class TreeError(Exception):
+    """A tree no task may hold; the message names the entry."""
+
+
+def _kind(entry: os.DirEntry) -> str:
+    try:
+        mode = entry.stat(follow_symlinks=False).st_mode
+    except OSError:
+        return "file that cannot be inspected"
+    return next((name for test, name in _SPECIAL if test(mode)), "special file")
+
+
+def list_tree(base: Path, limit: int = MAX_ENTRIES, *,
+              refuse_special: bool = True) -> list[tuple[str, str]]:
+    """(relative path, "file" | "link" | "special" | "unreadable dir") in the hash's
+    order: a folder's files sorted by name, then its folders, depth first. Raises
+    TreeError past `limit` entries, and on a special file when `refuse_special`."""
+    out: list[tuple[str, str]] = []
+    seen = 0
+    todo = [""]
+    while todo:
+        rel = todo.pop()
+        try:
+            with os.scandir(os.path.join(base, rel) if rel else base) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            out.append((rel, "unreadable dir"))
+            continue
+        folders = []
+        for entry in entries:
+            if skipped_in_fixture(entry.name):
+                continue
+            seen += 1
+            if seen > limit:
+                raise TreeError(f"holds more than {limit} files and folders; a fixture is "
+                                f"copied for every arm, so point it at the task's own folder")
+            path = os.path.join(rel, entry.name) if rel else entry.name
+            if entry.is_symlink():
+                out.append((path, "link"))
+            elif entry.is_dir(follow_symlinks=False):
+                folders.append(path)
+            elif entry.is_file(follow_symlinks=False):
+                out.append((path, "file"))
+            elif not refuse_special:
+                out.append((path, "special"))
+            else:
+                shown = os.fsdecode(path).encode("utf-8", "backslashreplace").decode()
+                raise TreeError(f"{shown!r} is a {_kind(entry)}: a task's folders may hold "
+                                f"only files, folders and symlinks (special files are never "
+                                f"opened, copied or hashed)")
+        todo.extend(reversed(folders))
+    return out
+
+
+class TaskTree:
+    """The manifest's bytes, the fixture's listing, and where the config root is."""
+
+    def __init__(self, manifest_bytes: bytes, fixture: Path,
+                 fixture_listing: list[tuple[str, str]], config_root: Path):
+        self._head = hashlib.sha256(manifest_bytes)
+        self._fixture = (fixture, fixture_listing)
+        self._config_root = config_root
+        self._digest: str | None = None
+
+    @classmethod
+    def of(cls, manifest_bytes: bytes, fixture: Path, config_root: Path) -> "TaskTree":
+        return cls(manifest_bytes, fixture, list_tree(fixture), config_root)
+
+    def digest(self) -> str:
+        """sha256 over the manifest, then each listed entry's path and content (R3)."""
+        if self._digest is None:
+            h = self._head.copy()
+            try:
+                config = list_tree(self._config_root, refuse_special=False)
+            except TreeError as exc:
+                config = []
+                h.update(f"<config root: {exc}>".encode("utf-8", "backslashreplace"))
+            for base, entries in (self._fixture, (self._config_root, config)):
+                for rel, kind in entries:
+                    if kind == "unreadable dir":
+                        continue
+                    h.update(os.fsencode(rel) + b"\0")
+                    _feed(h, os.path.join(base, rel), kind)
+            self._digest = h.hexdigest()
+        return self._digest
+
+
+def _feed(h, path: str, kind: str) -> None:
+    if kind == "special":
+        h.update(b"<special file>")
+        return
+    try:
+        if kind == "link":
+            h.update(os.fsencode(os.readlink(path)))
+            return
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        h.update(b"<unreadable>")
+        return
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced since it was listed
+                h.update(b"<not a regular file>")
+                return
+            while chunk := f.read(_CHUNK):
+                h.update(chunk)
+        except OSError:
+            h.update(b"<unreadable>")
