@@ -83,7 +83,8 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
     whose owner then discards it; without one the arm makes and discards its own.
     """
     task = arm.task
-    run, caveats, socket = AgentRun(), [], None
+    run, socket = AgentRun(), None
+    caveats: list[str] = []
     owns_workspace = ws is None
     # Preflight: a missing set, profile or grader file BLOCKS the arm before it costs anything.
     run.blocked_reason = preflight.check(task, arm.profile_set)

@@ -175,7 +175,8 @@ def deselect_resumed(config, items, done: dict) -> None:
     """R3: with --resume, arms already in the store are deselected, not run again."""
     if not done:
         return
-    kept, dropped = [], []
+    kept: list = []
+    dropped: list = []
     for item in items:
         arm = arm_of(item)
         (dropped if arm is not None and arm.id in done else kept).append(item)

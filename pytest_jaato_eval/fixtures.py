@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -30,7 +30,7 @@ def jaato_daemon(request) -> str:
 
 
 @pytest.fixture
-def jaato_workspace(request) -> Path:
+def jaato_workspace(request) -> Iterator[Path]:
     """The arm's workspace: a fresh copy of its fixture folder (a ``pathlib.Path``).
 
     Made before the agent starts, so a fixture of yours that requests it can seed
@@ -117,7 +117,7 @@ class ArmHandle:
         self.workspace = Path(workspace)
         self.socket = socket
         self._worker = worker
-        self.agent_run = None   # the engine's AgentRun, once run() was called
+        self.agent_run: Any = None  # the engine's AgentRun, once run() was called
         self.record: dict | None = None  # a task.yaml arm's record, once run
 
     @property

@@ -100,13 +100,13 @@ class Worker:
         self._daemon = None
         self._arm_settings = None
         self._pools: dict[str, tuple[str, str | None]] = {}
-        self._pool_owner = None
+        self._pool_owner: Any = None
         self._lock = threading.Lock()
         self._prestart: threading.Thread | None = None
         self._release = threading.Event()  # ends the thread that spawned the daemon
         self._prestart_error: BaseException | None = None
         self._previous_sigterm: Any = None
-        self._sigterm_installed = False
+        self._sigterm_installed: Any = False
         # Fixture errors seen in setup, by exception: names the fixture in a BLOCKED record.
         self.fixture_errors: dict[int, tuple[str, BaseException]] = {}
 
