@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--runs", type=int, default=5, help="runs per side (median reported)")
     p.add_argument("--python", default=str(DEFAULT_PYTHON), help="interpreter with the plugin")
+    p.add_argument("--before", metavar="PYTHON", help="also collect our tasks with this "
+                   "interpreter (another checkout of the plugin), interleaved, for a before/after")
     p.add_argument("--json", metavar="PATH", help="write every measurement here")
     p.add_argument("--keep", action="store_true", help="keep the generated trees")
     args = p.parse_args(argv)
@@ -139,18 +141,20 @@ def main(argv: list[str] | None = None) -> int:
         make_baseline(files, args.tasks, args.sets * args.repeats)
         make_baseline(one, 1, arms)
         sets = ",".join(f"s{s}" for s in range(args.sets))
+        ours_argv = [f"--profile-set={sets}", f"--jaato-repeats={args.repeats}", str(ours)]
         sides = {
-            "ours": ([f"--profile-set={sets}", f"--jaato-repeats={args.repeats}", str(ours)],
-                     f"{args.tasks:,} tasks, {arms:,} arms"),
+            "ours": (ours_argv, f"{args.tasks:,} tasks, {arms:,} arms"),
+            **({"before": (ours_argv, f"the same, with {args.before}")} if args.before else {}),
             "one file": ([str(one)], f"{arms:,} parametrised no-op tests in one file"),
             "files": ([str(files)], f"{arms:,} parametrised no-op tests in {args.tasks:,} files"),
         }
         runs: dict[str, list[tuple[float, float]]] = {side: [] for side in sides}
-        for _side, (argv, _) in sides.items():  # one unmeasured run each: warm caches
-            collect(args.python, argv, scratch, arms)
+        python = {side: args.before if side == "before" else args.python for side in sides}
+        for side, (argv, _) in sides.items():  # one unmeasured run each: warm caches
+            collect(python[side], argv, scratch, arms)
         for run in range(args.runs):
             for side, (argv, _) in sides.items():
-                runs[side].append(collect(args.python, argv, scratch, arms))
+                runs[side].append(collect(python[side], argv, scratch, arms))
             print(f"run {run + 1}/{args.runs}: " + ", ".join(
                 f"{side} {runs[side][-1][0]:.2f} s" for side in sides), file=sys.stderr)
         med = {side: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r))

@@ -1,4 +1,4 @@
-"""`python -m pytest_jaato_eval report|compare|validate ...`: see commands.py."""
+"""`python -m pytest_jaato_eval report|compare|validate|merge ...`: see commands.py."""
 from .commands import main
 
 raise SystemExit(main())

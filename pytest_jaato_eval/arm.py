@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import preflight, workspace
+from . import contamination, preflight, workspace
 from .engine.accounting import count_nudges
 from .engine.budget import profile_ceiling
 from .engine.daemon import DaemonError
@@ -108,7 +108,8 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
             termination_reason=run.termination_reason,
             termination_detail=run.termination_detail, error_type=run.error_type,
             error=run.error, completion_gap=run.completion_gap, socket_path=socket,
-            cascade_id=cascade_id, unsigned=run.unsigned)
+            cascade_id=cascade_id, unsigned=run.unsigned, mask=settings.redact.text,
+            arm_id=arm.id, profile_set=arm.profile_set)
         verdicts = run_graders(task.graders, ctx)
     return arm_record(arm, settings, run, verdicts, ws, caveats, on_arrival,
                       discard=owns_workspace)
@@ -141,7 +142,8 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
     if task.kind == DRIVER:
         run = run_driver_arm(DriverArmSpec(
             socket_path=socket, workspace=ws, config_root=task.config_root, run=task.run,
-            params=dict(task.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling))
+            params=dict(task.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling,
+            env_passthrough=task.env_passthrough))
     else:
         run = run_session_arm(SessionArmSpec(
             socket_path=socket, workspace=ws, config_root=task.config_root,
@@ -165,6 +167,14 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
     """Roll the verdicts up and build the arm's one record; keep or discard its workspace."""
     task = arm.task
     state, blocked_reason = roll_up(verdicts, run.blocked_reason)
+    contaminated, contamination_evidence = None, []  # no agent run, nothing to check
+    if ws is not None and run.session_id:
+        ledger = ledger_of(run.history)
+        finding = contamination.check(ledger.entries, ledger.faithful, ledger.reason,
+                                      contamination.protected_for(task, ws))
+        contaminated, contamination_evidence = finding.contaminated, finding.evidence
+        state, blocked_reason = contamination.apply(finding, task.contamination, state,
+                                                    blocked_reason, caveats)
 
     nudges = count_nudges(ws, run.session_id, run.completion_gap) if (
         ws is not None and run.session_id) else None
@@ -192,6 +202,8 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
         pool_on_arrival=on_arrival,
         extra={"run_id": settings.run_id, "task_hash": task.content_hash,
                "termination_reason": run.termination_reason,
+               "contaminated": contaminated,
+               "contamination_evidence": contamination_evidence,
                "workspace": kept, "finished_at": time.time()}))
 
 

@@ -1,4 +1,4 @@
-"""Store commands: `report`, `compare`, `validate` (`python -m pytest_jaato_eval ...`).
+"""Store commands: `report`, `compare`, `validate`, `merge` (`python -m pytest_jaato_eval ...`).
 
 They read any result store, ours or one written by jaato-eval 0.3.4 (same record;
 ours adds keys), in one streaming pass: a store of any size costs a summary per arm,
@@ -8,6 +8,7 @@ never its whole records. Exit codes:
               (--exit-zero: 0 whatever the verdicts)
     compare   0 no group regressed · 1 a group regressed
     validate  0 ok · 1 problems found
+    merge     0 written · 2 refused (an invalid input, a task changed between the inputs)
     all       2 unusable input: a missing or unreadable store, one with no record, a
               bad option, an output that would overwrite an input
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from . import stats
+from . import review, stats
 from .pivot import Cell, Pivot, interval_text, pct, plural, render_pivot
 from .record import RESULTS_VERSION, ArmRecord
 from .render import safe_text
@@ -98,9 +99,12 @@ def report_exit(cells: list[Cell]) -> int:
 
 
 def cmd_report(args) -> int:
+    from .merge import expand
     from .report import html, pdf
+    stores = expand(args.store)
     for option in ("html", "pdf"):
-        refusal = check_output(f"--{option}", getattr(args, option), ("store", Path(args.store)))
+        refusal = check_output(f"--{option}", getattr(args, option),
+                               *(("store", p) for p in stores))
         if refusal:
             raise Unusable(refusal)
     if args.pdf:  # P4: fail before doing anything, naming the install line
@@ -109,7 +113,7 @@ def cmd_report(args) -> int:
         except pdf.PdfUnavailable as exc:
             say(f"error: --pdf: {exc}", file=sys.stderr)
             return EXIT_UNUSABLE
-    pivot = open_pivot(args.store)
+    pivot = _open_stores(stores)  # several: read as one (merge.py)
     for note in pivot.skipped_notes():
         say(note, file=sys.stderr)
     say(f"{pivot.source}: {plural(pivot.arm_count, 'arm')}")
@@ -161,7 +165,25 @@ def record_problems(r: ArmRecord) -> tuple[list[str], list[str]]:
 
 
 def cmd_validate(args) -> int:
-    path = _readable(args.store)
+    from .merge import expand, validate_across
+    paths = expand(args.store)
+    results = [_validate_one(path) for path in paths]
+    across = validate_across(paths) if len(paths) > 1 else ([], [])
+    for warning in [w for _, ws, _ in results for w in ws] + across[1]:
+        say(f"warning: {warning}")
+    for problem in [p for ps, _, _ in results for p in ps] + across[0]:
+        say(f"problem: {problem}")
+    for problems, _, summary in results:
+        say(summary if problems else f"{summary}: ok")
+    failed = any(ps for ps, _, _ in results) or across[0]
+    if len(paths) > 1:
+        say(f"{len(paths)} stores read as one: {plural(len(across[0]), 'problem')}, "
+            f"{plural(len(across[1]), 'warning')} across them" + ("" if failed else ": ok"))
+    return EXIT_PROBLEMS if failed else EXIT_OK
+
+
+def _validate_one(path: Path) -> tuple[list[str], list[str], str]:
+    path = _readable(path)
     problems: list[str] = []
     warnings: list[str] = []
     where: dict[str, list[tuple[int, str | None]]] = {}
@@ -196,14 +218,9 @@ def cmd_validate(args) -> int:
         else:
             warnings.append(f"{path}: {arm}: appears {len(seen)} times (lines {lines}); "
                             f"the last counts")
-    for warning in warnings:
-        say(f"warning: {warning}")
-    for problem in problems:
-        say(f"problem: {problem}")
     summary = (f"{path}: {plural(records, 'record')}, {plural(len(problems), 'problem')}, "
                f"{plural(len(warnings), 'warning')}")
-    say(summary if problems else f"{summary}: ok")
-    return EXIT_PROBLEMS if problems else EXIT_OK
+    return problems, warnings, summary
 
 
 # -- compare --------------------------------------------------------------------------------
@@ -272,7 +289,12 @@ def compare_groups(base: list[Cell], new: list[Cell]) -> list[GroupChange]:
 
 
 def cmd_compare(args) -> int:
-    base, new = open_pivot(args.base), open_pivot(args.new)
+    from .merge import expand
+    if args.more:
+        raise Unusable(f"compare takes two sides, BASE and NEW, got {2 + len(args.more)} "
+                       f"arguments; for several stores a side, quote a pattern "
+                       f"('shards/*.jsonl') so it reaches compare as one argument")
+    base, new = _open_stores(expand([args.base])), _open_stores(expand([args.new]))
     for note in base.skipped_notes() + new.skipped_notes():
         say(note, file=sys.stderr)
     say(f"base: {base.source} ({plural(base.arm_count, 'arm')})")
@@ -320,6 +342,19 @@ def cmd_compare(args) -> int:
     return EXIT_OK
 
 
+# -- several stores as one: merge.py ---------------------------------------------------------
+def _open_stores(paths: Sequence[Path]) -> Pivot:
+    if len(paths) == 1:
+        return open_pivot(paths[0])
+    from .merge import merged_pivot
+    return merged_pivot(paths)
+
+
+def cmd_merge(args) -> int:
+    from .merge import cmd_merge as merge
+    return merge(args)
+
+
 # -- entry point ----------------------------------------------------------------------------
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse's own exit code for usage errors is 2: ours too
@@ -347,7 +382,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print the pivot of a result store. Exit status, as for the run that "
                     "wrote it: 0 every arm passed, 1 an arm FAILED, 2 an arm was BLOCKED or "
                     "nothing ran (also: unusable input). --exit-zero: 0 whatever the verdicts.")
-    rep.add_argument("store", help="a result store (ours or jaato-eval 0.3.4's)")
+    rep.add_argument("store", nargs="+", help="a result store (ours or jaato-eval 0.3.4's); "
+                                              "several, or a quoted glob, are read as one")
     rep.add_argument("--html", metavar="PATH", help="write the self-contained HTML report")
     rep.add_argument("--pdf", metavar="PATH", help="write the same report as PDF (needs "
                                                    "pip install 'pytest-jaato-eval[pdf]')")
@@ -361,16 +397,24 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_ = sub.add_parser("compare", help="compare two stores per (task, profile set); "
                                           "exit 1 when a group regressed, 2 when no group "
                                           "is in both")
-    cmp_.add_argument("base")
-    cmp_.add_argument("new")
+    cmp_.add_argument("base", help="a store, or a quoted glob of stores read as one")
+    cmp_.add_argument("new", help="the same, for the new side")
+    cmp_.add_argument("more", nargs="*", help=argparse.SUPPRESS)  # an unquoted glob's spill
     cmp_.set_defaults(func=cmd_compare)
     val = sub.add_parser("validate", help="check a store against the record schema; "
                                           "exit 1 on problems")
-    val.add_argument("store")
+    val.add_argument("store", nargs="+", help="a store; several, or a quoted glob, are "
+                                             "also checked against each other")
     val.set_defaults(func=cmd_validate)
+    mrg = sub.add_parser("merge", help="write one store from several (the shards of a sweep); "
+                                       "exit 2 if a task changed between them")
+    mrg.add_argument("out", help="the merged store to write (never one of the inputs)")
+    mrg.add_argument("stores", nargs="+", help="the stores to merge (paths or quoted globs)")
+    mrg.set_defaults(func=cmd_merge)
     sch = sub.add_parser("schema", help="print the JSON Schema of task.yaml (for an editor's "
                                         "YAML language server)")
     sch.set_defaults(func=_cmd_schema)
+    review.add_parser(sub)
     return parser
 
 

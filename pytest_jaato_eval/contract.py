@@ -1,7 +1,10 @@
 """The environment table a driver and a script grader are handed (C1-C4).
 
 One builder for both, so the driver and the grader that scores it can never
-disagree about a name or a value.
+disagree about a name or a value. The base under the contract is curated, not
+inherited: the processes it is handed to run in (or read) what the agent left,
+so they get the basics a shell needs, a hardened Python and Git, and only the
+variables the task names (`env_passthrough`). docs/security.md has the model.
 """
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 CONTRACT_VERSION = "1"
 PREFIX = "JAATO_EVAL"
@@ -30,6 +33,72 @@ def encode(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
+# What every process gets from the parent environment: what a shell, a compiler and a
+# test runner need to behave normally, and nothing that authenticates anybody.
+BASIC_NAMES = ("HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM",
+               "TMPDIR", "COLUMNS", "LINES", "NO_COLOR", "SOURCE_DATE_EPOCH")
+BASIC_PREFIXES = ("LC_",)
+# Set on top of the base: Python never puts the working directory (the agent's
+# workspace) or a user site on sys.path, nor writes bytecode into the config root;
+# Git neither reads the developer's configuration (credential helpers) nor runs the
+# workspace's hooks, fsmonitor or pager.
+HARDENING = {
+    "PYTHONSAFEPATH": "1",
+    "PYTHONNOUSERSITE": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_PAGER": "cat",
+    "GIT_CONFIG_COUNT": "3",
+    "GIT_CONFIG_KEY_0": "core.hooksPath", "GIT_CONFIG_VALUE_0": os.devnull,
+    "GIT_CONFIG_KEY_1": "core.fsmonitor", "GIT_CONFIG_VALUE_1": "false",
+    "GIT_CONFIG_KEY_2": "core.pager", "GIT_CONFIG_VALUE_2": "cat",
+}
+PASSTHROUGH_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?")
+
+
+def safe_path(value: str, workspace: Path | str | None = None) -> str:
+    """PATH without the entries that resolve a bare command name in the working
+    directory: empty and relative ones, and any inside the workspace."""
+    ws = os.path.realpath(workspace) if workspace else None
+    kept = []
+    for entry in value.split(os.pathsep):
+        if not entry or not os.path.isabs(entry):
+            continue
+        real = os.path.realpath(entry)
+        if ws and (real == ws or real.startswith(ws + os.sep)):
+            continue
+        if entry not in kept:
+            kept.append(entry)
+    return os.pathsep.join(kept) or os.defpath
+
+
+def curated_env(passthrough: Sequence[str] = (), base: Mapping[str, str] | None = None,
+                workspace: Path | str | None = None) -> dict[str, str]:
+    """The base environment of a grader, processor or driver.
+
+    `passthrough` names variables the task asks for; `NAME*` passes a prefix, but
+    never a credential-looking variable (redact.py's rule): a credential passes only
+    when named exactly, so a pattern cannot sweep one in.
+    """
+    from .redact import is_secret_name
+
+    base = os.environ if base is None else base
+    env = {k: v for k, v in base.items()
+           if k in BASIC_NAMES or k.startswith(BASIC_PREFIXES)}
+    env["PATH"] = safe_path(base.get("PATH", os.defpath), workspace)
+    env.update(HARDENING)
+    for name in passthrough:
+        if name.endswith("*"):
+            prefix = name[:-1]
+            env.update({k: v for k, v in base.items()
+                        if k.startswith(prefix) and not is_secret_name(k)})
+        elif name in base:
+            env[name] = base[name]
+    return env
+
+
 def build_contract_env(
     *,
     workspace: Path | str,
@@ -39,9 +108,16 @@ def build_contract_env(
     cascade_id: str | None = None,
     python: str | None = sys.executable,
     base: Mapping[str, str] | None = None,
+    passthrough: Sequence[str] = (),
 ) -> dict[str, str]:
-    """Return a full process environment: `base` (default os.environ) plus the contract."""
-    env = {k: v for k, v in (os.environ if base is None else base).items()
+    """Return a full process environment: the curated base plus the contract.
+
+    `base` replaces the curated base as it is (tests); `passthrough` is the task's
+    `env_passthrough` list.
+    """
+    if base is None:
+        base = curated_env(passthrough, workspace=workspace)
+    env = {k: v for k, v in base.items()
            if not k.startswith(PREFIX)}  # C3: nothing leaks from an outer run
     params = dict(params or {})
     env.update({

@@ -68,6 +68,8 @@ class Task:
     # (name, args): `smoke` -> ("smoke", None); {xfail: reason} -> ("xfail", "reason").
     marks: tuple[tuple[str, Any], ...] = ()
     tree: TaskTree | None = field(default=None, repr=False, compare=False)
+    env_passthrough: tuple[str, ...] = ()  # the driver's (harness.env_passthrough)
+    contamination: str = "block"           # or "caveat" (contamination.py)
 
     @property
     def content_hash(self) -> str:
@@ -129,7 +131,8 @@ def load_task(path: Path | str) -> Task:
         agent_params=None if driver else inp.agent_params,
         params=inp.params if driver else None,
         graders=tuple(_grader_spec(g) for g in m.graders),
-        budget=_budget(m.budget), repeats=m.repeats, marks=tuple(m.marks), tree=tree)
+        budget=_budget(m.budget), repeats=m.repeats, marks=tuple(m.marks), tree=tree,
+        env_passthrough=tuple(harness.env_passthrough), contamination=m.contamination)
 
 
 def _loader():
@@ -169,14 +172,16 @@ def _shown(value: Any) -> str:
 def _grader_spec(g) -> GraderSpec:
     opts: dict[str, Any] = {}
     if g.kind == "script":
-        opts.update(run=g.run, file=g.file, expect_exit=g.expect_exit)
+        opts.update(run=g.run, file=g.file, expect_exit=g.expect_exit,
+                    env_passthrough=tuple(g.env_passthrough))
         label = g.run if g.run is not None else g.file
     elif g.kind == "processor":
         opts["script"] = label = g.script
+        opts["env_passthrough"] = tuple(g.env_passthrough)
     else:
         opts.update(profile=g.profile, agent=g.agent, threshold=g.threshold,
                     score_field=g.score_field, errors_field=g.errors_field,
-                    gate_on=tuple(g.gate_on))
+                    gate_on=tuple(g.gate_on), needs_human_below=g.needs_human_below)
         label = g.profile
     default_timeout = 600 if g.kind != "judge" else 300
     opts["timeout_seconds"] = default_timeout if g.timeout_seconds is None else g.timeout_seconds

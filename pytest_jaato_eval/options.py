@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .engine.ceiling import Ceiling
+from .shard import Shard, parse_shard
 
 DEFAULT_CEILING = 900.0
 DEFAULT_STORE = "jaato-results.jsonl"
@@ -45,6 +46,9 @@ def add_options(parser) -> None:
                     default=False,
                     help="--resume, and also run again the arms whose latest record is BLOCKED "
                          "(an environment fault you have since fixed); the new record wins")
+    group.addoption("--jaato-shard", dest="jaato_shard", default=None, metavar="I/N",
+                    help="run only shard I of N (1-based): every arm of a task in one shard, "
+                         "the same split on every machine (docs/running.md)")
     group.addoption("--jaato-html", dest="jaato_html", default=None, metavar="PATH",
                     help="also write a self-contained HTML report (pivot, chart, one row per arm)")
     group.addoption("--jaato-pdf", dest="jaato_pdf", default=None, metavar="PATH",
@@ -75,6 +79,7 @@ class Settings:
     retry_blocked: bool = False  # R3 with BLOCKED arms counted as not done
     html: Path | None = None   # P4 report documents
     pdf: Path | None = None
+    shard: Shard | None = None  # --jaato-shard: this machine's part of the sweep
     keep_previous: str = "one"  # store.Store: "one" or "all" (--jaato-keep-previous)
 
 
@@ -118,6 +123,15 @@ def read_settings(config) -> Settings:
         except PdfUnavailable as exc:
             raise UsageError(f"--jaato-pdf: {exc}") from None
 
+    try:
+        shard = parse_shard(opt.jaato_shard) if opt.jaato_shard is not None else None
+    except ValueError as exc:
+        raise UsageError(f"--jaato-shard: {exc}") from None
+    if shard is not None and getattr(opt, "lf", False):  # cacheprovider's, when loaded
+        raise UsageError("--jaato-shard does not combine with --lf: --lf collects only the files "
+                         "of this machine's last failures, and every machine must split the "
+                         "same collection; run the shard again (--resume keeps what it finished)")
+
     socket = opt.jaato_socket or str(ini("jaato_socket")).strip() or None
     ws = opt.jaato_workspaces or str(ini("jaato_workspaces")).strip() or None
     store = opt.jaato_out or str(ini("jaato_out")).strip() or DEFAULT_STORE
@@ -136,5 +150,6 @@ def read_settings(config) -> Settings:
         resume=bool(opt.jaato_resume or opt.jaato_retry_blocked),
         retry_blocked=bool(opt.jaato_retry_blocked),
         html=html, pdf=pdf,
+        shard=shard,
         keep_previous="all" if opt.jaato_keep_previous else "one",
     )

@@ -13,16 +13,29 @@ PRIVATE_KEY (OPENAI_API_KEY, GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY, PGPASSWORD…)
 A bare `_KEY` is not enough: SORT_KEY or a PUBLIC_KEY is no secret. Values
 shorter than MIN_SECRET_CHARS are ignored: masking `true` or `1234` everywhere
 would garble every record and protect nothing a real credential needs.
+
+A value is also masked in the shapes it leaks in when it is not printed whole:
+each line of a multi-line value (a PEM key printed, then cut into evidence lines),
+its base64 and hex encodings. And two shapes are masked whatever the environment
+holds: a PEM private-key block, and the token after `Bearer ` (a judge's or a
+provider's authorization header echoed in an error).
 """
 from __future__ import annotations
 
+import base64
 import os
 import re
 from typing import Any, Mapping
 
 SECRET_SUFFIXES = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "ACCESS_KEY",
-                   "SECRET_KEY", "PRIVATE_KEY")
+                   "SECRET_KEY", "PRIVATE_KEY", "PASSPHRASE", "CREDENTIALS", "CREDENTIAL",
+                   "BEARER", "_AUTH", "COOKIE")
 MIN_SECRET_CHARS = 6
+# A line of a multi-line value, or an encoding's stable core, is masked from this length:
+# shorter fragments ("-----", "MII") are everywhere and name nothing.
+MIN_FRAGMENT_CHARS = 12
+PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]*PRIVATE KEY)-----.*?(?:-----END \1-----|\Z)", re.S)
+BEARER = re.compile(r"(?i)(\bbearer\s+)([A-Za-z0-9._~+/=-]{8,})")
 
 
 def is_secret_name(name: str) -> bool:
@@ -43,6 +56,9 @@ class Redactor:
             # Stripped: `echo $KEY` (unquoted) prints the value without its outer spaces.
             by_value.setdefault(secrets[name].strip(), name)
         self.names = sorted(set(by_value.values()))
+        for value, name in list(by_value.items()):
+            for fragment in _leak_shapes(value):
+                by_value.setdefault(fragment, name)
         self._by_value = by_value
         # Longest first, so a secret that contains another is masked whole.
         self._pattern = re.compile("|".join(
@@ -55,14 +71,16 @@ class Redactor:
                     if is_secret_name(name) and len(value.strip()) >= MIN_SECRET_CHARS})
 
     def text(self, text: str) -> str:
-        if self._pattern is None or not text:
+        if not text:
             return text
-        return self._pattern.sub(lambda m: mask(self._by_value[m.group()]), text)
+        if self._pattern is not None:
+            text = self._pattern.sub(lambda m: mask(self._by_value[m.group()]), text)
+        if "PRIVATE KEY-----" in text:
+            text = PEM_BLOCK.sub(lambda m: mask(m.group(1)), text)
+        return BEARER.sub(lambda m: m.group(1) + mask("bearer token"), text)
 
     def __call__(self, value: Any) -> Any:
         """A copy of `value` with every string in it (keys too) masked; other values as they are."""
-        if self._pattern is None:
-            return value
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
@@ -72,3 +90,23 @@ class Redactor:
         if hasattr(value, "to_dict") and hasattr(type(value), "from_dict"):  # an ArmRecord
             return type(value).from_dict(self(value.to_dict()))
         return value
+
+
+def _encoded_cores(raw: bytes) -> list[str]:
+    """The base64 text `raw` shows at each of the three byte alignments it may sit at,
+    cut to the characters that depend on `raw` alone."""
+    cores = []
+    for pad in range(3):
+        encoded = base64.b64encode(b"\0" * pad + raw).decode()
+        start = 4 if pad else 0                  # the group shared with what came before
+        whole = (pad + len(raw)) // 3 * 4        # the last group shared with what follows
+        cores.append(encoded[start:whole])
+    return cores
+
+
+def _leak_shapes(value: str) -> list[str]:
+    """How a credential shows when it is not printed whole (see the module text)."""
+    shapes = [line.strip() for line in value.splitlines() if line.strip() != value]
+    raw = value.encode()
+    shapes += _encoded_cores(raw) + [raw.hex()]
+    return [s for s in shapes if len(s) >= MIN_FRAGMENT_CHARS and s != value]

@@ -22,7 +22,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationE
                       WithJsonSchema, model_validator)
 from pydantic_core import PydanticCustomError
 
-from .contract import param_variable
+from .contract import PASSTHROUGH_NAME, param_variable
 from .manifest import BUDGET_LIMITS, DRIVER, GRADER_KINDS, SESSION
 
 # Keys that look plausible in a manifest but belong to a profile (M12).
@@ -280,6 +280,18 @@ Mark = Annotated[Any, BeforeValidator(mark), WithJsonSchema({"anyOf": [
      "additionalProperties": False}]})]
 
 
+PassName = value_kind("a variable name (NAME or PREFIX*)",
+                      lambda v: isinstance(v, str) and PASSTHROUGH_NAME.fullmatch(v) is not None,
+                      {"type": "string", "pattern": PASSTHROUGH_NAME.pattern})
+Passthrough = Annotated[tuple[PassName, ...], a_list(), Expect("a list"),
+                        Field(description="variables this process may inherit: NAME, or "
+                                          "PREFIX* (never a credential-looking name)")]
+Confidence = value_kind("a number from 0 to 1", lambda v: is_number(v) and 0 <= v <= 1,
+                        {"type": "number", "minimum": 0, "maximum": 1})
+Contamination = value_kind("block or caveat", lambda v: v in ("block", "caveat"),
+                           {"enum": ["block", "caveat"]})
+
+
 # -- sections -----------------------------------------------------------------------------
 class Section(BaseModel):
     """A mapping whose keys are all declared: unknown ones are refused by name (M12)."""
@@ -348,6 +360,7 @@ class Harness(Section):
                                                       "overrides it")] = None
     run: Annotated[NonBlank, Field(description="driver arms: the shell command that is "
                                                "the arm")] = None
+    env_passthrough: Passthrough = ()
 
 
 class Grader(Section):
@@ -362,6 +375,7 @@ class ScriptGrader(Grader):
                                                   "with $JAATO_EVAL_PYTHON, anything else "
                                                   "directly")] = None
     expect_exit: Integer = 0
+    env_passthrough: Passthrough = ()
 
     @classmethod
     def check_raw(cls, data: dict) -> None:
@@ -376,6 +390,7 @@ class ProcessorGrader(Grader):
     kind: Literal["processor"]
     script: Annotated[ConfigPath, Field(description="a file under the config root defining "
                                                     "validate(payload, context)")]
+    env_passthrough: Passthrough = ()
 
 
 class JudgeGrader(Grader):
@@ -387,6 +402,8 @@ class JudgeGrader(Grader):
     errors_field: NonBlank = "errors"
     gate_on: Annotated[tuple[NonBlank, ...], a_list(), Expect("a list"),
                        Field(description="grader ids that must PASS first")] = ()
+    needs_human_below: Annotated[Confidence, Field(description="a judge confidence under it "
+                                                               "is BLOCKED for human review")] = None
 
 
 def grader_kind(value: Any) -> Any:
@@ -440,6 +457,9 @@ class Manifest(Section):
     repeats: Repeats = 1
     marks: Annotated[tuple[Mark, ...], a_list(), Expect("a list"),
                      Field(description="pytest marks: `smoke` or {name: arguments}")] = ()
+    contamination: Annotated[Contamination, Field(description="block (default): an arm whose "
+                                                              "agent reached the answer key is "
+                                                              "BLOCKED; caveat: a caveat")] = "block"
 
     @classmethod
     def check_raw(cls, data: dict) -> None:

@@ -91,7 +91,9 @@ def test_unsigned_arm_is_graded_and_its_processor_blocked(project):
     ({"score": 0.7, "errors": []}, [], [], "PASS", "score 0.7", True),  # == threshold passes
     ({"score": 0.5, "errors": []}, [], [], "FAIL", "score 0.5 < 0.7", True),
     ({"score": "high", "errors": []}, [], [], "BLOCKED", "score is 'high', not a number", True),
-    ({"score": 1, "errors": ["cannot read"]}, [], [], "BLOCKED", "could not grade", True),
+    # `errors` is read as the defects found (docs/tasks.md, the judge's answer contract)
+    ({"score": 1, "errors": ["cannot read"]}, [], [], "FAIL", "found 1 defect(s): cannot read",
+     True),
     ({"score": 1, "errors": []}, ["false"], ["script:false"], "BLOCKED",
      "gate script:false=FAIL", False),
     ({"score": 1, "errors": []}, [], ["script:false"], "BLOCKED", "gate script:false not run",
@@ -107,7 +109,11 @@ def test_judge(project, judged, before, gate_on, state, says, judge_opened):
     verdict = r["verdicts"][-1]
     assert verdict["state"] == state, verdict
     assert says in verdict["detail"]
-    assert sessions_in(r) == (2 if judge_opened else 1)  # guards open no judge session
+    # Guards open no judge session; an opened one runs in the judge's own view, so the
+    # arm's workspace holds the agent's session only.
+    opened = bool(verdict["evidence"]) and not verdict["evidence"][0].startswith("judge session —")
+    assert opened == judge_opened, verdict
+    assert sessions_in(r) == 1
 
 
 def test_judge_is_not_opened_for_an_unsigned_arm(project):

@@ -76,7 +76,7 @@ def test_one_value_under_two_names_is_masked_under_the_first_and_outer_spaces_do
 
 def test_no_credential_in_the_environment_leaves_records_untouched():
     record = {"evidence": ["anything"], "n": 1}
-    assert Redactor({})(record) is record
+    assert Redactor({})(record) == record
 
 
 def test_arm_settings_read_the_credentials_at_run_start(monkeypatch, tmp_path):
@@ -102,11 +102,13 @@ def test_a_grader_printing_its_environment_leaks_no_secret_end_to_end(project, m
     monkeypatch.setenv("MY_API_KEY", SECRET)  # the pytest subprocess inherits it
     # FAIL: the verdict table shows the evidence of a grader that printed the key.
     project.task("leaky", graders=[{"kind": "script", "run": (
-        'env | grep MY_API_KEY; echo "key=$MY_API_KEY"; echo $MY_API_KEY; exit 3')}])
+        'env | grep MY_API_KEY; echo "key=$MY_API_KEY"; echo $MY_API_KEY; exit 3'),
+        "env_passthrough": ["MY_API_KEY"]}])  # named, so the grader may have it
     # BLOCKED: a processor whose error carries the key: blocked reason, short summary,
     # JUnit skip message and property, pivot digest.
     project.task("leaky-blocked", profile=signer({"answer": "42"}),
-                 graders=[{"kind": "processor", "script": "check.py"}])
+                 graders=[{"kind": "processor", "script": "check.py",
+                           "env_passthrough": ["MY_API_KEY"]}])
     project.write("tasks/leaky-blocked/.jaato/check.py", LEAKY_PROCESSOR)
     junit = project.root / "junit.xml"
     html = project.root / "report.html"

@@ -39,6 +39,7 @@ class DriverArmSpec:
     params: dict | None
     cascade_id: str
     ceiling: Ceiling = field(default_factory=lambda: Ceiling(900))
+    env_passthrough: tuple[str, ...] = ()  # harness.env_passthrough (contract.curated_env)
 
 
 def run_driver_arm(spec: DriverArmSpec) -> AgentRun:
@@ -110,7 +111,7 @@ class _DriverArm:
         spec, out = self.spec, self.out
         env = build_contract_env(workspace=spec.workspace, config_root=spec.config_root,
                                  params=spec.params, socket=spec.socket_path,
-                                 cascade_id=spec.cascade_id)
+                                 cascade_id=spec.cascade_id, passthrough=spec.env_passthrough)
         started = time.monotonic()
         proc = await asyncio.create_subprocess_shell(
             spec.run, cwd=spec.workspace, env=env, stdin=asyncio.subprocess.DEVNULL,

@@ -38,6 +38,7 @@ class SessionArmSpec:
     agent_params: dict | None = None
     cascade_id: str | None = None
     ceiling: Ceiling = field(default_factory=lambda: Ceiling(900))
+    env_file: str = ".env"  # relative: in the workspace; the judge passes its own, absolute
 
 
 @dataclass
@@ -163,8 +164,9 @@ class _SessionArm:
     async def _drive(self) -> None:
         spec, out = self.spec, self.out
         self.client = client = IPCClient(
-            spec.socket_path, client_type=ClientType.API, auto_start=False, env_file=".env",
-            workspace_path=str(spec.workspace), config_root=str(spec.config_root))
+            spec.socket_path, client_type=ClientType.API, auto_start=False,
+            env_file=spec.env_file, workspace_path=str(spec.workspace),
+            config_root=str(spec.config_root))
         if not await client.connect(timeout=10):
             out.blocked_reason = f"daemon: could not connect to {spec.socket_path}"
             return

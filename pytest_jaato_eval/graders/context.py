@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..verdict import Verdict
 
@@ -46,6 +46,9 @@ class GraderContext:
     cascade_id: str | None = None
     unsigned: bool = False
     verdicts: list[Verdict] = field(default_factory=list)  # the graders before this one
+    mask: Callable[[str], str] | None = None  # masks credentials before output is cut
+    arm_id: str | None = None
+    profile_set: str | None = None  # the set the arm ran under (the harness wrote it)
 
     @property
     def truncation_reason(self) -> str | None:

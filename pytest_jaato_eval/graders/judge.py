@@ -2,28 +2,87 @@
 
 Its guards come first and open no session: a judge is the expensive grader, and
 scoring an arm on half the input its siblings were scored on is worse than a gap.
+
+The judge reads nothing the agent could have written as configuration: its
+session gets an env file the harness writes (the arm's profile set, nothing
+else) and a view of the workspace - a copy without `.env`, `.jaato/`, links or
+special files - in a folder of the harness's own. The agent's `.env` (a
+`VLLM_HOST` pointing at its own server) and its `.jaato/` (prompts, skills) are
+never loaded by the judge's session.
+
+The answer contract (docs/tasks.md): `defects` (or the legacy errors field) not
+empty -> FAIL; `cannot_grade` -> BLOCKED; `confidence` below the grader's
+`needs_human_below` -> BLOCKED "needs human review (…)"; else `score` against
+`threshold`.
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import stat
+import tempfile
 from pathlib import Path
+from typing import Any
 
 from ..engine.session import Ceiling, SessionArmSpec, run_session_arm
 from ..manifest import GraderSpec
+from ..review import NEEDS_HUMAN
 from ..verdict import PASS, Verdict
 from .context import GraderContext
 
 LISTING_LIMIT = 200
+VIEW_FILES = 20_000
+VIEW_BYTES = 256 * 1024 * 1024
+DEFECTS, CANNOT_GRADE, CONFIDENCE, REASONING = "defects", "cannot_grade", "confidence", "reasoning"
+ITEM_CHARS = 500
+ITEMS = 20
+# What the view leaves out: configuration a jaato session would load from its workspace.
+HIDDEN = {".env", ".jaato"}
 
 
 def _listing(workspace: Path) -> list[str]:
     files = []
     for dirpath, dirnames, filenames in os.walk(workspace):
-        dirnames[:] = sorted(d for d in dirnames if d != ".jaato")
+        dirnames[:] = sorted(d for d in dirnames if d not in HIDDEN)
         files += [str(Path(dirpath, f).relative_to(workspace)) for f in sorted(filenames)
-                  if not (dirpath == str(workspace) and f == ".env")]
+                  if f not in HIDDEN]
+        if len(files) >= LISTING_LIMIT:
+            break
     return files[:LISTING_LIMIT]
+
+
+class ViewTooLarge(Exception):
+    pass
+
+
+def make_view(workspace: Path, dest: Path) -> None:
+    """Copy the workspace's regular files and folders to `dest`; links, FIFOs,
+    devices and the configuration names in HIDDEN stay behind."""
+    files = size = 0
+    dest.mkdir()
+    for dirpath, dirnames, filenames in os.walk(workspace):
+        rel = Path(dirpath).relative_to(workspace)
+        keep = []
+        for d in sorted(dirnames):
+            st = os.lstat(Path(dirpath, d))
+            if d not in HIDDEN and stat.S_ISDIR(st.st_mode):
+                files += 1  # a folder counts as an entry: a tree of empty folders is bounded too
+                (dest / rel / d).mkdir()
+                keep.append(d)
+        dirnames[:] = keep
+        for f in filenames:
+            src = Path(dirpath, f)
+            st = os.lstat(src)
+            if f in HIDDEN or not stat.S_ISREG(st.st_mode):
+                continue
+            files, size = files + 1, size + st.st_size
+            if files > VIEW_FILES or size > VIEW_BYTES:
+                break
+            shutil.copyfile(src, dest / rel / f, follow_symlinks=False)
+        if files > VIEW_FILES or size > VIEW_BYTES:
+            raise ViewTooLarge(f"the workspace is larger than the judge's view takes "
+                               f"({VIEW_FILES} files and folders, {VIEW_BYTES // 2**20} MiB)")
 
 
 def judge_prompt(ctx: GraderContext, spec: GraderSpec) -> str:
@@ -36,9 +95,12 @@ def judge_prompt(ctx: GraderContext, spec: GraderSpec) -> str:
         "The agent's completion payload:",
         json.dumps(ctx.payload, indent=2, sort_keys=True, default=str),
         f"Run facts: {json.dumps(facts, sort_keys=True)}",
-        f"Score the work. You MUST finish by calling signal_completion with "
-        f"`{spec.options['score_field']}` (a number from 0 to 1) and "
-        f"`{spec.options['errors_field']}` (a list; empty unless you could not grade).",
+        f"Grade the work. You MUST finish by calling signal_completion with "
+        f"`{spec.options['score_field']}` (a number from 0 to 1), "
+        f"`{DEFECTS}` (a list of the defects you found; empty when there are none), "
+        f"`{CONFIDENCE}` (a number from 0 to 1: how sure you are of this grade), "
+        f"`{REASONING}` (one short paragraph), and `{CANNOT_GRADE}` (empty, unless you "
+        f"could not grade the work at all: then say why).",
     ])
 
 
@@ -51,6 +113,28 @@ def _gate(spec: GraderSpec, ctx: GraderContext) -> str | None:
         if state != PASS:
             return f"gate {gate}={state}"
     return None
+
+
+def _items(value: Any) -> list[str]:
+    """A list of defects as strings, however the judge spelled it (bounded)."""
+    if value is None or value is False or value == "" or value == []:
+        return []
+    items = value if isinstance(value, list) else [value]
+    shown = [_short(x if isinstance(x, str) else json.dumps(x, default=str)) for x in items[:ITEMS]]
+    if len(items) > ITEMS:
+        shown.append(f"[… {len(items) - ITEMS} more; evidence keeps the first {ITEMS}]")
+    return shown
+
+
+def _short(text: str) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= ITEM_CHARS else text[:ITEM_CHARS] + " …"
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if 0 <= value <= 1 else None
 
 
 def grade_judge(spec: GraderSpec, ctx: GraderContext) -> Verdict:
@@ -67,26 +151,67 @@ def grade_judge(spec: GraderSpec, ctx: GraderContext) -> Verdict:
         return Verdict.blocked(spec.id, claim, gated)
     if not ctx.socket_path:
         return Verdict.blocked(spec.id, claim, "no daemon socket: the arm ran on none")
-    run = run_session_arm(SessionArmSpec(  # G5: the SAME daemon as the arm
-        socket_path=ctx.socket_path, workspace=ctx.workspace, config_root=ctx.config_root,
-        profile=opts["profile"], prompt=judge_prompt(ctx, spec), agent=opts.get("agent"),
-        ceiling=Ceiling(opts["timeout_seconds"], f"{spec.id} timeout_seconds",
-                        what="judge session", remedy="raise the judge's timeout_seconds")))
+    own = Path(tempfile.mkdtemp(prefix="jaato-judge-"))
+    try:
+        env_file = own / "judge.env"
+        env_file.write_text(f"JAATO_PROFILE_SET={ctx.profile_set}\n" if ctx.profile_set else "",
+                            encoding="utf-8")
+        view = own / "workspace"
+        try:
+            make_view(ctx.workspace, view)
+        except ViewTooLarge as exc:
+            return Verdict.blocked(spec.id, claim, str(exc))
+        except OSError as exc:
+            return Verdict.blocked(spec.id, claim, f"the judge's view of the workspace could "
+                                   f"not be made: {exc}")
+        run = run_session_arm(SessionArmSpec(  # G5: the SAME daemon as the arm
+            socket_path=ctx.socket_path, workspace=view, config_root=ctx.config_root,
+            profile=opts["profile"], prompt=judge_prompt(ctx, spec), agent=opts.get("agent"),
+            env_file=str(env_file),
+            ceiling=Ceiling(opts["timeout_seconds"], f"{spec.id} timeout_seconds",
+                            what="judge session", remedy="raise the judge's timeout_seconds")))
+    finally:
+        shutil.rmtree(own, ignore_errors=True)
     evidence = [f"judge session {run.session_id or '—'} ({run.model or '—'})"]
     if run.blocked_reason:
         return Verdict.blocked(spec.id, claim, f"judge session: {run.blocked_reason}", evidence)
-    payload = run.payload
+    return read_answer(spec, claim, run.payload, evidence)
+
+
+def read_answer(spec: GraderSpec, claim: str, payload: Any, evidence: list[str]) -> Verdict:
+    """The answer contract, in its order: cannot grade, confidence, defects, score."""
+    opts = spec.options
     if not isinstance(payload, dict):
-        return Verdict.blocked(spec.id, claim, "the judge returned no payload (did its profile "
-                               "declare a completion_payload_schema?)", evidence)
-    evidence.append(json.dumps(payload, sort_keys=True, default=str)[:2000])
-    errors = payload.get(opts["errors_field"])
-    if errors:
-        return Verdict.blocked(spec.id, claim, f"the judge could not grade: {errors}", evidence)
-    score = payload.get(opts["score_field"])
-    if isinstance(score, bool) or not isinstance(score, (int, float)):
-        return Verdict.blocked(spec.id, claim, f"{opts['score_field']} is {score!r}, not a number",
+        return Verdict.blocked(spec.id, claim, "the judge cannot grade: it returned no payload "
+                               "(did its profile declare a completion_payload_schema?)", evidence)
+    if payload.get(REASONING):
+        evidence.append(f"reasoning: {_short(payload[REASONING])}")
+    evidence.append("answer: " + _short(json.dumps(payload, sort_keys=True, default=str)[:4000]))
+    cannot = _items(payload.get(CANNOT_GRADE))
+    if cannot:
+        return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {'; '.join(cannot)}",
                                evidence)
+    if CONFIDENCE in payload:
+        confidence = _number(payload[CONFIDENCE])
+        if confidence is None:
+            return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {CONFIDENCE} is "
+                                   f"{_short(repr(payload[CONFIDENCE]))[:80]}, not a number "
+                                   f"from 0 to 1", evidence)
+        below = opts.get("needs_human_below")
+        if below is not None and confidence < below:
+            return Verdict.blocked(spec.id, claim, f"{NEEDS_HUMAN} (confidence {confidence:.2f} "
+                                   f"< {below:.2f})", evidence)
+    defects = _items(payload.get(DEFECTS))
+    if opts["errors_field"] != DEFECTS:
+        defects += _items(payload.get(opts["errors_field"]))  # the legacy name: defects too
+    if defects:
+        return Verdict.failed(spec.id, claim, f"the judge found {len(defects)} defect(s): "
+                              f"{defects[0]}", evidence + [f"defect: {d}" for d in defects])
+    raw = payload.get(opts["score_field"])
+    score = _number(raw)
+    if score is None:
+        return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {opts['score_field']} "
+                               f"is {_short(repr(raw))[:80]}, not a number from 0 to 1", evidence)
     if score >= opts["threshold"]:
         return Verdict.passed(spec.id, claim, f"score {score:g}", evidence)
     return Verdict.failed(spec.id, claim, f"score {score:g} < {opts['threshold']:g}", evidence)

@@ -1,14 +1,67 @@
-"""The processor grader (G3): `validate(payload, context)` from a file in the config root."""
+"""The processor grader (G3): `validate(payload, context)` from a file in the config root.
+
+The processor runs in a child process (processor_child.py) in isolated mode, with
+the curated environment (contract.py), in a scratch directory, under its
+`timeout_seconds`. Nothing it does - exit, interrupt, loop, flood its output -
+reaches the run: every outcome is a verdict with a one-line reason, and what it
+printed is kept as a bounded, masked tail.
+"""
 from __future__ import annotations
 
-import importlib.util
+import json
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
+from ..contract import ParamCollision, build_contract_env
 from ..manifest import GraderSpec
 from ..verdict import Verdict
-from .context import GraderContext, UnfaithfulLedger
+from .context import GraderContext
+from .output import TailReader, evidence as output_evidence
+from .script import DRAIN_WAIT, _kill_group, _signame
+
+CHILD = Path(__file__).with_name("processor_child.py")
+RESULT_BYTES = 1024 * 1024
+
+
+def processor_path(config_root: Path, script: str) -> tuple[Path | None, str | None]:
+    """(the file, None) when `script` names a file inside the config root, after every
+    `..` and symlink is resolved; else (None, why not)."""
+    root = Path(config_root).resolve()
+    path = (root / script).resolve()
+    if path != root and root not in path.parents:
+        return None, (f"processor {script} resolves to {path}, outside the config root "
+                      f"{root}; processors are loaded from the config root only")
+    if not path.is_file():
+        return None, f"processor {script} not found under the config root ({path})"
+    return path, None
+
+
+def _child_input(ctx: GraderContext, path: Path) -> dict:
+    ledger = ctx.ledger
+    return {
+        "script": str(path),
+        "module_name": f"_jaato_eval_processor_{uuid.uuid4().hex}",
+        "payload": ctx.payload,
+        "context": {
+            "workspace": str(ctx.workspace), "config_root": str(ctx.config_root),
+            "params": dict(ctx.params), "payload": ctx.payload, "history": ctx.history,
+            "usage": dict(ctx.usage), "turns": ctx.turns, "finish_reason": ctx.finish_reason,
+            "termination_reason": ctx.termination_reason,
+            "termination_detail": ctx.termination_detail, "error_type": ctx.error_type,
+            "error": ctx.error, "completion_gap": ctx.completion_gap,
+            "socket_path": ctx.socket_path, "cascade_id": ctx.cascade_id,
+            "unsigned": ctx.unsigned, "truncation_reason": ctx.truncation_reason,
+            "verdicts": [v.to_dict() for v in ctx.verdicts],
+            "ledger": {"faithful": bool(getattr(ledger, "faithful", False)),
+                       "reason": getattr(ledger, "reason", "no history was received"),
+                       "entries": list(getattr(ledger, "entries", None) or [])},
+        },
+    }
 
 
 def grade_processor(spec: GraderSpec, ctx: GraderContext) -> Verdict:
@@ -25,33 +78,91 @@ def grade_processor(spec: GraderSpec, ctx: GraderContext) -> Verdict:
                                "completion_payload_schema, or the agent never completed")
     if truncated:  # G3: like the other graders
         return Verdict.blocked(spec.id, claim, f"the arm's run was truncated: {truncated}")
-    path = (Path(ctx.config_root) / script).resolve()
-    if not path.is_file():
-        return Verdict.blocked(spec.id, claim, f"processor {script} not found under the config "
-                               f"root ({path})")
-    name = f"_jaato_eval_processor_{uuid.uuid4().hex}"
+    path, refused = processor_path(ctx.config_root, script)
+    if refused:
+        return Verdict.blocked(spec.id, claim, refused)
     try:
-        module_spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[name] = module
-        module_spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 - any import failure is the processor's fault, not the agent's
-        return Verdict.blocked(spec.id, claim, f"import failed: {type(exc).__name__}: {exc}")
+        env = build_contract_env(workspace=ctx.workspace, config_root=ctx.config_root,
+                                 params=ctx.params, socket=ctx.socket_path,
+                                 cascade_id=ctx.cascade_id,
+                                 passthrough=spec.options.get("env_passthrough", ()))
+    except ParamCollision as exc:
+        return Verdict.blocked(spec.id, claim, str(exc))
+    scratch = Path(tempfile.mkdtemp(prefix="jaato-processor-"))
+    try:
+        return _run_child(spec, ctx, claim, path, env, scratch)
     finally:
-        sys.modules.pop(name, None)
-    validate = getattr(module, "validate", None)
-    if not callable(validate):
-        return Verdict.blocked(spec.id, claim, f"{script} defines no validate(payload, context)")
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_child(spec: GraderSpec, ctx: GraderContext, claim: str, path: Path, env: dict,
+               scratch: Path) -> Verdict:
+    script, timeout = spec.options["script"], spec.options.get("timeout_seconds", 600)
+    given, result = scratch / "input.json", scratch / "result.json"
     try:
-        errors = validate(ctx.payload, ctx)
-    except UnfaithfulLedger as exc:
+        given.write_text(json.dumps(_child_input(ctx, path), default=str), encoding="utf-8")
+    except (TypeError, ValueError, OSError) as exc:
+        return Verdict.blocked(spec.id, claim, f"the arm's context could not be handed to the "
+                               f"processor: {type(exc).__name__}: {exc}")
+    try:
+        proc = subprocess.Popen([sys.executable, "-I", "-B", str(CHILD), str(given), str(result)],
+                                cwd=scratch, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    except OSError as exc:
+        return Verdict.blocked(spec.id, claim, f"could not start the processor: {exc}")
+    out = TailReader(proc.stdout)
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out.join(DRAIN_WAIT)
+        return Verdict.blocked(spec.id, claim, f"{script} timed out after {timeout:g} s "
+                               f"(timeout_seconds), at import or in validate()", _printed(out, ctx))
+    if not out.join(DRAIN_WAIT):
+        _kill_group(proc)
+        out.join(DRAIN_WAIT)
+    proc.stdout.close()
+    printed = _printed(out, ctx)
+    try:
+        with open(result, "rb") as fh:
+            answer = json.loads(fh.read(RESULT_BYTES))
+        outcome = answer["outcome"]
+    except (OSError, ValueError, KeyError, TypeError):
+        how = f"killed by {_signame(-code)}" if code < 0 else f"exited {code}"
+        return Verdict.blocked(spec.id, claim, f"{script} {how} without a verdict", printed)
+    return _verdict(spec, claim, answer, outcome, printed)
+
+
+def _printed(out: TailReader, ctx: GraderContext) -> list[str]:
+    lines = output_evidence(out.tail(), out.total, ctx.mask)
+    return [f"printed: {line}" for line in lines]
+
+
+def _verdict(spec: GraderSpec, claim: str, answer: dict, outcome: str,
+             printed: list[str]) -> Verdict:
+    script = spec.options["script"]
+    error = " ".join(str(answer.get("error", "")).split())
+    if outcome == "import":
+        return Verdict.blocked(spec.id, claim, f"import failed: {error}", printed)
+    if outcome == "no_validate":
+        return Verdict.blocked(spec.id, claim, f"{script} defines no validate(payload, context)",
+                               printed)
+    if outcome == "unfaithful":
         return Verdict.blocked(spec.id, claim, f"it read context.tool_calls, but the ledger is "
-                               f"not faithful: {exc}")
-    except Exception as exc:  # noqa: BLE001
-        return Verdict.blocked(spec.id, claim, f"validate() raised {type(exc).__name__}: {exc}")
-    if not isinstance(errors, list):
-        return Verdict.blocked(spec.id, claim, f"validate() returned {type(errors).__name__}, "
-                               f"expected a list of errors")
-    if errors:
-        return Verdict.failed(spec.id, claim, f"{len(errors)} error(s)", [str(e) for e in errors])
-    return Verdict.passed(spec.id, claim, "no errors")
+                               f"not faithful: {error}", printed)
+    if outcome == "raised":
+        return Verdict.blocked(spec.id, claim, f"validate() raised {error}", printed)
+    if outcome == "not_a_list":
+        return Verdict.blocked(spec.id, claim, f"validate() returned {answer.get('type')}, "
+                               f"expected a list of errors", printed)
+    errors = [str(e) for e in answer.get("errors") or []]
+    count = answer.get("count", len(errors))
+    if not isinstance(count, int) or count < len(errors):
+        count = len(errors)
+    if count:
+        if count > len(errors):
+            errors.append(f"[… {count - len(errors)} more; evidence keeps the first "
+                          f"{len(errors)} errors]")
+        return Verdict.failed(spec.id, claim, f"{count} error(s)", errors + printed)
+    return Verdict.passed(spec.id, claim, "no errors", printed)

@@ -1,22 +1,25 @@
-"""The script grader (G2): a shell command in the arm's workspace, judged by its exit code."""
+"""The script grader (G2): a shell command in the arm's workspace, judged by its exit code.
+
+It runs in the workspace (relative paths name what the agent left) with the
+curated environment (contract.py): no credential unless the task names it, and
+Python never importing from the working directory. Its output is read through a
+bounded tail (output.py), whatever it prints.
+"""
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
 import sys
-import tempfile
+import time
 
 from ..contract import ParamCollision, build_contract_env
 from ..manifest import GraderSpec
 from ..verdict import Verdict
 from .context import GraderContext
+from .output import TailReader, evidence as output_evidence
 
-EVIDENCE_LINES = 20
-
-
-def _tail(text: str, n: int = EVIDENCE_LINES) -> list[str]:
-    return text.splitlines()[-n:]
+DRAIN_WAIT = 2.0  # after the grader exits, how long a child holding its output may keep it
 
 
 def grade_script(spec: GraderSpec, ctx: GraderContext) -> Verdict:
@@ -31,30 +34,35 @@ def grade_script(spec: GraderSpec, ctx: GraderContext) -> Verdict:
     try:
         env = build_contract_env(workspace=ctx.workspace, config_root=ctx.config_root,
                                  params=ctx.params, socket=ctx.socket_path,
-                                 cascade_id=ctx.cascade_id)
+                                 cascade_id=ctx.cascade_id,
+                                 passthrough=spec.options.get("env_passthrough", ()))
     except ParamCollision as exc:
         return Verdict.blocked(spec.id, claim, str(exc))
     command = run if run else _file_command(spec.options["file"], ctx.config_root, env)
     if command is None:
         return Verdict.blocked(spec.id, claim, f"{spec.options['file']} is not a file under "
                                f"the config root {ctx.config_root}")
-    # One file for stdout and stderr keeps their interleaving; no pipe can fill and stall.
-    with tempfile.TemporaryFile() as out:
-        try:
-            proc = subprocess.Popen(command, shell=bool(run), cwd=ctx.workspace, env=env,
-                                    stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                    start_new_session=True)
-        except OSError as exc:
-            return Verdict.blocked(spec.id, claim, f"could not start: {exc}")
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out.seek(0)
-            return Verdict.blocked(spec.id, claim, f"timed out after {timeout:g} s "
-                                   f"(timeout_seconds)", _tail(out.read().decode(errors="replace")))
-        out.seek(0)
-        evidence = _tail(out.read().decode(errors="replace"))
+    # One pipe for stdout and stderr keeps their interleaving; a thread drains it into a
+    # bounded tail, so neither a full pipe nor a flood of output can stall or swell us.
+    try:
+        proc = subprocess.Popen(command, shell=bool(run), cwd=ctx.workspace, env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as exc:
+        return Verdict.blocked(spec.id, claim, f"could not start: {exc}")
+    out = TailReader(proc.stdout)
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out.join(DRAIN_WAIT)
+        return Verdict.blocked(spec.id, claim, f"timed out after {timeout:g} s "
+                               f"(timeout_seconds)", _evidence(out, ctx))
+    if not out.join(DRAIN_WAIT):  # a background child still holds the output open
+        _kill_group(proc)
+        out.join(DRAIN_WAIT)
+    proc.stdout.close()
+    evidence = _evidence(out, ctx)
     if code == expect:
         return Verdict.passed(spec.id, claim, f"exit {code}", evidence)
     if code in (126, 127):  # the shell could not run it: no signal about the agent
@@ -65,6 +73,10 @@ def grade_script(spec: GraderSpec, ctx: GraderContext) -> Verdict:
     if code < 0:
         return Verdict.blocked(spec.id, claim, f"killed by {_signame(-code)}", evidence)
     return Verdict.failed(spec.id, claim, f"exit {code}, expected {expect}", evidence)
+
+
+def _evidence(out: TailReader, ctx: GraderContext) -> list[str]:
+    return output_evidence(out.tail(), out.total, getattr(ctx, "mask", None))
 
 
 def _file_command(file: str, config_root, env: dict) -> list[str] | None:
@@ -86,13 +98,19 @@ def _signame(num: int) -> str:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    """End the grader's whole process group, a child that ignores SIGTERM included."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
         except (ProcessLookupError, PermissionError):
             return
-        try:
-            proc.wait(timeout=2)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            try:
+                proc.wait(timeout=0.1)
+                os.killpg(proc.pid, 0)  # the leader is gone; is anyone left in its group?
+            except subprocess.TimeoutExpired:
+                continue
+            except (ProcessLookupError, PermissionError):
+                return
+            time.sleep(0.05)

@@ -1,0 +1,66 @@
+"""What a grader's process printed, kept bounded: the tail, never the whole.
+
+A grader (or anything it runs) may print 500 MB; the harness keeps the last
+TAIL_BYTES in memory as it reads, counts the rest, and turns the tail into at
+most EVIDENCE_LINES evidence lines of at most LINE_CHARS characters each, with a
+last line that says what was left out. Masking happens on the tail text before
+it is cut into lines, so a credential is masked whole, never split by a cut.
+"""
+from __future__ import annotations
+
+import threading
+from typing import IO, Callable
+
+TAIL_BYTES = 64 * 1024
+EVIDENCE_LINES = 20
+LINE_CHARS = 400
+
+
+class TailReader:
+    """Drains a pipe on a thread; keeps its last `limit` bytes and the total count."""
+
+    def __init__(self, stream: IO[bytes], limit: int = TAIL_BYTES):
+        self.limit = limit
+        self.total = 0
+        self._buf = bytearray()
+        self._stream = stream
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        try:
+            while chunk := self._stream.read1(65536) if hasattr(self._stream, "read1") \
+                    else self._stream.read(65536):
+                self.total += len(chunk)
+                self._buf += chunk
+                if len(self._buf) > 2 * self.limit:
+                    del self._buf[:-self.limit]
+        except (OSError, ValueError):
+            pass
+
+    def join(self, timeout: float | None) -> bool:
+        """True when the pipe reached its end (every writer closed it)."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def tail(self) -> bytes:
+        return bytes(self._buf[-self.limit:])
+
+
+def evidence(tail: bytes, total: int, mask: Callable[[str], str] | None = None,
+             lines: int = EVIDENCE_LINES, line_chars: int = LINE_CHARS) -> list[str]:
+    """The last `lines` lines of output, masked, each cut at `line_chars`, plus a note
+    saying how much was left out when anything was."""
+    text = tail.decode(errors="replace")
+    partial_head = total > len(tail)
+    if partial_head:  # the first line of a cut window is a fragment: drop it
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+    if mask is not None:
+        text = mask(text)
+    all_lines = text.splitlines()
+    kept = all_lines[-lines:]
+    cut = [line if len(line) <= line_chars else line[:line_chars] + " …" for line in kept]
+    if partial_head or len(all_lines) > lines or any(len(x) > line_chars for x in kept):
+        cut.append(f"[output: {total} bytes; evidence is its last {lines} lines, each cut at "
+                   f"{line_chars} characters]")
+    return cut
