@@ -77,53 +77,35 @@ class ArmSettings:
     redact: Redactor = field(default_factory=Redactor.from_environ)
 
 
-def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools) -> dict[str, Any]:
-    """Run an arm and return its record. Never raises for an arm-level fault."""
+def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
+            ws: Path | None = None) -> dict[str, Any]:
+    """Run an arm and return its record. Never raises for an arm-level fault.
+
+    `ws`: the workspace already made for it (the pytest layer's `jaato_workspace`),
+    whose owner then discards it; without one the arm makes and discards its own.
+    """
     task = arm.task
-    run, ws, socket, on_arrival = AgentRun(), None, None, None
+    run, socket = AgentRun(), None
     caveats: list[str] = []
+    owns_workspace = ws is None
     # Preflight: a missing set, profile or grader file BLOCKS the arm before it costs anything.
     run.blocked_reason = preflight.check(task, arm.profile_set)
     try:
         if not run.blocked_reason:
-            ws = workspace.materialise(settings.workspace_root, arm.id, task.fixture,
-                                       arm.profile_set)
-            settings.made.append(ws)
+            if ws is None:
+                ws = make_workspace(arm, settings)
             socket = daemon.ensure()
     except (workspace.WorkspaceError, DaemonError) as exc:
         run.blocked_reason = str(exc)
-    # B1 / D1: the task pool's cascade id; else a fresh one for a driver, none for a session.
-    cascade_id, pool_error = pools.pool_for(task) if socket else (None, None)
-    if pool_error:
-        run.blocked_reason, socket = pool_error, None
-    elif cascade_id:
-        on_arrival = pools.pool_reading(cascade_id)  # B2: immediately before the arm starts
-    elif task.kind == DRIVER:
-        cascade_id = f"jaato-eval-{settings.run_id}-{uuid.uuid4().hex[:8]}"
+    cascade_id, on_arrival = None, None
     if socket:
-        if task.kind == DRIVER:
-            run = run_driver_arm(DriverArmSpec(
-                socket_path=socket, workspace=ws, config_root=task.config_root, run=task.run,
-                params=dict(task.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling,
-                env_passthrough=task.env_passthrough))
-        else:
-            run = run_session_arm(SessionArmSpec(
-                socket_path=socket, workspace=ws, config_root=task.config_root,
-                profile=task.profile, prompt=task.prompt, agent=task.agent,
-                agent_params=dict(task.agent_params) if task.agent_params else None,
-                cascade_id=cascade_id, ceiling=settings.ceiling))
-        if (run.blocked_reason or "").startswith("CascadeExhaustedError"):
-            run.blocked_reason = f"pool {cascade_id} of task {task.id!r} exhausted: {run.blocked_reason}"
+        run, cascade_id, on_arrival = run_agent(arm, socket, ws, settings, pools)
 
-    caveats.extend(run.caveats)
-    if ws is not None:
-        settings.sessions.extend((sid, ws) for sid in run.session_ids)
     verdicts = []
-    ledger = ledger_of(run.history)
     if not run.blocked_reason and ws is not None:
         ctx = GraderContext(
             workspace=ws, config_root=task.config_root, params=task.grader_params,
-            payload=run.payload, history=run.history, ledger=ledger,
+            payload=run.payload, history=run.history, ledger=ledger_of(run.history),
             usage=run.usage, turns=run.turns, finish_reason=run.finish_reason,
             termination_reason=run.termination_reason,
             termination_detail=run.termination_detail, error_type=run.error_type,
@@ -131,9 +113,67 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools) -> di
             cascade_id=cascade_id, unsigned=run.unsigned, mask=settings.redact.text,
             arm_id=arm.id, profile_set=arm.profile_set)
         verdicts = run_graders(task.graders, ctx)
+    return arm_record(arm, settings, run, verdicts, ws, caveats, on_arrival,
+                      discard=owns_workspace)
+
+
+def make_workspace(arm: Arm, settings: ArmSettings) -> Path:
+    """The arm's fresh workspace, remembered so the run can remove it at its end."""
+    ws = workspace.materialise(settings.workspace_root, arm.id, arm.task.fixture, arm.profile_set)
+    settings.made.append(ws)
+    return ws
+
+
+def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Pools,
+              prompt: str | None = None) -> tuple[AgentRun, str | None, dict | None]:
+    """The arm's agent, run to its end: (run, cascade id, pool reading on arrival).
+
+    `prompt` replaces the task's own (an arm written in Python passes its prompt here).
+    """
+    task = arm.task
+    run, on_arrival = AgentRun(), None
+    # B1 / D1: the task pool's cascade id; else a fresh one for a driver, none for a session.
+    cascade_id, pool_error = pools.pool_for(task)
+    if pool_error:
+        run.blocked_reason = pool_error
+        return run, cascade_id, None
+    if cascade_id:
+        on_arrival = pools.pool_reading(cascade_id)  # B2: immediately before the arm starts
+    elif task.kind == DRIVER:
+        cascade_id = f"jaato-eval-{settings.run_id}-{uuid.uuid4().hex[:8]}"
+    if task.kind == DRIVER:
+        run = run_driver_arm(DriverArmSpec(
+            socket_path=socket, workspace=ws, config_root=task.config_root, run=task.run,
+            params=dict(task.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling,
+            env_passthrough=task.env_passthrough))
+    else:
+        run = run_session_arm(SessionArmSpec(
+            socket_path=socket, workspace=ws, config_root=task.config_root,
+            profile=task.profile, prompt=prompt if prompt is not None else task.prompt,
+            agent=task.agent,
+            agent_params=dict(task.agent_params) if task.agent_params else None,
+            cascade_id=cascade_id, ceiling=settings.ceiling))
+    settings.sessions.extend((sid, ws) for sid in run.session_ids)  # the clean-up's exact paths
+    if (run.blocked_reason or "").startswith("CascadeExhaustedError"):
+        run.blocked_reason = f"pool {cascade_id} of task {task.id!r} exhausted: {run.blocked_reason}"
+    return run, cascade_id, on_arrival
+
+
+def keeps(settings: ArmSettings, state: str) -> bool:
+    return settings.keep_workspaces == "always" or (
+        settings.keep_workspaces == "failed" and state in (FAIL, BLOCKED))
+
+
+def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
+               ws: Path | None, caveats: list[str], on_arrival: dict | None = None, *,
+               discard: bool = True) -> dict[str, Any]:
+    """Roll the verdicts up and build the arm's one record; keep or discard its workspace."""
+    task = arm.task
+    caveats = [*run.caveats, *caveats]  # what the engine did comes first
     state, blocked_reason = roll_up(verdicts, run.blocked_reason)
     contaminated, contamination_evidence = None, []  # no agent run, nothing to check
     if ws is not None and run.session_id:
+        ledger = ledger_of(run.history)
         finding = contamination.check(ledger.entries, ledger.faithful, ledger.reason,
                                       contamination.protected_for(task, ws))
         contaminated, contamination_evidence = finding.contaminated, finding.evidence
@@ -149,15 +189,13 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools) -> di
 
     kept = None
     if ws is not None:
-        keep = settings.keep_workspaces == "always" or (
-            settings.keep_workspaces == "failed" and state in (FAIL, BLOCKED))
-        if keep:
+        if keeps(settings, state):
             kept = str(ws)
             settings.kept.append(ws)
-        else:
+        elif discard:
             workspace.discard(ws)
     ceiling = profile_ceiling(task.config_root, arm.profile_set, task.profile) if (
-        task.kind != DRIVER) else None  # a driver arm binds no profile of its own
+        task.kind != DRIVER and task.profile) else None  # a driver arm binds no profile of its own
     # The one choke point: the store, JUnit, the failure text and the reports all read
     # this record, so a secret a grader printed is masked before any of them sees it.
     return settings.redact(build_record(
@@ -173,4 +211,4 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools) -> di
                "workspace": kept, "finished_at": time.time()}))
 
 
-__all__ = ["Arm", "ArmSettings", "arms_of", "run_arm", "PASS", "FAIL", "BLOCKED"]
+__all__ = ["Arm", "ArmSettings", "arms_of", "run_arm", "run_agent", "arm_record", "make_workspace", "PASS", "FAIL", "BLOCKED"]

@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine.session import Ceiling
+from .engine.ceiling import Ceiling
 from .shard import Shard, parse_shard
 
 DEFAULT_CEILING = 900.0

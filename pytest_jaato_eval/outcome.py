@@ -8,13 +8,9 @@ still understand it, but is marked and counted as its own category:
 from __future__ import annotations
 
 import json
-import re
 import time
 from typing import Any
 
-from .engine.session import AgentRun
-from .record import build_record
-from .redact import Redactor
 from .render import safe_text
 from .verdict import BLOCKED, FAIL
 
@@ -85,7 +81,6 @@ def junit_properties(record: dict[str, Any]) -> list[tuple[str, str]]:
     usage = record.get("usage") or {}
     props = [
         ("jaato_state", record["state"]),
-        ("jaato_arm_id", record["arm_id"]),
         ("jaato_model", record.get("model") or ""),
         ("jaato_provider", record.get("provider") or ""),
         ("jaato_session_id", record.get("session_id") or ""),
@@ -102,32 +97,62 @@ def junit_properties(record: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def mark_report(report: Any, item: Any, record: Any) -> None:
-    """Attach the record to the call report and turn BLOCKED into a marked skip."""
-    setattr(report, RECORD_ATTR, json.loads(json.dumps(record.to_dict(), default=str)))  # xdist-safe
+    """Attach the record to the report and turn BLOCKED into a marked skip."""
+    data = record.to_dict() if hasattr(record, "to_dict") else record
+    setattr(report, RECORD_ATTR, json.loads(json.dumps(data, default=str)))  # xdist-safe
     if record["state"] == BLOCKED:
         _, lineno, _ = item.location
         report.outcome = "skipped"
         report.longrepr = (str(item.path), lineno, f"BLOCKED: {one_line(record['blocked_reason'])}")
+        if hasattr(report, "wasxfail"):  # an environment fault is no expected failure
+            del report.wasxfail
 
 
-# xdist's loadgroup appends `@<group>` to a grouped item's node id.
-_ARM_NAME = re.compile(r"^(?P<task>.*)\[(?P<set>.*)-r(?P<repeat>\d+)\](@.*)?$")
+# The arm's identity rides on every report of its item as user properties, so the
+# controller knows it even for an arm whose worker died (never rebuilt from a node id).
+IDENTITY = (("jaato_arm_id", "arm_id"), ("jaato_task_id", "task_id"),
+            ("jaato_profile_set", "profile_set"), ("jaato_repeat", "repeat"))
 
 
-def block_crashed(report: Any, nodeid: str, run_id: str, redact: Redactor | None = None) -> None:
+def identity_properties(arm: Any) -> list[tuple[str, str]]:
+    values = {"arm_id": arm.id, "task_id": arm.task.id, "profile_set": arm.set_name,
+              "repeat": str(arm.repeat)}
+    return [(prop, values[key]) for prop, key in IDENTITY]
+
+
+def arm_identity(report: Any) -> dict[str, str] | None:
+    props = {}
+    for entry in getattr(report, "user_properties", None) or ():
+        try:
+            name, value = entry
+        except (TypeError, ValueError):
+            continue
+        props[name] = value
+    if "jaato_arm_id" not in props:
+        return None
+    return {key: str(props.get(prop, "")) for prop, key in IDENTITY}
+
+
+def block_crashed(report: Any, nodeid: str, arm: dict[str, str], run_id: str,
+                  redact: Any = None) -> None:
     """Turn xdist's FAILED crash report into a BLOCKED arm with a record of its own.
 
     The crash text is the worker's last words (a traceback, its stderr), so it goes
     through the same masker as every other record before the store or JUnit sees it.
     """
+    from .engine.session import AgentRun
+    from .record import build_record
+    from .redact import Redactor
     redact = redact or Redactor.from_environ()
-    name = nodeid.rsplit("::", 1)[-1]
-    m = _ARM_NAME.match(name)
-    task, pset, repeat = (m["task"], m["set"], int(m["repeat"])) if m else (name, "default", 0)
+    try:
+        repeat = int(arm.get("repeat") or 0)
+    except ValueError:
+        repeat = 0
     reason = redact.text(f"worker crashed: {one_line(report.longrepr)} (the arm's process "
                          f"died; the arm taught us nothing)")
     record = redact(build_record(
-        arm_id=f"{task}@{pset}#{repeat}", task_id=task, profile_set=pset, repeat=repeat,
+        arm_id=arm["arm_id"], task_id=arm.get("task_id") or arm["arm_id"],
+        profile_set=arm.get("profile_set") or "default", repeat=repeat,
         state=BLOCKED, blocked_reason=reason, verdicts=[], run=AgentRun(), caveats=[
             "synthesised by the controller: the worker running this arm crashed"],
         completion_nudges=None, extra={"run_id": run_id, "task_hash": None, "workspace": None,
@@ -144,11 +169,11 @@ def record_of(report: Any) -> dict[str, Any] | None:
 
 def is_blocked(report: Any) -> bool:
     record = record_of(report)
-    return report.when == "call" and record is not None and record["state"] == BLOCKED
+    return record is not None and record["state"] == BLOCKED
 
 
 def report_status(report: Any):
-    """X3: ('blocked', 'B', 'BLOCKED') for a blocked arm's call report."""
+    """X3: ('blocked', 'B', 'BLOCKED') for a blocked arm's report (call, or a setup that erred)."""
     if is_blocked(report):
         return BLOCKED_CATEGORY, "B", ("BLOCKED", {"yellow": True})
     return None
@@ -159,3 +184,82 @@ def fold_exit_status(exitstatus: int, blocked: int) -> int:
     if exitstatus == 0 and blocked:
         return EXIT_BLOCKED
     return exitstatus
+
+
+# -- an arm's reports -----------------------------------------------------------
+
+PYTHON_CLAIM = "the test's assertions about what the agent left hold"
+
+
+def on_report(item: Any, call: Any, report: Any, worker: Any) -> None:
+    """Give an arm's setup error or call its one record, and its pytest outcome.
+
+    A fixture that errs in setup (ours or the project's) is an environment fault:
+    BLOCKED, naming the fixture. A teardown error is pytest's to report; the
+    stored verdict stands.
+    """
+    from .run import HANDLE_KEY, WORKSPACE_KEY, arm_of
+    if call.excinfo is not None and _skipped(call.excinfo):
+        return  # a skipped arm writes no record
+    arm = arm_of(item)
+    if report.when == "setup" and report.failed:
+        record = _record(arm, worker, _setup_reason(call.excinfo, worker),
+                         item.stash.get(WORKSPACE_KEY, None))
+    elif report.when == "call":
+        handle = item.stash.get(HANDLE_KEY, None)
+        record = getattr(handle, "record", None)
+        if handle is not None and record is None and type(item).__name__ != "ArmItem":
+            record = _python_record(arm, worker, handle, call.excinfo)
+        elif record is None:  # the harness itself broke: still one record for the arm
+            record = _record(arm, worker, "the harness failed running the arm: "
+                             + one_line(call.excinfo.exconly() if call.excinfo else "no record"),
+                             item.stash.get(WORKSPACE_KEY, None))
+    else:
+        return
+    item.user_properties.extend(junit_properties(record))  # JUnit reads them at teardown (X7)
+    mark_report(report, item, record)
+
+
+def _skipped(excinfo: Any) -> bool:
+    import pytest
+    return isinstance(excinfo.value, pytest.skip.Exception)
+
+
+def _setup_reason(excinfo: Any, worker: Any) -> str:
+    exc = excinfo.value
+    named = worker.fixture_errors.get(id(exc))
+    if type(exc).__name__ in ("DaemonError", "WorkspaceError", "PreflightBlocked"):
+        return one_line(exc)  # our own faults say what failed ("daemon: ...", "fixture: ...")
+    if named is not None:
+        return f"fixture {named[0]!r} failed in setup: {type(exc).__name__}: {one_line(exc)}"
+    if getattr(exc, "argname", None) and getattr(exc, "msg", None):  # FixtureLookupError
+        return f"fixture {exc.argname!r}: {one_line(exc.msg)}"
+    return f"setup failed: {one_line(excinfo.exconly())}"
+
+
+def _record(arm: Any, worker: Any, reason: str, ws: Any, verdicts=(), run: Any = None):
+    from .arm import arm_record
+    from .engine.session import AgentRun
+    run = run or AgentRun()
+    if not verdicts and not run.blocked_reason:
+        run.blocked_reason = reason
+    return arm_record(arm, worker.arm_settings(), run, list(verdicts), ws, [], discard=False)
+
+
+def _python_record(arm: Any, worker: Any, handle: Any, excinfo: Any) -> dict[str, Any]:
+    """A Python arm's record: its run's facts, its test body's verdict."""
+    from .verdict import Verdict
+    run = handle.agent_run
+    grader = f"python:{arm.task.id.rsplit('::', 1)[-1]}"
+    if run is not None and run.blocked_reason:
+        return _record(arm, worker, run.blocked_reason, handle.workspace, run=run)
+    if excinfo is not None:
+        evidence = excinfo.exconly().splitlines()[:200]
+        verdict = Verdict.failed(grader, PYTHON_CLAIM, one_line(evidence[0] if evidence else ""),
+                                 evidence)
+    elif run is None:
+        return _record(arm, worker, "the test never called jaato_arm.run(prompt): its agent "
+                                    "never ran, so the arm taught us nothing", handle.workspace)
+    else:
+        verdict = Verdict.passed(grader, PYTHON_CLAIM)
+    return _record(arm, worker, "", handle.workspace, verdicts=[verdict], run=run)

@@ -1,27 +1,26 @@
 """pytest-jaato-eval: the hook table. Each hook delegates; the rules live in named modules.
 
-    collect.py     task.yaml -> arms (X2)          outcome.py  PASS/FAIL/BLOCKED (X3, X4, X7)
-    arm.py         one arm, end to end              run.py      daemon + store lifecycle (X1)
-    controller.py  store writer + pivot printer (X5, X6)
-    report/        HTML/PDF report, pytest-html columns (P4); commands.py: report/compare/validate
+    collect.py      task.yaml -> arm items (X2)     python_arms.py  @pytest.mark.jaato tests
+    fence.py        never collect a fixture or config root       shard.py  --jaato-shard I/N
+    fixtures.py     jaato_daemon, jaato_workspace, jaato_arm, scripted_model
+    arm.py          one arm, end to end              outcome.py      PASS/FAIL/BLOCKED (X3, X4, X7)
+    run.py          run settings (stash) + the worker: daemon, pools, workspaces (X1)
+    controller.py   store writer + pivot printer + exit status (X5, X6)
+    report/         HTML/PDF report, pytest-html columns (P4); commands.py: report/compare/validate
+
+Loaded by every pytest run in the environment: this module imports only what the
+hooks need, and everything else (the SDK, the engine, the reports, the scripted
+model) loads when a task or an arm is first found.
 """
 from __future__ import annotations
 
-import signal
-
 import pytest
 
-from . import fence, outcome
-from .collect import RUN_KEY, collect_file, deselect_resumed
-from .controller import Controller
+from .fixtures import jaato_arm, jaato_daemon, jaato_workspace, scripted_model  # noqa: F401
 from .options import UsageError, add_options, read_settings
-from .run import EvalRun, new_run_id
-from .shard import select_shard
-from .testing.model_server import scripted_model_fixture
+from .run import CONTEXT_KEY, WORKER_KEY, RunContext, arm_of, new_run_id
 
-# For task authors' own tests: a scripted OpenAI-compatible model on 127.0.0.1
-# (docs/scripted-model.md). A fixture, so it lives with the hooks pytest loads.
-scripted_model = pytest.fixture(scripted_model_fixture, name="scripted_model")
+MANIFEST_NAME = "task.yaml"
 
 
 def pytest_addoption(parser):
@@ -29,31 +28,25 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "jaato: an arm of a jaato task (task.yaml)")
+    config.addinivalue_line(
+        "markers", "jaato(config_root, fixture, profile, profile_set=None, repeats=1): an arm "
+                   "of a jaato task; on a test taking `jaato_arm`, the test is an arm written in "
+                   "Python (docs/python-arms.md)")
     try:
         settings = read_settings(config)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
-    workerinput = getattr(config, "workerinput", None)
-    workerinput = workerinput or {}
-    run = EvalRun(settings, workerinput.get("jaato_run_id") or new_run_id(),
-                  controller=not workerinput, parent_dir=workerinput.get("jaato_run_root"))
-    config.stash[RUN_KEY] = run
+    workerinput = getattr(config, "workerinput", None) or {}
+    config.stash[CONTEXT_KEY] = RunContext(
+        settings, workerinput.get("jaato_run_id") or new_run_id(),
+        parent_dir=workerinput.get("jaato_run_root"))
     if not workerinput:  # one store writer, one pivot printer, whatever -n is (X6)
-        config.pluginmanager.register(Controller(run), "jaato-eval-controller")
+        from .controller import Controller
+        config.pluginmanager.register(Controller(config.stash[CONTEXT_KEY]),
+                                      "jaato-eval-controller")
         if config.pluginmanager.hasplugin("html"):  # P4 columns: hooks pytest-html declares
             from .report import pytest_html
             pytest_html.register(config)
-    _stop_on_sigterm()
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node):
-    """xdist: every worker shares the controller's run id, and keeps its run folder
-    under the controller's, so nothing a crashed worker leaves is lost track of."""
-    run = node.config.stash[RUN_KEY]
-    node.workerinput["jaato_run_id"] = run.run_id
-    node.workerinput["jaato_run_root"] = run.worker_root()
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
@@ -64,58 +57,51 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_ignore_collect(collection_path, config):
-    return fence.ignored(collection_path) or None  # never a fixture or config root
+    from .fence import ignored
+    return ignored(collection_path) or None  # never a fixture or config root
 
 
 def pytest_collect_file(file_path, parent):
-    return collect_file(file_path, parent)
+    if file_path.name == MANIFEST_NAME:
+        from .collect import collect_file
+        return collect_file(file_path, parent)
+    return None
 
 
-@pytest.hookimpl(tryfirst=True)  # before anything that deselects per machine (--sw, a conftest)
+def pytest_generate_tests(metafunc):
+    if "jaato_arm" in metafunc.fixturenames and metafunc.definition.get_closest_marker("jaato"):
+        from .python_arms import parametrize
+        parametrize(metafunc)
+
+
+@pytest.hookimpl(tryfirst=True)  # before anything that deselects per machine (--resume, -k)
 def pytest_collection_modifyitems(config, items):
-    select_shard(config, items)  # first: every machine splits the same collection
-    deselect_resumed(config, items)
+    if config.option.jaato_shard:
+        from .shard import select_shard
+        select_shard(config, items)  # every machine splits the same collection
+
+
+def pytest_itemcollected(item):
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "jaato_arm" in callspec.params and arm_of(item) is None:
+        from .outcome import identity_properties
+        from .run import ARM_KEY
+        arm = callspec.params["jaato_arm"]
+        item.stash[ARM_KEY] = arm
+        item.user_properties.extend(identity_properties(arm))
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
-    record = getattr(item, "record", None)
-    if call.when == "call" and record is not None:
-        outcome.mark_report(report, item, record)
+    if arm_of(item) is not None:
+        from .outcome import on_report
+        on_report(item, call, report, item.config.stash[WORKER_KEY])
     return report
 
 
 def pytest_report_teststatus(report, config):
-    return outcome.report_status(report)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session, exitstatus):
-    run = session.config.stash.get(RUN_KEY, None)
-    if run is None:
-        return
-    run.wind_down()  # the daemon stops while pytest reports; run.finish() at unconfigure
-    kept = run.kept_folder()
-    if kept is not None and run.controller:
-        session.config.pluginmanager.get_plugin("jaato-eval-controller").notes.append(
-            f"kept workspaces: {kept}")
-    if run.controller:
-        session.exitstatus = outcome.fold_exit_status(session.exitstatus, len(run.blocked))
-
-
-def pytest_unconfigure(config):
-    run = config.stash.get(RUN_KEY, None)
-    if run is not None:
-        run.finish()  # stops the daemon for good, removes what the run made
-
-
-def _stop_on_sigterm() -> None:
-    """SIGTERM ends the run like Ctrl-C, so the private daemon is stopped, not orphaned."""
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        def _interrupt(signum, frame):
-            raise KeyboardInterrupt(f"signal {signum}")
-        try:
-            signal.signal(signal.SIGTERM, _interrupt)
-        except ValueError:  # not the main thread
-            pass
+    if getattr(report, "jaato_record", None) is not None:
+        from .outcome import report_status
+        return report_status(report)
+    return None

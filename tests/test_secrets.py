@@ -153,7 +153,8 @@ def test_a_crashed_workers_synthesised_record_is_masked_too():
     report = SimpleNamespace(longrepr=f"worker 'gw0' crashed: key={secret}", when="call",
                              outcome="failed")
     nodeid = f"tasks/t/task.yaml::t[{secret}-r0]"
-    block_crashed(report, nodeid, "run1", Redactor({"OPENAI_API_KEY": secret}))
+    arm = {"arm_id": f"t@{secret}#0", "task_id": "t", "profile_set": secret, "repeat": "0"}
+    block_crashed(report, nodeid, arm, "run1", Redactor({"OPENAI_API_KEY": secret}))
     record = getattr(report, RECORD_ATTR)
     text = json.dumps(record) + str(report.longrepr)
     assert secret not in text

@@ -20,6 +20,7 @@ from jaato_sdk.events import ClientType, EventType
 
 from .accounting import (TurnAccumulator, empty_usage, merge_tracker, session_ids_in,
                          tracker_record)
+from .ceiling import Ceiling
 
 log = logging.getLogger(__name__)
 UNSIGNED_ERRORS = ("NudgeExhausted",)  # S8 (the driver's twin is DriverStoppedShort)
@@ -27,20 +28,6 @@ UNSIGNED_ERRORS = ("NudgeExhausted",)  # S8 (the driver's twin is DriverStoppedS
 TRANSIENT_CREATE_ERRORS = ("SessionInitializationError",)
 HISTORY_WAIT = 5.0
 STOP_WAIT = 5.0
-
-
-@dataclass(frozen=True)
-class Ceiling:
-    """S7: the per-arm wall clock and where its value came from."""
-
-    seconds: float  # 0 = off
-    source: str = "default"
-    what: str = "arm ceiling: the arm"
-    remedy: str = "raise it with --arm-timeout=SECONDS (0 disables it)"
-
-    def reason(self) -> str:
-        return (f"{self.what} ran past {self.seconds:g} s (per-arm wall clock, from "
-                f"{self.source}); {self.remedy}. This is not the task pool's budget.seconds")
 
 
 @dataclass

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""What the plugin costs a pytest run that has no tasks, side by side.
+
+One invocation runs, alternately and N times each, in a scratch project holding one
+plain test:
+
+* with     ``PY -m pytest -q -p no:cacheprovider``  (the plugin loads, as in any run)
+* without  the same plus ``-p no:jaato_eval``
+
+and prints the median wall time of each, their difference and ratio, and the
+plugin module's own import time (``python -X importtime``), with whether the
+run imported ``jaato_sdk``.
+
+    python3 bench/bench_import.py [--python .venv/bin/python] [--runs 15] [--json OUT]
+
+Stdlib only. Measure on an idle machine: the difference is tens of milliseconds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+DEV_ONLY_PLUGINS = ["-p", "no:hypothesispytest"]  # not in a user's install (bench_vs_reference)
+
+PLAIN_TEST = """
+import sys
+
+def test_one():
+    assert True
+
+def test_no_sdk_was_imported():
+    assert "jaato_sdk" not in sys.modules
+"""
+
+
+def timed_run(python: str, cwd: Path, extra: list[str]) -> float:
+    argv = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *DEV_ONLY_PLUGINS, *extra]
+    started = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}")
+    return elapsed
+
+
+def import_time(python: str, pythonpath: str | None = None) -> tuple[float, bool]:
+    """Cumulative import time of the plugin module (s) once pytest is loaded, as in a
+    pytest run, and whether it pulled in the SDK."""
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    proc = subprocess.run([python, "-X", "importtime", "-c",
+                           "import pytest; import pytest_jaato_eval.plugin"],
+                          capture_output=True, text=True, check=True, env=env,
+                          cwd=tempfile.gettempdir())  # never the repository: `-c` puts cwd first
+    total, sdk = None, False
+    for line in proc.stderr.splitlines():
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) == 3 and parts[1].isdigit():
+            if parts[2] == "pytest_jaato_eval.plugin":
+                total = int(parts[1]) / 1e6
+            sdk = sdk or parts[2].startswith("jaato_sdk")
+    return total or 0.0, sdk
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--python", default=str(REPO / ".venv/bin/python"))
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--before", default=None, metavar="REF",
+                    help="also time the plugin module's import as of this commit")
+    ap.add_argument("--imports", type=int, default=5, help="import-time samples (median)")
+    args = ap.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="jaato-bench-import-") as scratch:
+        root = Path(scratch)
+        (root / "test_plain.py").write_text(PLAIN_TEST)
+        (root / "pytest.ini").write_text("[pytest]\n")
+        timed_run(args.python, root, [])  # warm the file cache once, unmeasured
+        with_plugin, without = [], []
+        for _ in range(args.runs):  # alternate, so drift in machine load hits both alike
+            with_plugin.append(timed_run(args.python, root, []))
+            without.append(timed_run(args.python, root, ["-p", "no:jaato_eval"]))
+    own = statistics.median(import_time(args.python)[0] for _ in range(args.imports))
+    sdk = import_time(args.python)[1]
+    before = None
+    if args.before:
+        import io
+        import tarfile
+        with tempfile.TemporaryDirectory(prefix="jaato-bench-import-old-") as old:
+            data = subprocess.run(["git", "-C", str(REPO), "archive", args.before,
+                                   "pytest_jaato_eval"], capture_output=True, check=True).stdout
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                tar.extractall(old, filter="data")
+            before = statistics.median(import_time(args.python, old)[0]
+                                       for _ in range(args.imports))
+    a, b = statistics.median(with_plugin), statistics.median(without)
+    result = {"runs": args.runs, "with_plugin_s": round(a, 4), "without_plugin_s": round(b, 4),
+              "added_ms": round((a - b) * 1000, 1), "ratio": round(a / b, 3),
+              "plugin_import_s": round(own, 4), "plugin_import_pulls_sdk": sdk,
+              "plugin_import_before_s": before,
+              "load_average": os.getloadavg()[0]}
+    print(f"one-test pytest run, median of {args.runs} (alternating):")
+    print(f"  with the plugin      {a * 1000:8.1f} ms")
+    print(f"  -p no:jaato_eval     {b * 1000:8.1f} ms")
+    print(f"  added by the plugin  {(a - b) * 1000:8.1f} ms  (ratio {a / b:.3f})")
+    print(f"  import pytest_jaato_eval.plugin: {own * 1000:.1f} ms cumulative; "
+          f"imports jaato_sdk: {'yes' if sdk else 'no'}")
+    if before is not None:
+        print(f"  the same import as of {args.before}: {before * 1000:.1f} ms "
+              f"(now {own / before:.3f} of it)")
+    print(f"  load average at the end: {result['load_average']:.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
