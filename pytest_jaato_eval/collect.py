@@ -40,6 +40,22 @@ def arm_param_id(arm: Arm) -> str:
     return f"{_node_safe(arm.set_name)}-r{arm.repeat}"
 
 
+def identity_of_nodeid(rootpath, nodeid: str, settings) -> dict[str, str] | None:
+    """The identity of the task.yaml arm a node id names, read again from its manifest:
+    for an arm whose worker died before it sent a single report."""
+    path, sep, name = nodeid.partition("::")
+    if not sep or os.path.basename(path) != MANIFEST_NAME:
+        return None
+    try:
+        task = load_task(rootpath / path)
+    except Exception:  # noqa: BLE001 - changed or unreadable since collection: no identity
+        return None
+    for arm in arms_of(task, settings.profile_sets, settings.repeats):
+        if name == f"{_node_safe(task.id)}[{arm_param_id(arm)}]":
+            return outcome.identity(arm)
+    return None
+
+
 class TaskFile(pytest.File):
     """One task.yaml. A bad manifest is this file's collection error: one line (M2)."""
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from . import outcome
-from .run import RunContext, arm_of, has_kept_workspaces, own_folder
+from .run import RunContext, SigtermAsInterrupt, arm_of, has_kept_workspaces, own_folder
 
 _SUMMARY_CHARS = {"f": "failed", "E": "error", "s": "skipped", "x": "xfailed",
                   "X": "xpassed", "p": "passed"}
@@ -31,6 +31,7 @@ class Controller:
         self.arms: dict[str, dict[str, str]] = {}  # node id -> the arm's identity, as sent
         self.collection_failed = False
         self._worker_root: Path | None = None
+        self.sigterm = SigtermAsInterrupt()  # under -n: the workers' folders are swept at the end
 
     @property
     def store(self):
@@ -68,6 +69,7 @@ class Controller:
     def pytest_xdist_node_collection_finished(self, node, ids):
         """Under -n the workers collect: claim once the first of them reports an arm."""
         if any(i.split("::", 1)[0].rsplit("/", 1)[-1] == MANIFEST_NAME for i in ids):
+            self.sigterm.install()
             try:
                 self._claim_store(None)
             except pytest.UsageError as exc:
@@ -86,8 +88,11 @@ class Controller:
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem, report, sched):
         """X6: a crashed xdist worker is an environment fault: its arm is BLOCKED, not FAILED."""
-        arm = self.arms.get(crashitem)
-        if arm is not None:  # arms only: the identity came with the arm's own reports
+        arm = self.arms.get(crashitem)  # the identity that came with the arm's own reports
+        if arm is None:  # it died before its first report: a task.yaml arm is found again
+            from .collect import identity_of_nodeid
+            arm = identity_of_nodeid(sched.config.rootpath, crashitem, self.settings)
+        if arm is not None:  # arms only
             outcome.block_crashed(report, crashitem, arm, self.context.run_id)
 
     # -- each arm ----------------------------------------------------------------
@@ -95,6 +100,7 @@ class Controller:
         identity = outcome.arm_identity(report)
         if identity is not None:
             self.arms.setdefault(report.nodeid, identity)
+            self.sigterm.install()  # an arm written in Python is known only by its reports
         raw = outcome.record_of(report)
         if raw is None:
             return
@@ -110,6 +116,7 @@ class Controller:
         session.exitstatus = outcome.fold_exit_status(session.exitstatus, len(self.blocked))
 
     def pytest_unconfigure(self, config):
+        self.sigterm.restore()
         if self._store is not None:
             self._store.close()
         root, self._worker_root = self._worker_root, None

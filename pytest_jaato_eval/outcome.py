@@ -114,9 +114,14 @@ IDENTITY = (("jaato_arm_id", "arm_id"), ("jaato_task_id", "task_id"),
             ("jaato_profile_set", "profile_set"), ("jaato_repeat", "repeat"))
 
 
+def identity(arm: Any) -> dict[str, str]:
+    """What the controller knows an arm by (it never sees the Arm itself under -n)."""
+    return {"arm_id": arm.id, "task_id": arm.task.id, "profile_set": arm.set_name,
+            "repeat": str(arm.repeat)}
+
+
 def identity_properties(arm: Any) -> list[tuple[str, str]]:
-    values = {"arm_id": arm.id, "task_id": arm.task.id, "profile_set": arm.set_name,
-              "repeat": str(arm.repeat)}
+    values = identity(arm)
     return [(prop, values[key]) for prop, key in IDENTITY]
 
 

@@ -105,8 +105,7 @@ class Worker:
         self._prestart: threading.Thread | None = None
         self._release = threading.Event()  # ends the thread that spawned the daemon
         self._prestart_error: BaseException | None = None
-        self._previous_sigterm: Any = None
-        self._sigterm_installed: Any = False
+        self.sigterm = SigtermAsInterrupt()
         # Fixture errors seen in setup, by exception: names the fixture in a BLOCKED record.
         self.fixture_errors: dict[int, tuple[str, BaseException]] = {}
 
@@ -154,7 +153,7 @@ class Worker:
         """
         if self.settings.socket or self._prestart is not None:
             return
-        self._install_sigterm()
+        self.sigterm.install()
         self._prestart = threading.Thread(target=self._keep_daemon, name="jaato-daemon-start",
                                           daemon=True)
         self._prestart.start()
@@ -180,7 +179,7 @@ class Worker:
     def ensure(self) -> str:
         """The daemon's socket; a private daemon that died is started again."""
         if self.daemon.private:
-            self._install_sigterm()
+            self.sigterm.install()
         with self._lock:
             return self.daemon.ensure()
 
@@ -194,31 +193,6 @@ class Worker:
                 pass
             if self._daemon is not None:
                 self._daemon.stop()
-
-    def _install_sigterm(self) -> None:
-        """SIGTERM ends the run like Ctrl-C, so our daemon is stopped, not orphaned.
-
-        Installed only once a daemon of ours starts; the previous handler comes back
-        at the end of the run."""
-        if self._sigterm_installed or threading.current_thread() is not threading.main_thread():
-            return
-        previous = signal.getsignal(signal.SIGTERM)
-        if previous is not signal.SIG_DFL:
-            return  # somebody already handles it: theirs stands
-
-        def _interrupt(signum, frame):
-            raise KeyboardInterrupt(f"signal {signum}")
-        try:
-            signal.signal(signal.SIGTERM, _interrupt)
-        except ValueError:
-            return
-        self._previous_sigterm, self._sigterm_installed = previous, _interrupt
-
-    def _restore_sigterm(self) -> None:
-        if self._sigterm_installed and threading.current_thread() is threading.main_thread():
-            if signal.getsignal(signal.SIGTERM) is self._sigterm_installed:
-                signal.signal(signal.SIGTERM, self._previous_sigterm)
-            self._sigterm_installed = False
 
     # -- task pools (B1, B2) ----------------------------------------------------
     def pool_for(self, task) -> tuple[str | None, str | None]:
@@ -295,7 +269,7 @@ class Worker:
         if self._daemon is not None:
             self._daemon.stop()
         self._release.set()
-        self._restore_sigterm()
+        self.sigterm.restore()
         if self._arm_settings is not None:  # now the daemon can no longer write into them
             from . import sweep, workspace
             for ws in set(self._arm_settings.made) - set(self._arm_settings.kept):
@@ -317,6 +291,40 @@ class Worker:
                     child.unlink(missing_ok=True)
         if not has_kept:
             shutil.rmtree(run_dir, ignore_errors=True)
+
+
+class SigtermAsInterrupt:
+    """SIGTERM ends the run like Ctrl-C, so what the run started is stopped, not orphaned.
+
+    Installed only once the run has something of its own to stop (a daemon, an arm's
+    processes, workers running arms) and only over the default handler; the previous
+    handler comes back at the end of the run.
+    """
+
+    def __init__(self) -> None:
+        self._previous: Any = None
+        self._installed: Any = None
+
+    def install(self) -> None:
+        if self._installed is not None or threading.current_thread() is not threading.main_thread():
+            return
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is not signal.SIG_DFL:
+            return  # somebody already handles it: theirs stands
+
+        def _interrupt(signum, frame):
+            raise KeyboardInterrupt(f"signal {signum}")
+        try:
+            signal.signal(signal.SIGTERM, _interrupt)
+        except ValueError:
+            return
+        self._previous, self._installed = previous, _interrupt
+
+    def restore(self) -> None:
+        if self._installed is not None and threading.current_thread() is threading.main_thread():
+            if signal.getsignal(signal.SIGTERM) is self._installed:
+                signal.signal(signal.SIGTERM, self._previous)
+            self._installed = None
 
 
 def own_folder(folder: Path, context: RunContext, sweep_others: bool) -> None:

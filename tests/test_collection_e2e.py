@@ -139,4 +139,4 @@ def test_bad_option_value_is_a_usage_error(project):
     project.task("alpha")
     result = project.run("tasks", "--arm-timeout=-3")
     assert result.ret == 4
-    result.stderr.fnmatch_lines(["*--arm-timeout: expected seconds >= 0 (0 = off), got -3*"])
+    result.stderr.fnmatch_lines(["*--arm-timeout: expected a finite number of seconds >= 0 (0 = off), got -3*"])

@@ -252,10 +252,17 @@ def test_lf_runs_exactly_the_failed_arm_and_ff_runs_it_first(project):
 
 
 def test_a_crashed_workers_record_carries_the_real_arm_id(project):
-    project.task("my task", profile=signer({"answer": "42"}), directory="crash",
-                 graders=[{"kind": "processor", "script": "die.py"}])
-    (project.root / "tasks/crash/.jaato/die.py").write_text(
-        "import os\n\ndef validate(payload, context):\n    os._exit(3)\n")
+    # Graders run in children of their own now, so the worker is crashed from a fixture
+    # that the project's conftest runs around the arm (os._exit: no teardown, no report).
+    project.task("my task", directory="crash")
+    project.write("tasks/crash/conftest.py", """
+        import os
+        import pytest
+
+        @pytest.fixture(autouse=True)
+        def crash_the_worker(jaato_workspace):
+            os._exit(3)
+    """)
     project.task("good")
     result = project.run("tasks", "-n", "2")
     assert result.ret == 2
