@@ -104,14 +104,9 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
     verdicts = []
     if not run.blocked_reason and ws is not None:
         ctx = GraderContext(
-            workspace=ws, config_root=task.config_root, params=task.grader_params,
-            payload=run.payload, history=run.history, ledger=ledger_of(run.history),
-            usage=run.usage, turns=run.turns, finish_reason=run.finish_reason,
-            termination_reason=run.termination_reason,
-            termination_detail=run.termination_detail, error_type=run.error_type,
-            error=run.error, completion_gap=run.completion_gap, socket_path=socket,
-            cascade_id=cascade_id, unsigned=run.unsigned, mask=settings.redact.text,
-            arm_id=arm.id, profile_set=arm.profile_set)
+            workspace=ws, config_root=task.config_root, params=task.grader_params, run=run,
+            ledger=ledger_of(run.history), socket_path=socket, cascade_id=cascade_id,
+            mask=settings.redact.text, arm_id=arm.id, profile_set=arm.profile_set)
         verdicts = run_graders(task.graders, ctx)
     return arm_record(arm, settings, run, verdicts, ws, caveats, on_arrival,
                       discard=owns_workspace)

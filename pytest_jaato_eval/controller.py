@@ -199,7 +199,7 @@ class Controller:
                        if ch in tr.reportchars):
                 tr.write_sep("=", "short test summary info", cyan=True, bold=True)
             for nodeid, reason in self.blocked:  # both may carry a grader's or daemon's text
-                tr.write_line(f"{tr._tw.markup('BLOCKED', yellow=True)} "
-                              f"{safe_text(nodeid, 300, collapse=False)} - "
+                tr.write("BLOCKED", yellow=True)
+                tr.write_line(f" {safe_text(nodeid, 300, collapse=False)} - "
                               f"{safe_text(reason, 200)}")
         return result

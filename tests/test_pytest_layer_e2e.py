@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from conftest import SCHEMA, processes_mentioning, signer
+from conftest import SCHEMA, processes_mentioning
 
 from pytest_jaato_eval.testing.model_server import Turn
 

@@ -12,6 +12,7 @@ from pytest_jaato_eval import workspace
 from pytest_jaato_eval.contract import ParamCollision, build_contract_env, param_variable
 from pytest_jaato_eval.engine.accounting import (
     TurnAccumulator, count_nudges, merge_tracker, payload_hash)
+from pytest_jaato_eval.engine.agent_run import AgentRun
 from pytest_jaato_eval.graders.context import truncation_reason
 from pytest_jaato_eval.outcome import fold_exit_status
 from pytest_jaato_eval.pivot import build_cells, render_pivot
@@ -228,8 +229,8 @@ def test_processor_reading_an_unfaithful_ledger_is_blocked(tmp_path):
     spec = GraderSpec("processor", "check.py", {"script": "check.py"})
     absent = ledger_of(None)
     assert not absent.faithful and "absent, not empty" in absent.reason
-    ctx = GraderContext(workspace=tmp_path, config_root=tmp_path, params={}, payload={"a": 1},
-                        finish_reason="stop", ledger=absent)
+    ctx = GraderContext(workspace=tmp_path, config_root=tmp_path, params={},
+                        run=AgentRun(payload={"a": 1}, finish_reason="stop"), ledger=absent)
     verdict = grade_processor(spec, ctx)
     assert verdict.state == BLOCKED and "ledger is not faithful" in verdict.detail
     no_ids = ledger_of([{"role": "model", "parts": [{"type": "function_call", "name": "x"}]}])

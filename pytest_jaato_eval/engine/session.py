@@ -18,12 +18,14 @@ from jaato_sdk.client.errors import SessionCreateFailed, SessionNotConfirmed
 from jaato_sdk.client.ipc import IPCClient
 from jaato_sdk.events import ClientType, EventType
 
-from .accounting import (TurnAccumulator, empty_usage, merge_tracker, session_ids_in,
+from .accounting import (TurnAccumulator, merge_tracker, session_ids_in,
                          tracker_record)
+from .agent_run import UNSIGNED_ERRORS, AgentRun
 from .ceiling import Ceiling
 
+__all__ = ["AgentRun", "Ceiling", "SessionArmSpec", "run_session_arm", "UNSIGNED_ERRORS"]
+
 log = logging.getLogger(__name__)
-UNSIGNED_ERRORS = ("NudgeExhausted",)  # S8 (the driver's twin is DriverStoppedShort)
 # The daemon's answers to session.new that a starved host produces and a second try clears.
 TRANSIENT_CREATE_ERRORS = ("SessionInitializationError",)
 HISTORY_WAIT = 5.0
@@ -42,34 +44,6 @@ class SessionArmSpec:
     cascade_id: str | None = None
     ceiling: Ceiling = field(default_factory=lambda: Ceiling(900))
     env_file: str = ".env"  # relative: in the workspace; the judge passes its own, absolute
-
-
-@dataclass
-class AgentRun:
-    """What the engine observed of one arm's agent run (the record's engine half)."""
-
-    session_id: str | None = None
-    session_ids: list[str] = field(default_factory=list)
-    model: str | None = None
-    provider: str | None = None
-    payload: Any = None
-    turns: int = 0
-    finish_reason: str | None = None
-    completion_gap: str | None = None
-    usage: dict = field(default_factory=empty_usage)
-    termination_reason: str | None = None
-    termination_detail: str | None = None
-    error_type: str | None = None
-    error: str | None = None          # S8: set on an unsigned arm, which is still graded
-    blocked_reason: str | None = None  # set when the run taught us nothing
-    history: list | None = None        # S5: None is "absent", never []
-    duration_seconds: float | None = None
-    caveats: list[str] = field(default_factory=list)  # what the engine did that a reader should know
-
-    @property
-    def unsigned(self) -> bool:
-        return self.error_type in UNSIGNED_ERRORS or (self.error or "").startswith(
-            "DriverStoppedShort")
 
 
 _PROVIDER_RAISED = re.compile(r"model loop raised (?P<cls>[A-Za-z_][\w.]*): (?P<rest>.*)", re.S)

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from ..engine.agent_run import AgentRun
 from ..verdict import Verdict
 
 
@@ -26,29 +27,35 @@ def truncation_reason(termination_reason: str | None, payload: Any,
     return f"finish_reason={finish_reason!r}"
 
 
+def _from_run(name: str) -> property:
+    return property(lambda self: getattr(self.run, name), doc=f"The run's {name}.")
+
+
 @dataclass
 class GraderContext:
     workspace: Path
     config_root: Path
     params: Mapping[str, Any]
-    payload: Any = None
-    history: list | None = None
+    run: AgentRun = field(default_factory=AgentRun)  # what the engine observed of the agent
     ledger: Any = None
-    usage: Mapping[str, Any] = field(default_factory=dict)
-    turns: int = 0
-    finish_reason: str | None = None
-    termination_reason: str | None = None
-    termination_detail: str | None = None
-    error_type: str | None = None
-    error: str | None = None
-    completion_gap: str | None = None
     socket_path: str | None = None
     cascade_id: str | None = None
-    unsigned: bool = False
     verdicts: list[Verdict] = field(default_factory=list)  # the graders before this one
     mask: Callable[[str], str] | None = None  # masks credentials before output is cut
     arm_id: str | None = None
     profile_set: str | None = None  # the set the arm ran under (the harness wrote it)
+
+    payload = _from_run("payload")
+    history = _from_run("history")
+    usage = _from_run("usage")
+    turns = _from_run("turns")
+    finish_reason = _from_run("finish_reason")
+    termination_reason = _from_run("termination_reason")
+    termination_detail = _from_run("termination_detail")
+    error_type = _from_run("error_type")
+    error = _from_run("error")
+    completion_gap = _from_run("completion_gap")
+    unsigned = _from_run("unsigned")
 
     @property
     def truncation_reason(self) -> str | None:
