@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from pytest_jaato_eval.engine.session import AgentRun
-from pytest_jaato_eval.record import build_record
-from pytest_jaato_eval.store import Store
+from pytest_jaato_eval.results.record import build_record
+from pytest_jaato_eval.results.store import Store
 from pytest_jaato_eval.verdict import Verdict, roll_up
 
 SETS = ("echo", "openrouter_haiku", "vllm_qwen3_14b", "gpt-large")

@@ -37,7 +37,7 @@ PY = REPO / ".venv" / "bin" / "python"
 KEEPER = '''
 import os, shutil, time
 from pathlib import Path
-from pytest_jaato_eval import run as _run
+from pytest_jaato_eval.pytest_layer import run as _run
 
 _finish = _run.EvalRun.finish
 

@@ -1,4 +1,4 @@
 """`python -m pytest_jaato_eval report|compare|validate|merge ...`: see commands.py."""
-from .commands import main
+from .results.commands import main
 
 raise SystemExit(main())

@@ -20,7 +20,7 @@ from .graders import run_graders
 from .graders.context import GraderContext
 from .graders.ledger import ledger_of
 from .manifest import DRIVER, Task
-from .record import build_record
+from .results.record import build_record
 from .redact import Redactor
 from .verdict import BLOCKED, FAIL, PASS, roll_up
 

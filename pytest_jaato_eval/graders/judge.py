@@ -27,7 +27,7 @@ from typing import Any
 
 from ..engine.session import Ceiling, SessionArmSpec, run_session_arm
 from ..manifest import GraderSpec
-from ..review import NEEDS_HUMAN
+from ..results.review import NEEDS_HUMAN
 from ..verdict import PASS, Verdict
 from .context import GraderContext
 

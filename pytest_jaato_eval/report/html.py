@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from ..pivot import LEGEND, PARTIAL_NOTE, Cell, Pivot, digest, pivot_rows, row_id
+from ..results.pivot import LEGEND, PARTIAL_NOTE, Cell, Pivot, digest, pivot_rows, row_id
 from ..render import safe_text
 from ..verdict import PASS
 from . import arms, chart, tables

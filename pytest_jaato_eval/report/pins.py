@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Iterable
 
-from ..pivot import PROVENANCE_PINS, ArmSummary, summarise
+from ..results.pivot import PROVENANCE_PINS, ArmSummary, summarise
 
 if TYPE_CHECKING:
-    from ..pivot import Pivot
+    from ..results.pivot import Pivot
 
 
 def pins(records: Iterable[Any]) -> dict[str, Any]:

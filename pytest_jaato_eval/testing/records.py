@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..record import ArmRecord
+from ..results.record import ArmRecord
 
 GRADER = "script:grep -qx READY answer.txt"
 PROVENANCE = {"jaato_sdk_path": "/x/jaato_sdk/__init__.py", "jaato_sdk_version": "0.29.4",

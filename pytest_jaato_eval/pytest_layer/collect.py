@@ -1,0 +1,209 @@
+"""task.yaml files become pytest items: one ArmItem per task x profile set x repeat (X2).
+
+An arm item is a `pytest.Function` whose test is the arm's run: pytest resolves
+its fixtures (`jaato_arm`, the project's autouse ones, `usefixtures`) exactly as
+for a test function, and its `[set-rN]` suffix is a real parametrisation id, so
+`--lf`, `--ff`, `--sw` and `--nf` find it again by its node id.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import sys
+import warnings
+from typing import Any
+
+import pytest
+
+from . import outcome
+from .. import preflight
+from ..arm import Arm, arms_of
+from ..engine.budget import ceiling_warning
+from ..manifest import ManifestError, load_task
+from .run import ARM_KEY, HANDLE_KEY, arm_of, worker_of
+
+try:
+    from _pytest.python import CallSpec
+except ImportError:  # pytest 8 names it CallSpec2
+    from _pytest.python import CallSpec2 as CallSpec
+
+MANIFEST_NAME = "task.yaml"
+
+
+def _node_safe(text: str) -> str:
+    """Node names must not contain `::` or whitespace; keep everything else readable."""
+    return re.sub(r"\s+", "_", text.replace("::", ":_:"))
+
+
+def arm_param_id(arm: Arm) -> str:
+    """What the node id shows in brackets: `echo-r0`."""
+    return f"{_node_safe(arm.set_name)}-r{arm.repeat}"
+
+
+def identity_of_nodeid(rootpath, nodeid: str, settings) -> dict[str, str] | None:
+    """The identity of the task.yaml arm a node id names, read again from its manifest:
+    for an arm whose worker died before it sent a single report."""
+    path, sep, name = nodeid.partition("::")
+    if not sep or os.path.basename(path) != MANIFEST_NAME:
+        return None
+    try:
+        task = load_task(rootpath / path)
+    except Exception:  # noqa: BLE001 - changed or unreadable since collection: no identity
+        return None
+    for arm in arms_of(task, settings.profile_sets, settings.repeats):
+        if name == f"{_node_safe(task.id)}[{arm_param_id(arm)}]":
+            return outcome.identity(arm)
+    return None
+
+
+class TaskFile(pytest.File):
+    """One task.yaml. A bad manifest is this file's collection error: one line (M2)."""
+
+    def collect(self):
+        task = load_task(self.path)
+        worker = worker_of(self.config)
+        first = worker.task_paths.setdefault(task.id, self.path)
+        if first != self.path:  # M1
+            raise ManifestError(self.path, "id", f"task id {task.id!r} is also declared by "
+                                                 f"{first}; task ids must be unique")
+        settings = worker.settings
+        for done in worker.context.resumed.values():  # R3: resuming on a changed task would mix two tasks
+            if done.get("task_id") == task.id and done.get("task_hash") not in (None, task.content_hash):
+                raise ManifestError(self.path, "resume", (
+                    f"task {task.id!r} changed since {settings.store} was written (its manifest, "
+                    f"fixture or config root differs); run without --resume to start a new store"))
+        warning = ceiling_warning(task.id, task.budget, settings.ceiling.seconds)
+        if warning:  # B4
+            self.warn(pytest.PytestWarning(warning))
+        for i, (name, args) in enumerate(getattr(task, "marks", ())):
+            self.add_marker(task_mark(self.path, i, name, args, self))  # on every arm of the task
+        for arm in arms_of(task, settings.profile_sets, settings.repeats):
+            item = ArmItem.from_parent(
+                self, name=f"{_node_safe(task.id)}[{arm_param_id(arm)}]",
+                originalname=_node_safe(task.id), callobj=run_task_arm,
+                callspec=CallSpec(_idlist=[arm_param_id(arm)]), arm=arm)
+            if wants_own_daemon(item) and not preflight.check(task, arm.profile_set):
+                worker.start_daemon_early()
+            yield item
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, ManifestError):
+            return str(excinfo.value)
+        # Anything else (an unreadable fixture name, MemoryError) is still this file's
+        # collection error, in one line, not an INTERNALERROR of the whole run.
+        return f"{self.path}: cannot collect: {outcome.one_line(excinfo.exconly(), 400)}"
+
+
+class PreflightBlocked(Exception):
+    """The arm's profile set, profile or a grader file is missing: BLOCKED before setup."""
+
+
+def run_task_arm(jaato_arm) -> None:
+    """The test of a task.yaml arm: its manifest's agent, then its graders."""
+    jaato_arm.run_task()
+
+
+class ArmItem(pytest.Function):
+    """One arm of a task.yaml. Its test is the arm's run; its assertions are the graders."""
+
+    def __init__(self, *, arm: Arm, **kwargs):
+        super().__init__(**kwargs)
+        self.arm = arm
+        self.stash[ARM_KEY] = arm
+        self.user_properties.extend(outcome.identity_properties(arm))
+        self.add_marker(pytest.mark.jaato)
+        self.extra_keyword_matches.update({arm.task.id, arm.set_name, arm.id})
+
+    def setup(self) -> None:
+        # Preflight before any fixture: an arm that cannot run starts no daemon.
+        reason = preflight.check(self.arm.task, self.arm.profile_set)
+        if reason:
+            raise PreflightBlocked(reason)
+        super().setup()
+
+    @property
+    def record(self) -> dict | None:
+        handle = self.stash.get(HANDLE_KEY, None)
+        return handle.record if handle is not None else None
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, outcome.ArmFailed):
+            return outcome.verdict_table(excinfo.value.record)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, 0, self.arm.id
+
+
+def task_mark(path, index: int, name: str, args: Any, node=None):
+    """A `marks:` entry as the pytest mark it names, with pytest's own checks
+    (an unregistered name warns, or fails under --strict-markers)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", pytest.PytestUnknownMarkWarning)
+        try:
+            mark = getattr(pytest.mark, name)
+        except pytest.fail.Exception as exc:
+            raise ManifestError(path, f"marks[{index}]", str(exc.msg)) from None
+    for w in caught:  # shown against the task.yaml, not this module
+        warning = pytest.PytestUnknownMarkWarning(f"{path}: marks[{index}]: {w.message}")
+        node.warn(warning) if node is not None else warnings.warn(warning, stacklevel=2)
+    if args is None:
+        return mark
+    if isinstance(args, dict):
+        return mark(**args)
+    if isinstance(args, list):
+        return mark(*args)
+    if name in ("skip", "xfail"):  # a string is the reason (skipif's is its condition)
+        return mark(reason=args)
+    return mark(args)
+
+
+def wants_own_daemon(node) -> bool:
+    """Whether this arm will run on the plugin's own daemon: not under --co, not when
+    skipped by its marks, not when a conftest overrides `jaato_daemon`."""
+    if node.config.option.collectonly or will_skip(node):
+        return False
+    info = getattr(node, "_fixtureinfo", None)  # an override is known once collected
+    defs = getattr(info, "name2fixturedefs", {}).get("jaato_daemon") if info else None
+    func = getattr(defs[-1], "func", None) if defs else None
+    return func is None or getattr(func, "__module__", "") == f"{__package__}.fixtures"
+
+
+def will_skip(node) -> bool:
+    """Whether a skip or skipif mark will skip this arm, judged as pytest judges string
+    conditions; used only to start no daemon for a run whose arms are all skipped."""
+    if node.get_closest_marker("skip") is not None:
+        return True
+    namespace = {"os": os, "sys": sys, "platform": platform, "config": node.config}
+    for mark in node.iter_markers("skipif"):
+        conditions = mark.args if "condition" not in mark.kwargs else (mark.kwargs["condition"],)
+        for condition in conditions or (True,):
+            try:
+                result = eval(condition, dict(namespace)) if isinstance(condition, str) else condition
+                if result:
+                    return True
+            except Exception:  # noqa: BLE001 - pytest reports it at setup; we just start
+                continue
+    return False
+
+
+def deselect_resumed(config, items, done: dict) -> None:
+    """R3: with --resume, arms already in the store are deselected, not run again."""
+    if not done:
+        return
+    kept: list = []
+    dropped: list = []
+    for item in items:
+        arm = arm_of(item)
+        (dropped if arm is not None and arm.id in done else kept).append(item)
+    if dropped:
+        items[:] = kept
+        config.hook.pytest_deselected(items=dropped)
+
+
+def collect_file(file_path, parent):
+    """pytest_collect_file: only files named task.yaml are tasks."""
+    if file_path.name == MANIFEST_NAME:
+        return TaskFile.from_parent(parent, path=file_path)
+    return None

@@ -1,0 +1,205 @@
+"""What only the controller does: write the store, count outcomes, print the pivot (X5, X6).
+
+Registered only on the controller (the plain pytest process, or xdist's master),
+so there is exactly one writer and one printer whatever `-n` is. It owns the
+store, the records, the BLOCKED list and the exit status; what it knows of an arm
+comes with that arm's reports, never from another plugin.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from . import outcome
+from .run import RunContext, SigtermAsInterrupt, arm_of, has_kept_workspaces, own_folder
+
+_SUMMARY_CHARS = {"f": "failed", "E": "error", "s": "skipped", "x": "xfailed",
+                  "X": "xpassed", "p": "passed"}
+MANIFEST_NAME = "task.yaml"
+
+
+class Controller:
+    def __init__(self, context: RunContext):
+        self.context = context
+        self.settings = context.settings
+        self._store = None
+        self.records: list = []                   # ArmRecord, in finish order
+        self.blocked: list[tuple[str, str]] = []  # (nodeid, reason)
+        self.arms: dict[str, dict[str, str]] = {}  # node id -> the arm's identity, as sent
+        self.collection_failed = False
+        self._worker_root: Path | None = None
+        self.sigterm = SigtermAsInterrupt()  # under -n: the workers' folders are swept at the end
+
+    @property
+    def store(self):
+        if self._store is None:
+            from ..results.store import Store
+            self._store = Store(self.settings.store, append=self.settings.resume,
+                                keep_previous=self.settings.keep_previous)
+        return self._store
+
+    # -- the store is claimed before the first arm, never found unusable after it ----------
+    def _claim_store(self, task_ids: set[str] | None) -> None:
+        from ..results.store import StoreError
+        store = self.store
+        if store.task_ids is None and task_ids:
+            store.task_ids = task_ids
+        try:
+            store.claim()
+        except StoreError as exc:
+            raise pytest.UsageError(f"--jaato-out: {exc}") from None
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.collection_failed = True
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session):
+        if session.config.option.collectonly:
+            return
+        arms = [arm_of(item) for item in session.items]
+        if any(arm is not None for arm in arms):
+            self._claim_store({arm.task.id for arm in arms if arm is not None})
+
+    # -- xdist -------------------------------------------------------------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        """Under -n the workers collect: claim once the first of them reports an arm."""
+        if any(i.split("::", 1)[0].rsplit("/", 1)[-1] == MANIFEST_NAME for i in ids):
+            self.sigterm.install()
+            try:
+                self._claim_store(None)
+            except pytest.UsageError as exc:
+                pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node):
+        """Every worker shares the controller's run id, and keeps its run folder under
+        the controller's, so nothing a crashed worker leaves is lost track of."""
+        if self._worker_root is None:
+            self._worker_root = Path(tempfile.mkdtemp(prefix="jaato-eval-"))
+            own_folder(self._worker_root, self.context, sweep_others=True)
+        node.workerinput["jaato_run_id"] = self.context.run_id
+        node.workerinput["jaato_run_root"] = str(self._worker_root)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem, report, sched):
+        """X6: a crashed xdist worker is an environment fault: its arm is BLOCKED, not FAILED."""
+        arm = self.arms.get(crashitem)  # the identity that came with the arm's own reports
+        if arm is None:  # it died before its first report: a task.yaml arm is found again
+            from .collect import identity_of_nodeid
+            arm = identity_of_nodeid(sched.config.rootpath, crashitem, self.settings)
+        if arm is not None:  # arms only
+            outcome.block_crashed(report, crashitem, arm, self.context.run_id)
+
+    # -- each arm ----------------------------------------------------------------
+    def pytest_runtest_logreport(self, report):
+        identity = outcome.arm_identity(report)
+        if identity is not None:
+            self.arms.setdefault(report.nodeid, identity)
+            self.sigterm.install()  # an arm written in Python is known only by its reports
+        raw = outcome.record_of(report)
+        if raw is None:
+            return
+        from ..results.record import ArmRecord
+        record = ArmRecord.from_dict(raw)
+        self.store.append(record)  # flushed as each arm ends
+        self.records.append(record)
+        if outcome.is_blocked(report):
+            self.blocked.append((report.nodeid, record.blocked_reason or ""))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        session.exitstatus = outcome.fold_exit_status(session.exitstatus, len(self.blocked))
+
+    def pytest_unconfigure(self, config):
+        self.sigterm.restore()
+        if self._store is not None:
+            self._store.close()
+        root, self._worker_root = self._worker_root, None
+        if root is None and not self.records:
+            return  # no arm ran here or in a worker: nothing of ours can be left
+        from .. import processes, sweep
+        from ..engine.daemon import reap_orphan_daemon
+        # Every worker has ended: whatever any process of this run started and left ends too.
+        processes.kill_run_leftovers(self.context.run_id)
+        if root is None:
+            return
+        for child in root.iterdir():  # after every worker ended: sweep what a crashed one left
+            reap_orphan_daemon(child / "daemon")  # a crashed worker's, dying on its own
+            # A crashed worker never re-swept its discarded workspaces: unless the user
+            # keeps some, nothing in its folder is wanted.
+            if self.settings.keep_workspaces == "never" or not has_kept_workspaces(child):
+                shutil.rmtree(child, ignore_errors=True)
+        if [p.name for p in root.iterdir()] in ([], [sweep.OWNER_FILE]):
+            shutil.rmtree(root, ignore_errors=True)
+
+    # -- the summary ----------------------------------------------------------------
+    def kept_note(self) -> str | None:
+        kept = sorted({str(Path(r.get("workspace")).parent) for r in self.records
+                       if r.get("workspace")})
+        return f"kept workspaces: {', '.join(kept)}" if kept else None
+
+    def _pivot(self):
+        """The whole store (kept arms and this run's, the latest record per arm), streamed
+        from disk; from memory when there is no readable store."""
+        from ..results.pivot import Pivot
+        resumed = self.context.resumed
+        try:
+            if self.store.written or resumed:
+                return Pivot.of_store(self.store.path)
+        except OSError:
+            pass
+        return Pivot.of_records(list(resumed.values()) + self.records)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        tr = terminalreporter
+        resumed = self.context.resumed
+        # Nothing graded, nothing printed; nor above a refusal at collection (--resume).
+        if self.records or (resumed and not self.collection_failed):
+            from ..results.pivot import plural, render_pivot
+            from ..report.html import write_documents
+            tr.write_sep("=", "jaato-eval pivot")
+            pivot = self._pivot()
+            for line in render_pivot(pivot.cells):
+                tr.write_line(line)
+            store = self.store
+            tr.write_line("")
+            kept = f"; {plural(store.written, 'record')} written by this run" if (
+                pivot.lines_read != store.written) else ""
+            tr.write_line(f"store: {store.path} ({plural(pivot.lines_read, 'record')}{kept}; "
+                          f"run {self.context.run_id})")
+            done = self.context.done
+            if done:
+                n = len(done)
+                tr.write_line(f"resumed: {plural(n, 'arm')} already in the store "
+                              f"{'was' if n == 1 else 'were'} kept, not run again")
+            retried = sum(1 for r in self.records if r.arm_id in resumed)
+            if retried:
+                tr.write_line(f"retried: {plural(retried, 'arm')} stored as BLOCKED "
+                              f"{'was' if retried == 1 else 'were'} run again (--retry-blocked); "
+                              f"the new {'record counts' if retried == 1 else 'records count'}")
+            if store.rotated_to:
+                tr.write_line(f"the previous store was kept as {store.rotated_to}")
+            note = self.kept_note()
+            if note:
+                tr.write_line(note)
+            settings = self.settings  # P4: the documents show what the pivot shows
+            for line in write_documents(pivot, settings.html, settings.pdf, str(store.path)):
+                tr.write_line(line, red=line.startswith("error:"))
+        result = yield
+        # Runs after pytest's own short test summary, so BLOCKED lines read as part of it.
+        if self.blocked:
+            from ..render import safe_text
+            if not any(tr.stats.get(cat) for ch, cat in _SUMMARY_CHARS.items()
+                       if ch in tr.reportchars):
+                tr.write_sep("=", "short test summary info", cyan=True, bold=True)
+            for nodeid, reason in self.blocked:  # both may carry a grader's or daemon's text
+                tr.write("BLOCKED", yellow=True)
+                tr.write_line(f" {safe_text(nodeid, 300, collapse=False)} - "
+                              f"{safe_text(reason, 200)}")
+        return result

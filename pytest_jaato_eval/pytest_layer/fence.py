@@ -1,0 +1,99 @@
+"""What pytest must never collect: a task's fixture and config root.
+
+A fixture is the agent's starting repository: it routinely holds its own tests, a
+conftest.py (code pytest would import at collection), even a task.yaml of its own,
+links to anywhere (`/`), FIFOs. A config root holds graders and profiles. Neither is
+part of the suite being run. So, in a directory holding a task.yaml, the fixture and
+config root the manifest declares (and the default `fixture/` and `.jaato/`) are
+never entered, and no directory link leading into them (or out of the task, to `/`)
+is followed. Ignoring the directory also keeps pytest from importing its conftest.py:
+pytest loads a directory's conftest only when it collects that directory.
+"""
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+MANIFEST = "task.yaml"
+DEFAULT_ROOTS = ("fixture", ".jaato")
+MANIFEST_CAP = 1024 * 1024
+_ANCESTORS = 64  # how far up a link target is searched for the task that owns it
+
+
+def ignored(path: Path) -> bool:
+    """True when collection must not enter `path` (a directory, or a file inside one)."""
+    parent = path.parent
+    if not _is_task_dir(parent):
+        return _link_into_fenced(path) if _is_dir_link(path) else False
+    if _is_dir_link(path):
+        return True  # a task folder's own links are never followed (`fixture/../x -> /`)
+    return path.name in fenced_names(parent)
+
+
+def _is_dir_link(path: Path) -> bool:
+    try:
+        return path.is_symlink() and path.is_dir()
+    except OSError:
+        return True  # a link that cannot even be resolved is not walked either
+
+
+def _is_task_dir(directory: Path) -> bool:
+    try:
+        return (directory / MANIFEST).is_file()
+    except OSError:
+        return False
+
+
+def fenced_names(task_dir: Path) -> frozenset[str]:
+    """Names of the task folder's children never collected: declared and default roots."""
+    try:
+        stamp = (task_dir / MANIFEST).stat().st_mtime_ns
+    except OSError:
+        return frozenset(DEFAULT_ROOTS)
+    return _fenced_names(str(task_dir), stamp)
+
+
+@lru_cache(maxsize=256)
+def _fenced_names(task_dir: str, _stamp: int) -> frozenset[str]:
+    names = set(DEFAULT_ROOTS)
+    for declared in _declared_roots(Path(task_dir)):
+        first = Path(declared).parts[:1]
+        if first and not Path(declared).is_absolute() and first[0] not in (".", ".."):
+            names.add(first[0])  # `env/fixture` fences `env`: its top folder is the task's
+    return frozenset(names)
+
+
+def _declared_roots(task_dir: Path) -> list[str]:
+    """The manifest's environment.fixture / config_root, read defensively (never raises)."""
+    from ..engine.files import read_bounded
+    raw = read_bounded(task_dir / MANIFEST, MANIFEST_CAP)
+    if raw is None:
+        return []
+    try:
+        import yaml
+        data = yaml.safe_load(raw.decode("utf-8"))
+    except Exception:  # noqa: BLE001 - a bad manifest is reported by its collector, not here
+        return []
+    env = data.get("environment") if isinstance(data, dict) else None
+    if not isinstance(env, dict):
+        return []
+    return [v for v in (env.get("fixture"), env.get("config_root")) if isinstance(v, str) and v]
+
+
+def _link_into_fenced(link: Path) -> bool:
+    """A directory link anywhere that leads into some task's fixture or config root."""
+    try:
+        target = Path(os.path.realpath(link))
+    except (OSError, ValueError):
+        return True
+    if target == Path(target.anchor):
+        return True  # a link to `/` is never walked
+    child, up = target, target.parent
+    for _ in range(_ANCESTORS):
+        if _is_task_dir(up) and child.name in fenced_names(up):
+            return True
+        if up == up.parent:
+            break
+        child, up = up, up.parent
+    return False

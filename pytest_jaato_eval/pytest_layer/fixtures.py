@@ -1,0 +1,177 @@
+"""The public fixtures of an arm: `jaato_daemon`, `jaato_workspace`, `jaato_arm`.
+
+Every arm, YAML or Python, gets them through pytest's own fixture machinery, so
+a project's `conftest.py` fixtures run around its arms like around any test,
+and a fixture that errors in setup makes the arm BLOCKED (outcome.py). Nothing
+heavy is imported until a fixture is used.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from .run import ARM_KEY, HANDLE_KEY, WORKSPACE_KEY, worker_of
+
+
+@pytest.fixture(scope="session")
+def jaato_daemon(request) -> str:
+    """The socket path of the jaato daemon arms run on; one per process (per xdist worker).
+
+    Default: with ``--jaato-socket``, that daemon; else a private daemon of this
+    run, started on first use (early, in the background, once an arm is collected)
+    and stopped at the end. Override it in a ``conftest.py`` to run arms on a daemon
+    of your own: return its socket path. A daemon that cannot be reached makes every
+    arm BLOCKED, with a record naming this fixture.
+    """
+    return worker_of(request.config).socket()
+
+
+@pytest.fixture
+def jaato_workspace(request) -> Iterator[Path]:
+    """The arm's workspace: a fresh copy of its fixture folder (a ``pathlib.Path``).
+
+    Made before the agent starts, so a fixture of yours that requests it can seed
+    files there; discarded after grading, or kept per ``--keep-workspaces`` /
+    ``--keep-failed-workspaces``.
+    """
+    arm = _arm(request)
+    worker = worker_of(request.config)
+    settings = worker.arm_settings()
+    from ..arm import make_workspace
+    ws = make_workspace(arm, settings)
+    request.node.stash[WORKSPACE_KEY] = ws
+    yield ws
+    if ws not in settings.kept:
+        from ..workspace import discard
+        discard(ws)
+
+
+@pytest.fixture
+def jaato_arm(request, jaato_daemon, jaato_workspace) -> "ArmHandle":
+    """The arm this test is: ``id``, ``task``, ``profile_set``, ``repeat``, ``workspace``,
+    and ``run(prompt)``, which runs its agent and returns the run's facts.
+
+    A Python arm's test (``@pytest.mark.jaato(...)``) calls ``run`` and asserts on
+    what the agent left; a task.yaml arm's item runs its manifest through it.
+    """
+    handle = ArmHandle(_arm(request), jaato_workspace, jaato_daemon, worker_of(request.config))
+    request.node.stash[HANDLE_KEY] = handle
+    return handle
+
+
+@pytest.fixture(name="scripted_model")
+def scripted_model():
+    """A scripted OpenAI-compatible model on 127.0.0.1 (docs/scripted-model.md): yields
+    ``start(turns, **kwargs)``; every model started through it stops at teardown."""
+    from ..testing.model_server import scripted_model_fixture
+    yield from scripted_model_fixture()
+
+
+def _arm(request):
+    arm = request.node.stash.get(ARM_KEY, None)
+    if arm is None:
+        pytest.fail(f"{request.node.nodeid}: jaato_arm and jaato_workspace belong to an arm: "
+                    f"a task.yaml, or a test marked @pytest.mark.jaato(config_root=..., "
+                    f"fixture=..., profile=...)", pytrace=False)
+    return arm
+
+
+class EnvironmentFault(Exception):
+    """The agent's run taught us nothing (daemon, provider, ceiling, pool): BLOCKED."""
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a Python arm's test may assert on, from its agent's run."""
+
+    payload: Any
+    ledger: Any
+    usage: dict
+    finish_reason: str | None
+    session_id: str | None
+    model: str | None
+    turns: int
+    history: list | None
+
+
+class _Daemon:
+    """The socket from `jaato_daemon`; our own private daemon is started again if it died."""
+
+    def __init__(self, socket: str, worker):
+        self.socket, self.worker = socket, worker
+
+    def ensure(self) -> str:
+        if self.worker.owns(self.socket):
+            return self.worker.ensure()
+        return self.socket
+
+
+class ArmHandle:
+    """One arm, as its test sees it."""
+
+    def __init__(self, arm, workspace: Path, socket: str, worker):
+        self.arm = arm
+        self.workspace = Path(workspace)
+        self.socket = socket
+        self._worker = worker
+        self.agent_run: Any = None  # the engine's AgentRun, once run() was called
+        self.record: dict | None = None  # a task.yaml arm's record, once run
+
+    @property
+    def id(self) -> str:
+        return self.arm.id
+
+    @property
+    def task(self):
+        return self.arm.task
+
+    @property
+    def profile_set(self) -> str:
+        return self.arm.set_name
+
+    @property
+    def repeat(self) -> int:
+        return self.arm.repeat
+
+    def __repr__(self) -> str:
+        return f"<jaato arm {self.id} in {self.workspace}>"
+
+    def run(self, prompt: str) -> RunFacts:
+        """Run the arm's agent on `prompt` to its end; the facts of the run.
+
+        Raises EnvironmentFault when the run taught us nothing: the arm is BLOCKED
+        whatever the test does next.
+        """
+        if self.agent_run is not None:
+            raise RuntimeError(f"{self.id}: an arm runs its agent once")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise TypeError("jaato_arm.run(prompt): the prompt must be a non-blank string")
+        from ..arm import run_agent
+        from ..engine.daemon import DaemonError
+        from ..engine.session import AgentRun
+        try:
+            socket = _Daemon(self.socket, self._worker).ensure()
+        except DaemonError as exc:
+            self.agent_run = AgentRun(blocked_reason=str(exc))
+        else:
+            self.agent_run, _, _ = run_agent(self.arm, socket, self.workspace,
+                                             self._worker.arm_settings(), self._worker,
+                                             prompt=prompt)
+        run = self.agent_run
+        if run.blocked_reason:
+            raise EnvironmentFault(run.blocked_reason)
+        from ..graders.ledger import ledger_of
+        return RunFacts(payload=run.payload, ledger=ledger_of(run.history), usage=dict(run.usage),
+                        finish_reason=run.finish_reason, session_id=run.session_id,
+                        model=run.model, turns=run.turns, history=run.history)
+
+    def run_task(self) -> None:
+        """A task.yaml arm: its manifest's session or driver, then its graders."""
+        from ..arm import run_arm
+        from .outcome import raise_for
+        self.record = run_arm(self.arm, _Daemon(self.socket, self._worker),
+                              self._worker.arm_settings(), self._worker, ws=self.workspace)
+        raise_for(self.record)

@@ -1,0 +1,157 @@
+"""Command-line options and their ini equivalents, resolved into one frozen Settings."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..engine.ceiling import Ceiling
+from .shard import Shard, parse_shard
+
+DEFAULT_CEILING = 900.0
+DEFAULT_STORE = "jaato-results.jsonl"
+KEEP_CHOICES = ("never", "failed", "always")
+
+
+def add_options(parser) -> None:
+    group = parser.getgroup("jaato-eval", "jaato agent-benchmark tasks (task.yaml)")
+    group.addoption("--profile-set", dest="jaato_profile_set", default=None, metavar="A,B",
+                    help="run every task under these profile sets (comma-separated); "
+                         "blank: each task's own harness.profile_set")
+    group.addoption("--jaato-repeats", dest="jaato_repeats", type=int, default=None, metavar="N",
+                    help="override every task's repeats (quick runs)")
+    group.addoption("--arm-timeout", dest="jaato_arm_timeout", type=float, default=None,
+                    metavar="SECONDS", help=f"per-arm wall-clock ceiling (default "
+                                            f"{DEFAULT_CEILING:g}; 0 = off)")
+    group.addoption("--jaato-socket", dest="jaato_socket", default=None, metavar="PATH",
+                    help="use the jaato daemon at this socket (never auto-started); "
+                         "default: a private daemon per run")
+    group.addoption("--jaato-workspaces", dest="jaato_workspaces", default=None, metavar="DIR",
+                    help="where arm workspaces are made (default: a fresh temporary folder)")
+    group.addoption("--keep-workspaces", dest="jaato_keep", action="store_const",
+                    const="always", default=None, help="keep every arm's workspace")
+    group.addoption("--keep-failed-workspaces", dest="jaato_keep", action="store_const",
+                    const="failed", help="keep the workspaces of FAIL and BLOCKED arms")
+    group.addoption("--jaato-out", dest="jaato_out", default=None, metavar="PATH",
+                    help=f"the JSONL result store (default: {DEFAULT_STORE} in the rootdir); one "
+                         f"run at a time; the previous one is kept as NAME.previous (same "
+                         f"tasks) or under a timestamped name")
+    group.addoption("--jaato-keep-previous", dest="jaato_keep_previous", action="store_true",
+                    default=False,
+                    help="keep every previous store under a timestamped name (default: one "
+                         "<name>.previous copy when the previous store holds the same tasks)")
+    group.addoption("--resume", dest="jaato_resume", action="store_true", default=False,
+                    help="run only the arms missing from the store and append to it; refused "
+                         "when a task changed since the store was written")
+    group.addoption("--retry-blocked", dest="jaato_retry_blocked", action="store_true",
+                    default=False,
+                    help="--resume, and also run again the arms whose latest record is BLOCKED "
+                         "(an environment fault you have since fixed); the new record wins")
+    group.addoption("--jaato-shard", dest="jaato_shard", default=None, metavar="I/N",
+                    help="run only shard I of N (1-based): every arm of a task in one shard, "
+                         "the same split on every machine (docs/running.md)")
+    group.addoption("--jaato-html", dest="jaato_html", default=None, metavar="PATH",
+                    help="also write a self-contained HTML report (pivot, chart, one row per arm)")
+    group.addoption("--jaato-pdf", dest="jaato_pdf", default=None, metavar="PATH",
+                    help="also write the same report as PDF (needs "
+                         "pip install 'pytest-jaato-eval[pdf]')")
+    parser.addini("jaato_profile_set", "default for --profile-set", default="")
+    parser.addini("jaato_arm_timeout", "default for --arm-timeout (seconds)", default="")
+    parser.addini("jaato_socket", "default for --jaato-socket", default="")
+    parser.addini("jaato_workspaces", "default for --jaato-workspaces", default="")
+    parser.addini("jaato_keep_workspaces", "never | failed | always", default="never")
+    parser.addini("jaato_out", "default for --jaato-out", default="")
+
+
+class UsageError(Exception):
+    """A bad option or ini value: shown as a one-line usage error."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    profile_sets: list[str] | None
+    repeats: int | None
+    ceiling: Ceiling
+    socket: str | None
+    workspaces: Path | None
+    keep_workspaces: str
+    store: Path
+    resume: bool = False
+    retry_blocked: bool = False  # R3 with BLOCKED arms counted as not done
+    html: Path | None = None   # P4 report documents
+    pdf: Path | None = None
+    shard: Shard | None = None  # --jaato-shard: this machine's part of the sweep
+    keep_previous: str = "one"  # store.Store: "one" or "all" (--jaato-keep-previous)
+
+
+def _path(value: str, rootdir: Path) -> Path:
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else (rootdir / p)
+
+
+def read_settings(config) -> Settings:
+    opt, ini = config.option, config.getini
+    rootdir = Path(config.rootpath)
+
+    raw_sets = opt.jaato_profile_set if opt.jaato_profile_set is not None else ini("jaato_profile_set")
+    sets = [s.strip() for s in str(raw_sets).split(",") if s.strip()] or None
+
+    if opt.jaato_repeats is not None and opt.jaato_repeats < 1:
+        raise UsageError(f"--jaato-repeats: expected an integer >= 1, got {opt.jaato_repeats}")
+
+    if opt.jaato_arm_timeout is not None:
+        ceiling = Ceiling(opt.jaato_arm_timeout, "--arm-timeout")
+    elif str(ini("jaato_arm_timeout")).strip():
+        try:
+            ceiling = Ceiling(float(ini("jaato_arm_timeout")), "ini jaato_arm_timeout")
+        except ValueError:
+            raise UsageError(f"ini jaato_arm_timeout: expected seconds, got "
+                             f"{ini('jaato_arm_timeout')!r}") from None
+    else:
+        ceiling = Ceiling(DEFAULT_CEILING, "the default")
+    if not math.isfinite(ceiling.seconds) or ceiling.seconds < 0:
+        raise UsageError(f"{ceiling.source}: expected a finite number of seconds >= 0 "
+                         f"(0 = off), got {ceiling.seconds:g}")
+
+    keep = opt.jaato_keep or str(ini("jaato_keep_workspaces")).strip() or "never"
+    if keep not in KEEP_CHOICES:
+        raise UsageError(f"ini jaato_keep_workspaces: expected one of {', '.join(KEEP_CHOICES)}, "
+                         f"got {keep!r}")
+
+    if opt.jaato_pdf:  # P4: a PDF nobody can render fails now, before any arm spends money
+        from ..report.pdf import PdfUnavailable, load_weasyprint
+        try:
+            load_weasyprint()
+        except PdfUnavailable as exc:
+            raise UsageError(f"--jaato-pdf: {exc}") from None
+
+    try:
+        shard = parse_shard(opt.jaato_shard) if opt.jaato_shard is not None else None
+    except ValueError as exc:
+        raise UsageError(f"--jaato-shard: {exc}") from None
+    if shard is not None and getattr(opt, "lf", False):  # cacheprovider's, when loaded
+        raise UsageError("--jaato-shard does not combine with --lf: --lf collects only the files "
+                         "of this machine's last failures, and every machine must split the "
+                         "same collection; run the shard again (--resume keeps what it finished)")
+
+    socket = opt.jaato_socket or str(ini("jaato_socket")).strip() or None
+    ws = opt.jaato_workspaces or str(ini("jaato_workspaces")).strip() or None
+    store = opt.jaato_out or str(ini("jaato_out")).strip() or DEFAULT_STORE
+    store_path = _path(store, rootdir) if not opt.jaato_out else _path(store, Path.cwd())
+    html = _path(opt.jaato_html, Path.cwd()) if opt.jaato_html else None
+    pdf = _path(opt.jaato_pdf, Path.cwd()) if opt.jaato_pdf else None
+    from ..results.store import refuse_outputs
+    refusal = refuse_outputs(config, store_path, html, pdf)
+    if refusal:
+        raise UsageError(refusal)
+    return Settings(
+        profile_sets=sets, repeats=opt.jaato_repeats, ceiling=ceiling,
+        socket=str(_path(socket, Path.cwd())) if socket else None,
+        workspaces=_path(ws, Path.cwd()) if ws else None, keep_workspaces=keep,
+        store=store_path,
+        resume=bool(opt.jaato_resume or opt.jaato_retry_blocked),
+        retry_blocked=bool(opt.jaato_retry_blocked),
+        html=html, pdf=pdf,
+        shard=shard,
+        keep_previous="all" if opt.jaato_keep_previous else "one",
+    )

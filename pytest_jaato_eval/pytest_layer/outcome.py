@@ -1,0 +1,270 @@
+"""How an arm's verdict becomes a pytest outcome (X3, X4, X7).
+
+PASS passes. FAIL fails with the verdict table as its text. BLOCKED stays a
+`skipped` report underneath, so JUnit, pytest-html and every other reporter
+still understand it, but is marked and counted as its own category:
+`B` / `BLOCKED` / `N blocked`, and exit status 2 when nothing failed.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ..render import safe_text
+from ..verdict import BLOCKED, FAIL
+
+BLOCKED_CATEGORY = "blocked"
+EXIT_BLOCKED = 2
+RECORD_ATTR = "jaato_record"
+EVIDENCE_LINES = 40  # per verdict in the failure text: the tail is where a failure shows
+
+
+class ArmFailed(Exception):
+    """An arm whose roll-up is FAIL; rendered as the verdict table, not a traceback."""
+
+    def __init__(self, record: dict[str, Any]):
+        self.record = record
+        super().__init__(f"{record['arm_id']} FAILED")
+
+
+class ArmBlocked(Exception):
+    """An arm whose roll-up is BLOCKED: an environment fault, not a verdict on the agent."""
+
+    def __init__(self, record: dict[str, Any]):
+        self.record = record
+        super().__init__(f"BLOCKED: {record.get('blocked_reason')}")
+
+
+def raise_for(record: dict[str, Any]) -> None:
+    if record["state"] == FAIL:
+        raise ArmFailed(record)
+    if record["state"] == BLOCKED:
+        raise ArmBlocked(record)
+
+
+def one_line(text: Any, width: int = 300) -> str:
+    """Untrusted text (a reason, a detail) as one bounded line with no escape sequence."""
+    return safe_text(text, width)
+
+
+def _id(text: Any, width: int = 60) -> str:
+    """An id (grader, arm, session) as written, spacing kept, control characters shown."""
+    return safe_text(text, width, collapse=False)
+
+
+def verdict_table(record: dict[str, Any]) -> str:
+    """X3: a readable failure text: grader, state, detail, then each verdict's evidence."""
+    verdicts = record.get("verdicts") or []
+    rows = [("grader", "state", "detail")] + [
+        (_id(v["grader_id"]), v["state"], one_line(v.get("detail") or "", 120))
+        for v in verdicts]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = [f"arm {_id(record['arm_id'], 200)}: {record['state']}"
+             f" (model {_id(record.get('model') or '—')},"
+             f" session {_id(record.get('session_id') or '—')})"]
+    if record.get("error"):
+        lines.append(f"error: {one_line(record['error'])}")
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    for v in verdicts:
+        if v.get("evidence"):
+            lines.append(f"--- evidence of {_id(v['grader_id'])} ---")
+            evidence = [str(line) for line in v["evidence"]]
+            if len(evidence) > EVIDENCE_LINES:
+                lines.append(f"  … {len(evidence) - EVIDENCE_LINES} earlier lines not shown")
+            lines += [f"  {_id(line, 400)}" for line in evidence[-EVIDENCE_LINES:]]
+    return "\n".join(lines)
+
+
+def junit_properties(record: dict[str, Any]) -> list[tuple[str, str]]:
+    """X7: per-arm testcase properties (strings; JUnit has no other type)."""
+    usage = record.get("usage") or {}
+    props = [
+        ("jaato_state", record["state"]),
+        ("jaato_model", record.get("model") or ""),
+        ("jaato_provider", record.get("provider") or ""),
+        ("jaato_session_id", record.get("session_id") or ""),
+        ("jaato_cost_usd", "" if usage.get("cost_usd") is None else str(usage["cost_usd"])),
+        ("jaato_turns", str(record.get("turns"))),
+    ]
+    if record.get("blocked_reason"):
+        props.append(("jaato_blocked_reason", one_line(record["blocked_reason"])))
+    # pytest escapes property values for XML, not names: a NUL in a grader id would
+    # otherwise make the whole JUnit file unreadable.
+    props += [(f"jaato_verdict[{_id(v['grader_id'], 200)}]", v["state"])
+              for v in record.get("verdicts") or []]
+    return props
+
+
+def mark_report(report: Any, item: Any, record: Any) -> None:
+    """Attach the record to the report and turn BLOCKED into a marked skip."""
+    data = record.to_dict() if hasattr(record, "to_dict") else record
+    setattr(report, RECORD_ATTR, json.loads(json.dumps(data, default=str)))  # xdist-safe
+    if record["state"] == BLOCKED:
+        _, lineno, _ = item.location
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), lineno, f"BLOCKED: {one_line(record['blocked_reason'])}")
+        if hasattr(report, "wasxfail"):  # an environment fault is no expected failure
+            del report.wasxfail
+
+
+# The arm's identity rides on every report of its item as user properties, so the
+# controller knows it even for an arm whose worker died (never rebuilt from a node id).
+IDENTITY = (("jaato_arm_id", "arm_id"), ("jaato_task_id", "task_id"),
+            ("jaato_profile_set", "profile_set"), ("jaato_repeat", "repeat"))
+
+
+def identity(arm: Any) -> dict[str, str]:
+    """What the controller knows an arm by (it never sees the Arm itself under -n)."""
+    return {"arm_id": arm.id, "task_id": arm.task.id, "profile_set": arm.set_name,
+            "repeat": str(arm.repeat)}
+
+
+def identity_properties(arm: Any) -> list[tuple[str, str]]:
+    values = identity(arm)
+    return [(prop, values[key]) for prop, key in IDENTITY]
+
+
+def arm_identity(report: Any) -> dict[str, str] | None:
+    props = {}
+    for entry in getattr(report, "user_properties", None) or ():
+        try:
+            name, value = entry
+        except (TypeError, ValueError):
+            continue
+        props[name] = value
+    if "jaato_arm_id" not in props:
+        return None
+    return {key: str(props.get(prop, "")) for prop, key in IDENTITY}
+
+
+def block_crashed(report: Any, nodeid: str, arm: dict[str, str], run_id: str,
+                  redact: Any = None) -> None:
+    """Turn xdist's FAILED crash report into a BLOCKED arm with a record of its own.
+
+    The crash text is the worker's last words (a traceback, its stderr), so it goes
+    through the same masker as every other record before the store or JUnit sees it.
+    """
+    from ..engine.session import AgentRun
+    from ..results.record import build_record
+    from ..redact import Redactor
+    redact = redact or Redactor.from_environ()
+    try:
+        repeat = int(arm.get("repeat") or 0)
+    except ValueError:
+        repeat = 0
+    reason = redact.text(f"worker crashed: {one_line(report.longrepr)} (the arm's process "
+                         f"died; the arm taught us nothing)")
+    record = redact(build_record(
+        arm_id=arm["arm_id"], task_id=arm.get("task_id") or arm["arm_id"],
+        profile_set=arm.get("profile_set") or "default", repeat=repeat,
+        state=BLOCKED, blocked_reason=reason, verdicts=[], run=AgentRun(), caveats=[
+            "synthesised by the controller: the worker running this arm crashed"],
+        completion_nudges=None, extra={"run_id": run_id, "task_hash": None, "workspace": None,
+                                       "finished_at": time.time()}))
+    report.when = "call"
+    report.outcome = "skipped"
+    report.longrepr = (nodeid.split("::")[0], 0, f"BLOCKED: {reason}")
+    setattr(report, RECORD_ATTR, record.to_dict())
+
+
+def record_of(report: Any) -> dict[str, Any] | None:
+    return getattr(report, RECORD_ATTR, None)
+
+
+def is_blocked(report: Any) -> bool:
+    record = record_of(report)
+    return record is not None and record["state"] == BLOCKED
+
+
+def report_status(report: Any):
+    """X3: ('blocked', 'B', 'BLOCKED') for a blocked arm's report (call, or a setup that erred)."""
+    if is_blocked(report):
+        return BLOCKED_CATEGORY, "B", ("BLOCKED", {"yellow": True})
+    return None
+
+
+def fold_exit_status(exitstatus: int, blocked: int) -> int:
+    """X4: any FAIL -> 1 (pytest's own); else any BLOCKED -> 2; pytest's other codes stay."""
+    if exitstatus == 0 and blocked:
+        return EXIT_BLOCKED
+    return exitstatus
+
+
+# -- an arm's reports -----------------------------------------------------------
+
+PYTHON_CLAIM = "the test's assertions about what the agent left hold"
+
+
+def on_report(item: Any, call: Any, report: Any, worker: Any) -> None:
+    """Give an arm's setup error or call its one record, and its pytest outcome.
+
+    A fixture that errs in setup (ours or the project's) is an environment fault:
+    BLOCKED, naming the fixture. A teardown error is pytest's to report; the
+    stored verdict stands.
+    """
+    from .run import HANDLE_KEY, WORKSPACE_KEY, arm_of
+    if call.excinfo is not None and _skipped(call.excinfo):
+        return  # a skipped arm writes no record
+    arm = arm_of(item)
+    if report.when == "setup" and report.failed:
+        record = _record(arm, worker, _setup_reason(call.excinfo, worker),
+                         item.stash.get(WORKSPACE_KEY, None))
+    elif report.when == "call":
+        handle = item.stash.get(HANDLE_KEY, None)
+        record = getattr(handle, "record", None)
+        if handle is not None and record is None and type(item).__name__ != "ArmItem":
+            record = _python_record(arm, worker, handle, call.excinfo)
+        elif record is None:  # the harness itself broke: still one record for the arm
+            record = _record(arm, worker, "the harness failed running the arm: "
+                             + one_line(call.excinfo.exconly() if call.excinfo else "no record"),
+                             item.stash.get(WORKSPACE_KEY, None))
+    else:
+        return
+    item.user_properties.extend(junit_properties(record))  # JUnit reads them at teardown (X7)
+    mark_report(report, item, record)
+
+
+def _skipped(excinfo: Any) -> bool:
+    import pytest
+    return isinstance(excinfo.value, pytest.skip.Exception)
+
+
+def _setup_reason(excinfo: Any, worker: Any) -> str:
+    exc = excinfo.value
+    named = worker.fixture_errors.get(id(exc))
+    if type(exc).__name__ in ("DaemonError", "WorkspaceError", "PreflightBlocked"):
+        return one_line(exc)  # our own faults say what failed ("daemon: ...", "fixture: ...")
+    if named is not None:
+        return f"fixture {named[0]!r} failed in setup: {type(exc).__name__}: {one_line(exc)}"
+    if getattr(exc, "argname", None) and getattr(exc, "msg", None):  # FixtureLookupError
+        return f"fixture {exc.argname!r}: {one_line(exc.msg)}"
+    return f"setup failed: {one_line(excinfo.exconly())}"
+
+
+def _record(arm: Any, worker: Any, reason: str, ws: Any, verdicts=(), run: Any = None):
+    from ..arm import arm_record
+    from ..engine.session import AgentRun
+    run = run or AgentRun()
+    if not verdicts and not run.blocked_reason:
+        run.blocked_reason = reason
+    return arm_record(arm, worker.arm_settings(), run, list(verdicts), ws, [], discard=False)
+
+
+def _python_record(arm: Any, worker: Any, handle: Any, excinfo: Any) -> dict[str, Any]:
+    """A Python arm's record: its run's facts, its test body's verdict."""
+    from ..verdict import Verdict
+    run = handle.agent_run
+    grader = f"python:{arm.task.id.rsplit('::', 1)[-1]}"
+    if run is not None and run.blocked_reason:
+        return _record(arm, worker, run.blocked_reason, handle.workspace, run=run)
+    if excinfo is not None:
+        evidence = excinfo.exconly().splitlines()[:200]
+        verdict = Verdict.failed(grader, PYTHON_CLAIM, one_line(evidence[0] if evidence else ""),
+                                 evidence)
+    elif run is None:
+        return _record(arm, worker, "the test never called jaato_arm.run(prompt): its agent "
+                                    "never ran, so the arm taught us nothing", handle.workspace)
+    else:
+        verdict = Verdict.passed(grader, PYTHON_CLAIM)
+    return _record(arm, worker, "", handle.workspace, verdicts=[verdict], run=run)

@@ -1,0 +1,355 @@
+"""The arm record: the one type every part of the plugin reads and writes (R2).
+
+`ArmRecord.to_dict()` is the store's line, every key present, nulls included, so
+jaato-eval 0.3.4's `report` reads our stores; `ArmRecord.from_dict()` is the one
+reader, for our stores and the reference's. A store is a file anybody may have
+written, so `from_dict` is also where a value of the wrong type is decided, once:
+it becomes "unknown" (None, or an empty list/mapping) and, when the caller asks,
+a problem line says so. Readers downstream never re-check types.
+
+Adding a field is one line in the class body: its annotation says what
+`from_dict` accepts. Keys nobody declared are kept in `extra`, in their order,
+and written back unchanged.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import json
+import math
+import typing
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any
+
+RESULTS_VERSION = "1"
+
+# A JSON number we show and sum: finite, and an int small enough to be a float exactly.
+_INT_LIMIT = 2 ** 53
+
+Json = Any  # any JSON value, cleaned of numbers no reader can format (see _clean)
+
+
+class RecordError(ValueError):
+    """A JSON value that is not an arm record at all (no string `arm_id`)."""
+
+
+@dataclass(slots=True, eq=True)
+class ArmRecord:
+    # -- R2: the reference's keys, in its order ------------------------------------------
+    results_version: str | None = RESULTS_VERSION
+    caveats: list[str] = field(default_factory=list)
+    arm_id: str = ""
+    task_id: str | None = None
+    profile_set: str | None = None
+    repeat: int | None = None
+    state: str | None = None
+    blocked_reason: str | None = None
+    verdicts: list[dict] = field(default_factory=list)
+    usage: dict = field(default_factory=dict)
+    duration_seconds: float | None = None
+    turns: int | None = None
+    finish_reason: str | None = None
+    payload_hash: str | None = None
+    error: str | None = None
+    session_id: str | None = None
+    session_ids: list[str] = field(default_factory=list)
+    model: str | None = None
+    provider: str | None = None
+    upstream_provider: str | None = None
+    native_finish_reason: str | None = None
+    completion_nudges: int | None = None
+    budget_ceiling: Json = None
+    pool_limits: Json = None
+    pool_on_arrival: Json = None
+    provenance: dict | None = None
+    # -- ours ---------------------------------------------------------------------------
+    run_id: str | None = None
+    task_hash: str | None = None
+    termination_reason: str | None = None
+    workspace: str | None = None
+    finished_at: float | None = None
+    # Keys this version does not declare, as read: a newer writer's fields survive a merge.
+    extra: dict = field(default_factory=dict)
+
+    # -- the store's line -----------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in _FIELD_NAMES}
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, problems: list[str] | None = None) -> "ArmRecord":
+        """The record a JSON object holds. Raises RecordError when it is not one (no
+        string arm_id); any other wrong value becomes unknown, with a line appended to
+        `problems` when given."""
+        if not isinstance(data, dict) or type(data.get("arm_id")) is not str:
+            raise RecordError("not a result record (no string arm_id)")
+        values = {}
+        extra = {}
+        for key, value in data.items():
+            check = _CHECKS.get(key)
+            if check is None:
+                extra[key] = value if problems is None else _clean(value, key, problems)
+                continue
+            kept, bad = check(value, problems, key)
+            if bad and problems is not None:
+                got = ("a list holding other values" if type(value) is list
+                       and _WHAT[key].startswith("a list") else _shown_type(value))
+                problems.append(f"{key}: expected {_WHAT[key]}, got {got}")
+            values[key] = kept
+        if problems is not None:
+            missing = [k for k in REFERENCE_KEYS if k not in data]
+            if missing:
+                problems.append(f"missing keys: {', '.join(missing)} (every key is written, "
+                                f"nulls included)")
+        return cls(**values, extra=extra)
+
+    # -- read access by key, for readers written against the store's JSON ------------------
+    def get(self, key: str, default: Any = None) -> Any:
+        if key in _CHECKS:
+            return getattr(self, key)
+        return self.extra.get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in _CHECKS:
+            return getattr(self, key)
+        return self.extra[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in _CHECKS or key in self.extra
+
+    # -- derived values every reader shares -------------------------------------------------
+    @property
+    def set_name(self) -> str:
+        return self.profile_set or "default"
+
+    @property
+    def cost(self) -> float | None:
+        return _number(self.usage.get("cost_usd"))
+
+    @property
+    def tokens(self) -> float | None:
+        return _number(self.usage.get("spend_total_tokens"))
+
+
+def _number(value: Any) -> float | None:
+    return value if type(value) in (int, float) else None
+
+
+def _shown_type(value: Any) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "a number out of range" if type(value) is int else "a non-finite number"
+    return type(value).__name__
+
+
+def number_or_none(value: Any) -> float | None:
+    """A JSON number every reader can show and sum, or None (the rule `from_dict` applies
+    to every number it keeps)."""
+    t = type(value)
+    if t is int:
+        return value if -_INT_LIMIT <= value <= _INT_LIMIT else None
+    if t is float:
+        return value if math.isfinite(value) else None
+    return None
+
+
+def _fine_number(value: Any) -> bool:
+    t = type(value)
+    if t is int:
+        return -_INT_LIMIT <= value <= _INT_LIMIT
+    return t is float and math.isfinite(value)
+
+
+def _fine(value: Any) -> bool:
+    """True when no number in `value` needs cleaning (the common case, checked cheaply)."""
+    t = type(value)
+    if t is dict:
+        value = value.values()
+    elif t is not list:
+        return t is not int and t is not float or _fine_number(value)
+    for v in value:
+        t = type(v)
+        if t is str or v is None or t is bool:
+            continue
+        if t is int:
+            if not -_INT_LIMIT <= v <= _INT_LIMIT:
+                return False
+        elif t is float:
+            if not math.isfinite(v):
+                return False
+        elif not _fine(v):
+            return False
+    return True
+
+
+def _clean(value: Any, where: str, problems: list[str] | None) -> Any:
+    """A JSON value with every number no reader could show (Infinity, NaN, an int of
+    400 digits) replaced by None. Small structures only: ceilings, pools, provenance."""
+    if _fine(value):
+        return value
+    t = type(value)
+    if t is dict:
+        return {k: _clean(v, f"{where}.{k}" if where else k, problems) for k, v in value.items()}
+    if t is list:
+        return [_clean(v, f"{where}[{i}]", problems) for i, v in enumerate(value)]
+    if problems is not None:
+        problems.append(f"{where}: expected a finite number, got {_shown_type(value)}")
+    return None
+
+
+# -- what from_dict accepts, derived from the annotations ------------------------------------
+VERDICT_TEXT_KEYS = ("grader_id", "claim", "state", "detail")
+
+
+def _verdict(value: Any) -> dict | None:
+    """One grader verdict with the types readers rely on; None when not a mapping."""
+    if type(value) is not dict:
+        return None
+    v = dict(value)
+    for key in VERDICT_TEXT_KEYS:
+        if type(v.get(key)) is not str:
+            v[key] = "" if v.get(key) is None else str(v.get(key))
+    reason = v.get("blocked_reason")
+    if reason is not None and type(reason) is not str:
+        v["blocked_reason"] = str(reason)
+    ev = v.get("evidence")
+    if type(ev) is not list:
+        v["evidence"] = [] if ev is None or ev == "" else [str(ev)]
+    elif any(type(x) is not str for x in ev):
+        v["evidence"] = [str(x) for x in ev]
+    return v
+
+
+def _checker(hint: Any, default: Any):
+    """(check, what it expects in words) for one annotation. check(v) -> (value, bad):
+    the value to keep, and whether `v` was not what the annotation allows."""
+    args = typing.get_args(hint)
+    optional = type(None) in args
+    base = next((a for a in args if a is not type(None)), hint) if args and optional else hint
+    origin = typing.get_origin(base) or base
+    if hint is Any:
+        return (lambda v, p, k: (_clean(v, k, p), False)), "any JSON value"
+    if origin in (str, int, float, bool):
+        ok = {str: lambda v: type(v) is str,
+              int: lambda v: type(v) is int and _fine_number(v),
+              float: lambda v: type(v) in (int, float) and _fine_number(v),
+              bool: lambda v: type(v) is bool}[origin]
+        what = {str: "a string", int: "an integer", float: "a number",
+                bool: "true or false"}[origin]
+
+        def check(v, p, k):
+            if v is None:
+                return (None, False) if optional else (default(), True)
+            return (v, False) if ok(v) else (default(), True)
+    elif origin is dict:
+        what = "a mapping"
+
+        def check(v, p, k):
+            if type(v) is dict:
+                return _clean(v, k, p), False
+            if v is None:  # a null mapping is an unknown one
+                return (None if optional else default()), False
+            return default(), True
+    elif origin is list:
+        (item,) = typing.get_args(base) or (Any,)
+        what = "a list"
+        if item is str:
+            def check(v, p, k):
+                if type(v) is list:
+                    if all(type(x) is str for x in v):
+                        return v, False
+                    return [str(x) for x in v], True
+                return default(), v is not None
+        else:  # the verdicts: mappings, each with the types readers rely on
+            def check(v, p, k):
+                if type(v) is not list:
+                    return default(), v is not None
+                out = [x for x in map(_verdict, v) if x is not None]
+                return out, len(out) != len(v)
+    else:  # a type this table does not know yet: keep what was read
+        what = "a value"
+
+        def check(v, p, k):
+            return v, False
+    return check, what + (" or null" if optional else "")
+
+
+_HINTS = typing.get_type_hints(ArmRecord)
+_FIELD_NAMES = tuple(f.name for f in fields(ArmRecord) if f.name != "extra")
+_CHECKS: dict[str, Any] = {}
+_WHAT: dict[str, str] = {}
+for _f in fields(ArmRecord):
+    if _f.name != "extra":
+        _default = (_f.default_factory if _f.default_factory is not MISSING
+                    else (lambda d=_f.default: d))
+        _CHECKS[_f.name], _WHAT[_f.name] = _checker(_HINTS[_f.name], _default)
+
+REFERENCE_KEYS = _FIELD_NAMES[:_FIELD_NAMES.index("provenance") + 1]
+RECORD_KEYS = REFERENCE_KEYS  # the keys every reader may rely on (jaato-eval 0.3.4's)
+
+
+def fields_reader(names: tuple[str, ...]):
+    """A function reading only these fields of a store's JSON object, each decided
+    exactly as `from_dict` decides it (what the streaming pivot reads of a line).
+    It raises RecordError like `from_dict`."""
+    checks = tuple((name, _CHECKS[name]) for name in names)
+
+    def read(data: Any) -> list[Any]:
+        if type(data) is not dict or type(data.get("arm_id")) is not str:
+            raise RecordError("not a result record (no string arm_id)")
+        get = data.get
+        return [check(get(name), None, name)[0] for name, check in checks]
+    return read
+
+
+def coerce(record: "ArmRecord | dict") -> ArmRecord:
+    """A record from either form (a live ArmRecord, or a store's JSON object)."""
+    return record if type(record) is ArmRecord else ArmRecord.from_dict(record)
+
+
+# -- the producer -----------------------------------------------------------------------------
+@functools.cache
+def _provenance() -> dict[str, Any]:
+    """Which SDK this process actually imported: a sweep's numbers are evidence about it."""
+    import jaato_sdk  # only once an arm has run: plain pytest runs never pay for it
+    try:
+        version = importlib.metadata.version("jaato-sdk")
+    except importlib.metadata.PackageNotFoundError:
+        version = getattr(jaato_sdk, "__version__", None)
+    try:
+        harness = importlib.metadata.version("pytest-jaato-eval")
+    except importlib.metadata.PackageNotFoundError:
+        harness = None
+    return {"jaato_sdk_path": jaato_sdk.__file__, "jaato_sdk_version": version,
+            "harness": "pytest-jaato-eval", "harness_version": harness}
+
+
+def build_record(*, arm_id: str, task_id: str, profile_set: str, repeat: int, state: str,
+                 blocked_reason: str | None, verdicts: list, run: Any, caveats: list[str],
+                 completion_nudges: int | None, extra: dict[str, Any],
+                 budget_ceiling: dict | None = None, pool_limits: dict | None = None,
+                 pool_on_arrival: dict | None = None) -> ArmRecord:
+    """The record of an arm that just ended. `extra` holds further keys by name: a
+    declared field is set, any other key is kept as written."""
+    from ..engine.accounting import payload_hash
+    record = ArmRecord(
+        caveats=list(caveats), arm_id=arm_id, task_id=task_id, profile_set=profile_set,
+        repeat=repeat, state=state, blocked_reason=blocked_reason,
+        verdicts=[v.to_dict() if hasattr(v, "to_dict") else dict(v) for v in verdicts],
+        usage=dict(run.usage), duration_seconds=run.duration_seconds, turns=run.turns,
+        finish_reason=run.finish_reason, payload_hash=payload_hash(run.payload),
+        error=run.error, session_id=run.session_id, session_ids=list(run.session_ids),
+        model=run.model, provider=run.provider,
+        upstream_provider=None,      # not on the wire yet
+        native_finish_reason=None,   # not on the wire yet
+        completion_nudges=completion_nudges, budget_ceiling=budget_ceiling,
+        pool_limits=pool_limits, pool_on_arrival=pool_on_arrival,
+        provenance=dict(_provenance()))
+    for key, value in extra.items():
+        if key in _CHECKS:
+            setattr(record, key, value)
+        else:
+            record.extra[key] = value
+    # Values from live objects (a str-valued enum, a Path) become what the store holds, so
+    # the record a run keeps is the record a reader gets back.
+    return ArmRecord.from_dict(json.loads(json.dumps(record.to_dict(), default=str)))

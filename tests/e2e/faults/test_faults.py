@@ -1,0 +1,223 @@
+"""The fault matrix: one test per fault, each against the real daemon.
+
+Every test asserts the arm's state, that the reason names the cause, that the rest of
+the sweep completed, that the store holds exactly one valid record per arm, and that
+no daemon or runner process of the run, nor its run folder, is left behind.
+Run only these with `-m faults`; skip the slowest locally with `-m "faults and not slow"`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from jaato_project import SCHEMA, processes_mentioning, signer
+
+from pytest_jaato_eval.results.record import RECORD_KEYS
+from pytest_jaato_eval.testing.model_server import Turn
+
+pytestmark = pytest.mark.faults
+
+
+def one_valid_record_per_arm(project, expected: set[str]) -> dict[str, dict]:
+    records = project.records()
+    ids = [r["arm_id"] for r in records]
+    assert sorted(ids) == sorted(expected), ids
+    for r in records:
+        assert set(RECORD_KEYS) <= set(r)
+    return {r["arm_id"]: r for r in records}
+
+
+def nothing_left(project) -> None:
+    deadline = time.monotonic() + 10  # a daemon may take a moment to finish dying
+    while processes_mentioning(str(project.tmp)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_mentioning(str(project.tmp)) == []
+    assert project.run_dirs() == []
+
+
+def scripted(project, model, task_id):
+    path = project.task(task_id)
+    model.write_profile(path.parent / ".jaato", "agent", profile_set="echo",
+                        completion_payload_schema=SCHEMA)
+    path.write_text(path.read_text().replace("profile: writer", "profile: agent"))
+
+
+@pytest.mark.parametrize("turn, cause", [
+    (Turn.fault(429, "slow down", should_retry=False), "provider error: RateLimitError"),
+    (Turn.fault(500, "boom", should_retry=False), "provider error: InternalServerError"),
+], ids=["provider-429", "provider-500"])
+@pytest.mark.slow
+def test_provider_error(project, scripted_model, turn, cause):
+    scripted(project, scripted_model([turn]), "bad")
+    project.task("good")
+    result = project.run("tasks", shared_daemon=False)
+    by = one_valid_record_per_arm(project, {"bad@echo#0", "good@echo#0"})
+    assert by["bad@echo#0"]["state"] == "BLOCKED"
+    assert by["bad@echo#0"]["blocked_reason"].startswith(cause)
+    assert by["good@echo#0"]["state"] == "PASS" and result.ret == 2
+    nothing_left(project)
+
+
+@pytest.mark.slow
+def test_provider_hang_is_cut_by_the_ceiling(project, scripted_model):
+    scripted(project, scripted_model([Turn.hang()]), "bad")
+    project.task("good")
+    # The ceiling binds the good arm too: leave room for a cold daemon on a loaded machine.
+    result = project.run("tasks", "--arm-timeout=30", shared_daemon=False)
+    by = one_valid_record_per_arm(project, {"bad@echo#0", "good@echo#0"})
+    assert "arm ceiling: the arm ran past 30 s" in by["bad@echo#0"]["blocked_reason"]
+    assert by["bad@echo#0"]["termination_reason"] == "operator_request"  # stopped on the daemon
+    assert by["good@echo#0"]["state"] == "PASS" and result.ret == 2
+    nothing_left(project)
+
+
+@pytest.mark.slow
+def test_daemon_killed_mid_arm_blocks_that_arm_and_later_arms_run(project, scripted_model):
+    model = scripted_model([Turn.tool("signal_completion", answer="x").after(30)])
+    scripted(project, model, "a-victim")
+    project.task("b-after")
+
+    def kill_the_daemon():
+        model.wait_for_chat_requests(1, timeout=120)
+        (pid_file,) = project.tmp.glob("jaato-eval-*/daemon/daemon.pid")
+        os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_the_daemon, daemon=True)
+    killer.start()
+    result = project.run("tasks", shared_daemon=False)
+    killer.join(5)
+    by = one_valid_record_per_arm(project, {"a-victim@echo#0", "b-after@echo#0"})
+    assert by["a-victim@echo#0"]["state"] == "BLOCKED"
+    assert "daemon: connection lost" in by["a-victim@echo#0"]["blocked_reason"]
+    assert by["a-victim@echo#0"]["session_id"]
+    assert by["b-after@echo#0"]["state"] == "PASS", "a fresh daemon ran the later arm"
+    assert result.ret == 2
+    nothing_left(project)
+
+
+def test_socket_pointing_at_nothing_blocks_fast_and_starts_nothing(project):
+    project.task("a", repeats=2)
+    nowhere = project.tmp / "nobody.sock"
+    started = time.monotonic()
+    result = project.run("tasks", f"--jaato-socket={nowhere}", shared_daemon=False)
+    assert time.monotonic() - started < 30
+    by = one_valid_record_per_arm(project, {"a@echo#0", "a@echo#1"})
+    for r in by.values():
+        assert r["blocked_reason"] == (f"daemon: nothing answers at {nowhere} (--jaato-socket); "
+                                       f"start one there or drop the option to use a private daemon")
+    assert result.ret == 2
+    assert not nowhere.exists(), "nothing was auto-started on that socket"
+    assert processes_mentioning(str(nowhere)) == [], "no daemon was started for it"
+    nothing_left(project)
+
+
+@pytest.mark.slow
+def test_xdist_worker_crash(project):
+    # The grader's shell kills its parent, the xdist worker. (A processor cannot: it runs
+    # in a child process of its own, and its exit is its verdict.)
+    project.task("crash", profile=signer({"answer": "42"}),
+                 graders=[{"kind": "script", "run": "kill -9 $PPID"}])
+    project.task("good", repeats=2)
+    result = project.run("tasks", "-n", "2", shared_daemon=False)
+    by = one_valid_record_per_arm(project, {"crash@echo#0", "good@echo#0", "good@echo#1"})
+    assert by["crash@echo#0"]["state"] == "BLOCKED"
+    assert by["crash@echo#0"]["blocked_reason"].startswith("worker crashed: worker 'gw")
+    assert by["good@echo#0"]["state"] == by["good@echo#1"]["state"] == "PASS"
+    assert result.ret == 2
+    nothing_left(project)
+
+
+def test_grader_hang_times_out(project):
+    project.task("hangs", graders=[{"kind": "script", "run": "sleep 3013", "timeout_seconds": 2}])
+    project.task("good")
+    result = project.run("tasks", shared_daemon=False)
+    by = one_valid_record_per_arm(project, {"hangs@echo#0", "good@echo#0"})
+    assert by["hangs@echo#0"]["state"] == "BLOCKED"
+    assert "timed out after 2 s (timeout_seconds)" in by["hangs@echo#0"]["blocked_reason"]
+    assert processes_mentioning("sleep 3013") == [], "the grader's process group was killed"
+    assert by["good@echo#0"]["state"] == "PASS" and result.ret == 2
+    nothing_left(project)
+
+
+def test_grader_raising_inside_a_processor(project):
+    project.task("raises", profile=signer({"answer": "42"}),
+                 graders=[{"kind": "processor", "script": "boom.py"}])
+    (project.root / "tasks/raises/.jaato/boom.py").write_text(
+        "def validate(payload, context):\n    return 1 / 0\n")
+    project.task("good")
+    result = project.run("tasks", shared_daemon=False)
+    by = one_valid_record_per_arm(project, {"raises@echo#0", "good@echo#0"})
+    assert "validate() raised ZeroDivisionError" in by["raises@echo#0"]["blocked_reason"]
+    assert by["good@echo#0"]["state"] == "PASS" and result.ret == 2
+    nothing_left(project)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_mid_sweep_then_resume(project, sig):
+    project.task("many", repeats=4)
+    env = dict(os.environ, TMPDIR=str(project.tmp))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tasks",
+         f"--jaato-out={project.store}"], cwd=project.root, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(project.records()) < 2:
+        time.sleep(0.2)
+    proc.send_signal(sig)
+    out = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == 2, out  # interrupted
+    done = {r["arm_id"]: r["session_id"] for r in project.records()}
+    assert 2 <= len(done) < 4, out
+    nothing_left(project)
+    result = project.run("tasks", "--resume", shared_daemon=False)
+    assert result.ret == 0
+    by = one_valid_record_per_arm(project, {f"many@echo#{i}" for i in range(4)})
+    assert {k: by[k]["session_id"] for k in done} == done, "completed arms were not re-run"
+    nothing_left(project)
+
+
+@pytest.mark.slow
+def test_store_with_a_cut_last_line_resumes_cleanly(project):
+    project.task("cut", repeats=2)
+    project.run("tasks", "-k", "r0")
+    (kept,) = project.records()
+    with open(project.store, "a") as fh:
+        fh.write('{"arm_id": "cut@echo#1", "state": "PA')  # a run killed mid-write
+    result = project.run("tasks", "--resume")
+    assert result.ret == 0
+    lines = project.store.read_text().splitlines()
+    assert lines[1].startswith('{"arm_id": "cut@echo#1", "state": "PA') and len(lines) == 3
+    valid = [json.loads(line) for line in (lines[0], lines[2])]
+    assert [r["arm_id"] for r in valid] == ["cut@echo#0", "cut@echo#1"]
+    assert valid[0]["session_id"] == kept["session_id"]
+
+
+def test_symlink_out_of_the_fixture_and_a_climbing_task_id_write_nothing_outside(project):
+    outside = project.tmp / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("keep me\n")
+    task = project.task("../../climb", directory="climb")
+    (task.parent / "fixture" / "escape").symlink_to(outside)
+    root = project.tmp / "ws"
+    result = project.run("tasks", f"--jaato-workspaces={root}", "--keep-workspaces",
+                         shared_daemon=False)
+    (r,) = project.records()
+    assert r["state"] == "PASS" and result.ret == 0
+    ws = Path(r["workspace"])
+    assert ws.parent == root.resolve(), "the workspace stays under the root"
+    assert os.readlink(ws / "escape") == str(outside), "the link was copied as a link"
+    assert sorted(p.name for p in outside.iterdir()) == ["precious.txt"]
+    assert (outside / "precious.txt").read_text() == "keep me\n"
+    assert sorted(p.name for p in project.tmp.iterdir() if p.name != "ws") == ["outside"]
+    # removing the workspace must not follow the link either
+    from pytest_jaato_eval.workspace import discard
+    discard(ws)
+    assert (outside / "precious.txt").read_text() == "keep me\n"

@@ -1,0 +1,111 @@
+"""What end-to-end tests build with: echo profiles, and a project of tasks run through
+pytest in a subprocess against a real daemon (the fixtures are in conftest.py)."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import textwrap
+from pathlib import Path
+
+import yaml
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+WRITER = {
+    "name": "writer", "provider": "echo", "model": "echo",
+    "plugins": ["file_edit(preload)", "permission"],
+    "plugin_configs": {
+        "echo": {"tool_call": {"name": "writeNewFile",
+                               "args": {"path": "answer.txt", "content": "READY\n"}},
+                 "response": "done", "usage": {"prompt_tokens": 10, "output_tokens": 5,
+                                               "cost_usd": 0.001}},
+        "permission": {"policy": {"defaultPolicy": "allow"}},
+    },
+    "runtime_limits": {"unload_grace_seconds": 0},
+}
+
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+
+
+def signer(payload: dict) -> dict:
+    """An echo profile that signs off at once with `payload` (a real signal_completion)."""
+    return dict(WRITER, name="signer", completion_payload_schema=SCHEMA, plugin_configs={
+        "echo": {"tool_call": {"name": "signal_completion", "args": payload}, "response": "ok"},
+        "permission": {"policy": {"defaultPolicy": "allow"}}})
+
+
+def short_tmpdir(prefix: str) -> Path:
+    """Unix socket paths must stay short; pytest's tmp paths are long."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+class Project:
+    """A throwaway project of tasks, run through `pytest` in a subprocess."""
+
+    def __init__(self, pytester, daemon, monkeypatch):
+        self.pytester = pytester
+        self.monkeypatch = monkeypatch
+        self.daemon = daemon
+        self.root = Path(pytester.path)
+        self.store = self.root / "results.jsonl"
+        self.tmp = short_tmpdir("jtp-")  # the plugin's TMPDIR: its run folder lands here
+
+    def task(self, task_id: str, *, profile: dict | None = None, graders=None,
+             profile_set: str | None = "echo", repeats: int = 1, prompt="Write READY.",
+             directory: str | None = None, extra: dict | None = None) -> Path:
+        d = self.root / "tasks" / (directory or task_id.replace("/", "_"))
+        (d / "fixture").mkdir(parents=True, exist_ok=True)
+        (d / "fixture" / "seed.txt").write_text("seed\n")
+        profile = dict(profile or WRITER)
+        where = d / ".jaato" / "profiles" / (profile_set or "")
+        where.mkdir(parents=True, exist_ok=True)
+        (where / f"{profile['name']}.yaml").write_text(yaml.safe_dump(profile))
+        manifest = {
+            "id": task_id,
+            "environment": {"fixture": "fixture", "config_root": ".jaato"},
+            "input": {"prompt": prompt},
+            "harness": {"profile": profile["name"],
+                        **({"profile_set": profile_set} if profile_set else {})},
+            "graders": graders or [{"kind": "script", "run": "grep -qx READY answer.txt"}],
+            "repeats": repeats,
+        }
+        manifest.update(extra or {})
+        (d / "task.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+        return d / "task.yaml"
+
+    def write(self, relpath: str, text: str) -> Path:
+        p = self.root / relpath
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text))
+        return p
+
+    def run(self, *args: str, shared_daemon: bool = True, timeout: float = 300):
+        # Hypothesis's pytest plugin costs ~0.8 s of CPU at every start and no task item uses it.
+        argv = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest", f"--jaato-out={self.store}",
+                *args]
+        if shared_daemon:
+            argv.append(f"--jaato-socket={self.daemon.socket_path}")
+        self.monkeypatch.setenv("TMPDIR", str(self.tmp))
+        return self.pytester.runpytest_subprocess(*argv, timeout=timeout)
+
+    def records(self) -> list[dict]:
+        if not self.store.exists():
+            return []
+        return [json.loads(line) for line in self.store.read_text().splitlines() if line.strip()]
+
+    def run_dirs(self) -> list[Path]:
+        """Folders the plugin made for its run (present only while a run needs them)."""
+        return sorted(self.tmp.glob("jaato-eval-*"))
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Command lines of live processes that mention `text` (e.g. a run folder)."""
+    import psutil
+    out = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or ())
+        if text in cmd and proc.info["pid"] != os.getpid():
+            out.append(cmd)
+    return out

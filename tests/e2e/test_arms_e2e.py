@@ -1,0 +1,110 @@
+"""Arms end to end against a real jaato daemon (echo provider): PASS, FAIL, BLOCKED."""
+from __future__ import annotations
+
+import shutil
+
+from jaato_project import REPO, WRITER, processes_mentioning
+
+from pytest_jaato_eval.results.record import RECORD_KEYS
+
+
+def test_shipped_tasks_pass_on_a_private_daemon(project):
+    """`pytest tasks/` as a new user runs it: every arm PASS, exit 0, one full record per arm."""
+    shutil.copytree(REPO / "tasks", project.root / "tasks")
+    result = project.run("tasks", shared_daemon=False)
+    result.assert_outcomes(passed=6)
+    assert result.ret == 0
+    records = project.records()
+    assert sorted(r["arm_id"] for r in records) == [
+        "config-file@echo#0", "judged-file@echo#0", "signed-answer@echo#0",
+        "two-stage-driver@echo#0", "write-file@echo#0", "write-file@echo#1"]
+    for r in records:
+        assert set(RECORD_KEYS) <= set(r), set(RECORD_KEYS) - set(r)
+        assert r["state"] == "PASS"
+        assert (r["model"], r["provider"]) == ("echo", "echo")
+        assert r["session_id"] and r["session_ids"][0] == r["session_id"]
+        assert r["turns"] >= 1
+        assert r["usage"]["cost_usd"] > 0 and r["usage"]["spend_total_tokens"] > 0
+        assert r["provenance"]["jaato_sdk_version"]
+    result.stdout.fnmatch_lines(["*jaato-eval pivot*", "config-file*echo*100%*1*0*0*",
+                                 "write-file*echo*100%*2*0*0*"])
+    # The private daemon and its run folder are gone.
+    assert project.run_dirs() == []
+    assert processes_mentioning(str(project.tmp)) == []
+
+
+def test_grader_expecting_other_content_fails_with_the_verdict_table(project):
+    project.task("wrong", graders=[{"kind": "script", "run": "grep -qx STEADY answer.txt"},
+                                   {"kind": "script", "run": "cat answer.txt; exit 0"}])
+    result = project.run("tasks")
+    assert result.ret == 1
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*arm wrong@echo#0: FAIL*",
+        "*grader*state*detail*",
+        "*script:grep -qx STEADY answer.txt*FAIL*exit 1, expected 0*",
+        "*script:cat answer.txt; exit 0*PASS*exit 0*",
+        "*evidence of script:cat answer.txt*",
+        "*READY*",
+    ])
+    assert "Traceback" not in result.stdout.str()
+    (record,) = project.records()
+    assert record["state"] == "FAIL" and record["blocked_reason"] is None
+
+
+def test_missing_profile_is_blocked_by_preflight_naming_set_and_folder(project):
+    project.task("lost", extra={"harness": {"profile": "nope", "profile_set": "echo"}})
+    result = project.run("tasks", shared_daemon=False)
+    assert result.ret == 2
+    result.stdout.fnmatch_lines([
+        "tasks/lost/task.yaml B*",
+        "*short test summary info*",
+        "BLOCKED *lost[[]echo-r0[]] - profile 'nope' of profile set 'echo' not found (there: "
+        "writer): looked in *",
+        "*1 blocked*",
+    ])
+    (record,) = project.records()
+    assert record["state"] == "BLOCKED"
+    assert record["blocked_reason"].startswith("profile 'nope' of profile set 'echo' not found")
+    assert record["verdicts"] == [] and record["session_id"] is None  # no session was opened
+    assert processes_mentioning(str(project.tmp)) == []
+    assert project.run_dirs() == []
+
+
+def test_arm_cut_by_the_ceiling_is_blocked_and_its_session_stopped(project):
+    runaway = dict(WRITER, name="runaway")
+    runaway["plugin_configs"] = dict(WRITER["plugin_configs"], echo={
+        # echo re-emits this call forever: an agent that never stops on its own
+        "tool_call": {"name": "readFile", "args": {"path": "seed.txt"}},
+        "retry_tool_call": True})
+    project.task("slow", profile=runaway)
+    project.task("quick")
+    # Generous enough for the quick arm on a loaded 2-core machine; the runaway never ends.
+    result = project.run("tasks", "--arm-timeout=20")
+    assert result.ret == 2
+    result.assert_outcomes(passed=1, skipped=0)
+    result.stdout.fnmatch_lines(["*1 passed, 1 blocked*"])
+    by_id = {r["arm_id"]: r for r in project.records()}
+    slow = by_id["slow@echo#0"]
+    assert slow["state"] == "BLOCKED"
+    assert "arm ceiling" in slow["blocked_reason"]
+    assert "20 s" in slow["blocked_reason"] and "--arm-timeout" in slow["blocked_reason"]
+    assert "not the task pool's budget.seconds" in slow["blocked_reason"]
+    assert slow["session_id"], "the session id is kept even though the arm was cut"
+    assert slow["turns"] >= 0
+    assert by_id["quick@echo#0"]["state"] == "PASS"
+    assert processes_mentioning(str(project.tmp)) == []
+
+
+def test_junit_carries_blocked_as_a_skip_with_properties(project):
+    project.task("lost", extra={"harness": {"profile": "nope", "profile_set": "echo"}})
+    project.task("fine")
+    junit = project.root / "junit.xml"
+    result = project.run("tasks", f"--junitxml={junit}")
+    assert result.ret == 2
+    xml = junit.read_text()
+    assert ('<skipped type="pytest.skip" message="BLOCKED: profile \'nope\' of profile set '
+            '\'echo\' not found') in xml
+    assert 'name="jaato_state" value="BLOCKED"' in xml
+    assert 'name="jaato_model" value="echo"' in xml
+    assert 'name="jaato_verdict[script:grep -qx READY answer.txt]" value="PASS"' in xml

@@ -1,0 +1,76 @@
+"""--resume (R3, X5): only missing arms run, completed ones keep their sessions, a changed
+task is refused; and -n runs arms on per-worker private daemons (X6). Interrupted sweeps
+and crashed workers are in tests/e2e/faults."""
+from __future__ import annotations
+
+import pytest
+from jaato_project import processes_mentioning
+
+
+def test_resume_runs_only_the_missing_arms_and_refuses_a_changed_task(project):
+    project.task("alpha", repeats=2)
+    project.task("beta", repeats=1)
+    project.run("tasks", "-k", "alpha")
+    first = {r["arm_id"]: r["session_id"] for r in project.records()}
+    assert sorted(first) == ["alpha@echo#0", "alpha@echo#1"]
+    result = project.run("tasks", "--resume")
+    result.assert_outcomes(passed=1, deselected=2)
+    result.stdout.fnmatch_lines(["*resumed: 2 arms already in the store were kept*"])
+    # The store holds both runs' records: the summary says so, and what this run added.
+    result.stdout.fnmatch_lines(["store: *results.jsonl (3 records; 1 record written by this run; run *"])
+    records = project.records()
+    assert sorted(r["arm_id"] for r in records) == ["alpha@echo#0", "alpha@echo#1", "beta@echo#0"]
+    assert {r["arm_id"]: r["session_id"] for r in records if r["task_id"] == "alpha"} == first
+    assert len({r["run_id"] for r in records}) == 2  # two runs, one file, told apart
+    # Edit a task's prompt: resuming would mix two versions of it.
+    manifest = project.root / "tasks" / "beta" / "task.yaml"
+    manifest.write_text(manifest.read_text().replace("Write READY.", "Write READY now."))
+    refused = project.run("tasks", "--resume")
+    assert refused.ret == 2
+    refused.stdout.fnmatch_lines(["*beta/task.yaml: resume: task 'beta' changed since*"])
+    assert "jaato-eval pivot" not in refused.stdout.str()  # no pivot above a refusal
+    assert len(project.records()) == 3
+
+
+@pytest.mark.slow
+def test_xdist_spreads_arms_over_private_daemons_and_one_writer(project):
+    for name in ("a", "b", "c"):
+        project.task(name, repeats=2)
+    result = project.run("tasks", "-n", "2", shared_daemon=False)
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=6)
+    records = project.records()
+    assert len(records) == 6 and len({r["arm_id"] for r in records}) == 6
+    assert len({r["run_id"] for r in records}) == 1, "workers share the controller's run id"
+    assert result.stdout.str().count("jaato-eval pivot") == 1
+    assert processes_mentioning(str(project.tmp)) == [] and project.run_dirs() == []
+
+
+@pytest.mark.slow
+def test_retry_blocked_runs_again_only_the_blocked_arms_and_the_new_record_counts(project):
+    """A BLOCKED arm is an environment fault: once it is fixed, --retry-blocked runs those
+    arms again (and only those), appending records that win over the BLOCKED ones."""
+    project.task("alpha", repeats=2)
+    project.task("beta", repeats=1)
+    project.run("tasks", "-k", "alpha")
+    alpha = {r["arm_id"]: r["session_id"] for r in project.records()}
+    # The fault: no daemon where the run is told to look. beta is BLOCKED, for real.
+    broken = project.run("tasks", "--resume", f"--jaato-socket={project.tmp}/no-daemon.sock",
+                         shared_daemon=False)
+    assert broken.ret == 2
+    assert [r["state"] for r in project.records() if r["task_id"] == "beta"] == ["BLOCKED"]
+    # --resume alone keeps BLOCKED arms as done: nothing to run.
+    project.run("tasks", "--resume").assert_outcomes(deselected=3)
+    # Fixed: --retry-blocked runs beta again, and nothing else.
+    result = project.run("tasks", "--retry-blocked")
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=1, deselected=2)
+    result.stdout.fnmatch_lines(["*resumed: 2 arms already in the store were kept*",
+                                 "*retried: 1 arm stored as BLOCKED was run again*"])
+    pivot = result.stdout.str().split("jaato-eval pivot", 1)[1]
+    beta_row = next(line for line in pivot.splitlines() if line.startswith("beta"))
+    assert "100%" in beta_row, pivot  # the new PASS, not the old BLOCKED
+    records = project.records()
+    assert [r["state"] for r in records if r["task_id"] == "beta"] == ["BLOCKED", "PASS"]
+    assert {r["arm_id"]: r["session_id"] for r in records if r["task_id"] == "alpha"} == alpha
+    assert len([r for r in records if r["task_id"] == "alpha"]) == 2  # not run again

@@ -1,0 +1,361 @@
+"""`python -m pytest_jaato_eval report|compare|validate` on real store files.
+
+Exit codes: 0 ok, 1 problems / a regressed group, 2 unusable input (one line, no traceback).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_jaato_eval.results.commands import main
+from pytest_jaato_eval.results.record import RECORD_KEYS
+from pytest_jaato_eval.testing.records import PROVENANCE, arm_record, write_store
+
+DATA = Path(__file__).parents[1] / "data"
+REFERENCE_STORE = DATA / "jaato-eval-0.3.4.jsonl"  # the record shape jaato-eval 0.3.4 writes
+
+
+def arm(task, ps, repeat, state, *, run="run1", sdk="0.29.4", task_hash="h1", reason=None,
+        cost=0.01):
+    """A store line as a dict (tests edit it into hostile shapes)."""
+    record = arm_record(task, ps, repeat, state, run_id=run, task_hash=task_hash, reason=reason,
+                        cost=cost, session_ids=[], provenance={**PROVENANCE,
+                                                               "jaato_sdk_version": sdk})
+    return record.to_dict()
+
+
+def write(path: Path, records, tail: str = "") -> Path:
+    return write_store(path, records, tail)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    """The real entry point, in a fresh interpreter."""
+    return subprocess.run([sys.executable, "-m", "pytest_jaato_eval", *map(str, args)],
+                          capture_output=True, text=True, timeout=120)
+
+
+BASE = [arm("write-file", "echo", 0, "PASS"), arm("write-file", "echo", 1, "PASS"),
+        arm("config", "echo", 0, "FAIL"), arm("config", "echo", 1, "BLOCKED")]
+
+
+# -- report -------------------------------------------------------------------------------
+def test_report_reads_a_jaato_eval_034_store(tmp_path):
+    # The fixture has exactly the R2 keys, no run_id / task_hash / harness: the reference's shape.
+    first = json.loads(REFERENCE_STORE.read_text().splitlines()[0])
+    assert tuple(first) == RECORD_KEYS and "harness" not in first["provenance"]
+    html = tmp_path / "out" / "report.html"
+    result = run_cli("report", REFERENCE_STORE, "--html", html)
+    assert result.returncode == 1, result.stderr  # a FAIL in it: the verdict vocabulary
+    out = result.stdout
+    assert "5 arms" in out
+    assert "(1×) ProviderError: 429 Too Many Requests" in out
+    write_file = next(line for line in out.splitlines() if line.startswith("write-file"))
+    assert "50%" in write_file and "9–91%" in write_file and "33%" in write_file
+    text = html.read_text()
+    assert "write-file@default#1" in text and "sess-77c1" in text
+    assert "$2.0300 / pool $6.0000 (66% consumed on arrival)" in text  # P4 budget column
+    assert "$0.0123 / own $0.2500" in text
+
+
+def test_report_of_our_own_store(tmp_path, capsys):
+    store = write(tmp_path / "s.jsonl", BASE)
+    assert main(["report", str(store), "--k", "2"]) == 1  # BASE holds a FAIL
+    out = capsys.readouterr().out
+    assert "pass@2" in out and "config" in out and "write-file" in out
+
+
+def test_report_pdf_without_weasyprint_names_the_install_line(tmp_path):
+    # weasyprint made unimportable in a fresh interpreter: what a machine without it sees.
+    store = write(tmp_path / "s.jsonl", BASE)
+    argv = ["report", str(store), "--pdf", str(tmp_path / "r.pdf")]
+    code = ("import sys; sys.modules['weasyprint'] = None; "
+            "from pytest_jaato_eval.results.commands import main; "
+            f"raise SystemExit(main({argv!r}))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2
+    assert "pip install 'pytest-jaato-eval[pdf]'" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "r.pdf").exists()
+
+
+# -- compare ------------------------------------------------------------------------------
+def test_compare_identical_stores_exit_0(tmp_path):
+    a = write(tmp_path / "a.jsonl", BASE)
+    b = write(tmp_path / "b.jsonl", BASE)
+    result = run_cli("compare", a, b)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no group regressed (2 groups in both stores compared)" in result.stdout
+    assert "warning" not in result.stdout
+
+
+def test_compare_one_flipped_arm_exit_1_naming_it(tmp_path):
+    a = write(tmp_path / "a.jsonl", BASE)
+    new = [dict(r) for r in BASE]
+    new[1] = arm("write-file", "echo", 1, "FAIL")
+    b = write(tmp_path / "b.jsonl", new)
+    result = run_cli("compare", a, b)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "PASS→FAIL write-file@echo#1" in result.stdout
+    assert "regressed: 1 group: write-file @ echo" in result.stdout
+    row = next(line for line in result.stdout.splitlines() if line.startswith("write-file @ echo"))
+    assert "100% (34–100%) n=2" in row and "50% (9–91%) n=2" in row and "-50 pts" in row
+    assert "REGRESSED" in row
+    config = next(line for line in result.stdout.splitlines() if line.startswith("config @ echo"))
+    assert "REGRESSED" not in config
+
+
+def test_compare_opposite_flips_churn_but_do_not_regress(tmp_path, capsys):
+    base = [arm("t", "s", 0, "PASS"), arm("t", "s", 1, "FAIL")]
+    new = [arm("t", "s", 0, "FAIL"), arm("t", "s", 1, "PASS")]
+    assert main(["compare", str(write(tmp_path / "a", base)), str(write(tmp_path / "b", new))]) == 0
+    out = capsys.readouterr().out
+    assert "PASS→FAIL t@s#0" in out and "FAIL→PASS t@s#1" in out
+
+
+def test_compare_a_fix_is_not_a_regression(tmp_path, capsys):
+    base = [arm("t", "s", 0, "FAIL")]
+    new = [arm("t", "s", 0, "PASS")]
+    assert main(["compare", str(write(tmp_path / "a", base)), str(write(tmp_path / "b", new))]) == 0
+    assert "FAIL→PASS t@s#0" in capsys.readouterr().out
+
+
+def test_compare_blocked_changes_are_shown_not_counted(tmp_path, capsys):
+    base = [arm("t", "s", 0, "PASS"), arm("t", "s", 1, "PASS")]
+    new = [arm("t", "s", 0, "PASS"), arm("t", "s", 1, "BLOCKED", reason="pool exhausted")]
+    assert main(["compare", str(write(tmp_path / "a", base)), str(write(tmp_path / "b", new))]) == 0
+    assert "blocked change t@s#1: PASS → BLOCKED (pool exhausted)" in capsys.readouterr().out
+
+
+def test_compare_a_drop_the_intervals_cannot_explain_regresses(tmp_path, capsys):
+    # No arm in common (other repeats), so no flips: the disjoint intervals decide.
+    base = [arm("t", "s", r, "PASS") for r in range(10)]
+    new = [arm("t", "s", r, "FAIL") for r in range(10, 20)]
+    assert main(["compare", str(write(tmp_path / "a", base)), str(write(tmp_path / "b", new))]) == 1
+    assert "regressed: 1 group: t @ s" in capsys.readouterr().out
+
+
+def test_compare_warns_when_pins_differ(tmp_path, capsys):
+    base = [arm("t", "s", 0, "PASS")]
+    new = [arm("t", "s", 0, "PASS", sdk="0.29.9", task_hash="h2", run="run2")]
+    assert main(["compare", str(write(tmp_path / "a", base)), str(write(tmp_path / "b", new))]) == 0
+    out = capsys.readouterr().out
+    assert "warning: pins differ: jaato_sdk_version differs: 0.29.4 (base) vs 0.29.9 (new)" in out
+    assert "warning: pins differ: task t changed between the runs" in out
+
+
+def test_compare_our_store_against_the_reference_warns_about_unrecorded_pins(tmp_path, capsys):
+    ours = [arm("write-file", "default", r, s) for r, s in enumerate(["PASS", "FAIL", "BLOCKED"])]
+    assert main(["compare", str(REFERENCE_STORE), str(write(tmp_path / "b", ours))]) == 0
+    out = capsys.readouterr().out
+    assert "harness recorded in only one store" in out
+    assert "summarise @ openrouter_gemini25flash is only in the base store" in out
+
+
+# -- validate -----------------------------------------------------------------------------
+def test_validate_a_clean_store(tmp_path):
+    result = run_cli("validate", write(tmp_path / "s.jsonl", BASE))
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.strip().endswith("4 records, 0 problems, 0 warnings: ok")
+    assert run_cli("validate", REFERENCE_STORE).returncode == 0
+
+
+def test_validate_finds_every_problem(tmp_path):
+    missing = arm("t", "s", 0, "PASS")
+    del missing["session_id"], missing["provenance"]
+    bad_state = arm("t", "s", 1, "PASS")
+    bad_state["state"] = "SKIPPED"
+    no_reason = arm("t", "s", 2, "BLOCKED")
+    no_reason["blocked_reason"] = None
+    old_version = arm("t", "s", 3, "PASS")
+    old_version["results_version"] = "0"
+    twice = arm("t", "s", 4, "PASS")
+    lying = arm("t", "s", 5, "PASS")
+    lying["verdicts"][0]["state"] = "FAIL"
+    store = write(tmp_path / "s.jsonl",
+                  [missing, bad_state, no_reason, old_version, twice, twice, lying],
+                  tail='{"results_version": "1", "arm_id": "t@s#9", "sta')  # cut mid-write
+    result = run_cli("validate", store)
+    assert result.returncode == 1
+    out = result.stdout
+    assert f"{store}:1: t@s#0: missing keys: session_id, provenance" in out
+    assert f"{store}:2: t@s#1: state 'SKIPPED': expected one of PASS, FAIL, BLOCKED" in out
+    assert f"{store}:3: t@s#2: BLOCKED without a blocked_reason" in out
+    assert f"{store}:4: t@s#3: results_version '0': this reader knows '1'" in out
+    assert f"{store}: t@s#4: written more than once by one run (lines 5, 6)" in out
+    assert f"{store}:7: t@s#5: PASS, but not every grader verdict is PASS" in out
+    assert f"{store}:8: partial last line" in out
+    assert "Traceback" not in out + result.stderr
+
+
+def test_validate_duplicates_across_runs_are_a_warning(tmp_path, capsys):
+    store = write(tmp_path / "s.jsonl", [arm("t", "s", 0, "BLOCKED", run="r1"),
+                                         arm("t", "s", 0, "PASS", run="r2")])
+    assert main(["validate", str(store)]) == 0
+    assert "appears 2 times (lines 1, 2); the last counts" in capsys.readouterr().out
+
+
+def test_validate_garbage_in_the_middle_is_a_problem(tmp_path, capsys):
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps(arm("t", "s", 0, "PASS")) + "\nnot json at all\n[1, 2]\n"
+                    + json.dumps(arm("t", "s", 1, "PASS")) + "\n")
+    assert main(["validate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"{path}:2: not JSON" in out and f"{path}:3: not a result record" in out
+
+
+# -- unusable input: exit 2, one line naming the file --------------------------------------
+@pytest.mark.parametrize("command", ["report", "validate", "compare"])
+@pytest.mark.parametrize("case", ["missing", "directory", "empty", "binary", "not records"])
+def test_unusable_input_is_one_line_exit_2(tmp_path, capsys, command, case):
+    path = tmp_path / "store.jsonl"
+    if case == "directory":
+        path.mkdir()
+    elif case == "empty":
+        path.write_text("")
+    elif case == "binary":
+        path.write_bytes(bytes(range(256)) * 4)
+    elif case == "not records":
+        path.write_text("id: my-task\nenvironment: {}\n")
+    args = [str(path), str(path)] if command == "compare" else [str(path)]
+    assert main([command, *args]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}: "), captured.err
+    assert captured.out == ""
+
+
+def test_a_missing_store_through_the_entry_point_is_one_line(tmp_path):
+    result = run_cli("compare", REFERENCE_STORE, tmp_path / "nope.jsonl")
+    assert result.returncode == 2
+    assert result.stderr == f"error: {tmp_path / 'nope.jsonl'}: no such file\n"
+
+
+def test_usage_errors_exit_2():
+    result = run_cli("frobnicate")
+    assert result.returncode == 2 and "invalid choice" in result.stderr
+    assert run_cli("report", REFERENCE_STORE, "--k", "0").returncode == 2
+
+
+def test_an_unwritable_html_target_is_one_line(tmp_path):
+    target = tmp_path / "file"
+    target.write_text("")
+    result = run_cli("report", REFERENCE_STORE, "--html", target / "sub" / "r.html")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["report", "compare", "validate"])
+def test_a_hostile_store_sends_no_control_character_to_the_terminal(tmp_path, command):
+    """Arm ids and reasons come from whoever wrote the store: an ESC in them must reach
+    the terminal as the text `\\x1b`, never as an escape sequence."""
+    evil = "write-file\x1b]0;pwned\x07\x1b[2J"
+    base = [arm(evil, "echo", 0, "PASS"), arm(evil, "echo", 1, "PASS")]
+    new = [arm(evil, "echo", 0, "FAIL"),
+           arm(evil, "echo", 1, "BLOCKED", reason="429\x1b[31m red")]
+    a, b = write(tmp_path / "a.jsonl", base), write(tmp_path / "b.jsonl", new)
+    twice = write(tmp_path / "twice.jsonl", new + new[:1])  # validate names a repeated arm
+    args = {"report": (b,), "compare": (a, b), "validate": (twice,)}[command]
+    result = run_cli(command, *args)
+    out = result.stdout + result.stderr
+    assert "\x1b" not in out and "\x07" not in out
+    assert "write-file\\x1b]0;pwned\\x07" in out  # shown, not swallowed
+
+
+# -- report's exit status: the verdict vocabulary --------------------------------------------
+@pytest.mark.parametrize("states, code", [(["PASS", "PASS"], 0), (["PASS", "FAIL"], 1),
+                                          (["PASS", "BLOCKED"], 2), (["FAIL", "BLOCKED"], 1),
+                                          (["BLOCKED"], 2), (["PASS", "SKIPPED"], 2)])
+def test_report_exits_with_the_verdict_vocabulary(tmp_path, capsys, states, code):
+    records = [arm("t", "s", i, "BLOCKED" if st == "SKIPPED" else st) for i, st in enumerate(states)]
+    for r, st in zip(records, states):
+        r["state"] = st  # an unknown state is never a pass
+    store = write(tmp_path / "s.jsonl", records)
+    assert main(["report", str(store)]) == code
+    assert main(["report", str(store), "--exit-zero"]) == 0
+    capsys.readouterr()
+
+
+def test_report_exit_zero_still_refuses_unusable_input(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "nope.jsonl"), "--exit-zero"]) == 2
+
+
+def test_report_help_states_the_exit_codes():
+    result = run_cli("report", "--help")
+    assert "--exit-zero" in result.stdout and "1 an arm FAILED" in result.stdout
+
+
+@pytest.mark.parametrize("option", ["--html", "--pdf"])
+def test_report_refuses_to_write_over_its_store(tmp_path, capsys, option):
+    store = write(tmp_path / "s.jsonl", BASE)
+    before = store.read_bytes()
+    assert main(["report", str(store), option, str(tmp_path / "." / "s.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is the store" in err
+    assert store.read_bytes() == before
+
+
+def test_compare_with_no_group_in_both_says_nothing_was_compared(tmp_path, capsys):
+    a = write(tmp_path / "a", [arm("alpha", "s", 0, "PASS"), arm("beta", "s", 0, "PASS")])
+    b = write(tmp_path / "b", [arm("gamma", "s", 0, "FAIL")])
+    assert main(["compare", str(a), str(b)]) == 2
+    out = capsys.readouterr().out
+    assert "no group regressed" not in out
+    assert "nothing compared: no group (task @ profile set) is in both stores (3 groups in only one)" in out
+
+
+def test_compare_counts_only_groups_in_both(tmp_path, capsys):
+    a = write(tmp_path / "a", [arm("alpha", "s", 0, "PASS"), arm("beta", "s", 0, "PASS")])
+    b = write(tmp_path / "b", [arm("alpha", "s", 0, "PASS")])
+    assert main(["compare", str(a), str(b)]) == 0
+    assert ("no group regressed (1 group in both stores compared; 1 group in only one store)"
+            in capsys.readouterr().out)
+
+
+def test_compare_shows_det_with_how_many_answered(tmp_path, capsys):
+    recs = [arm("t", "s", i, "PASS") for i in range(3)]
+    recs[2]["payload_hash"] = None
+    a = write(tmp_path / "a", recs)
+    assert main(["compare", str(a), str(a)]) == 0
+    assert "det 100% (2 of 3 answered)" in capsys.readouterr().out
+
+
+def test_one_arm_one_problem_are_singular(tmp_path, capsys):
+    store = write(tmp_path / "s", [arm("t", "s", 0, "PASS")])
+    main(["report", str(store)])
+    assert f"{store}: 1 arm\n" in capsys.readouterr().out
+    bad = arm("t", "s", 0, "PASS")
+    bad["state"] = "NOPE"
+    main(["validate", str(write(tmp_path / "v", [bad]))])
+    assert "1 record, 1 problem, 0 warnings" in capsys.readouterr().out
+
+
+HOSTILE = [("run_id", ["a", "b"]), ("usage", {"cost_usd": 10 ** 400, "spend_total_tokens": 1}),
+           ("usage", {"cost_usd": float("inf")}), ("repeat", "three"), ("task_id", 7),
+           ("verdicts", [1, {"state": None}]), ("caveats", "x"), ("budget_ceiling", {"usd": -1e999}),
+           ("completion_nudges", 10 ** 400), ("provenance", ["not", "a", "mapping"]),
+           ("session_ids", {"a": 1}), ("profile_set", {"x": 1}), ("state", ["PASS"]),
+           ("payload_hash", 5), ("duration_seconds", float("nan"))]
+
+
+@pytest.mark.parametrize("key, value", HOSTILE, ids=[f"{k}-{i}" for i, (k, _) in enumerate(HOSTILE)])
+def test_hostile_but_valid_json_is_never_a_traceback(tmp_path, key, value):
+    """Valid JSON of the wrong shape anywhere: every command answers in lines, and
+    validate names the key."""
+    bad = arm("t", "s", 1, "FAIL")
+    bad[key] = value
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps(arm("t", "s", 0, "PASS")) + "\n" + json.dumps(bad) + "\n")
+    for args in (["report", path, "--html", tmp_path / "r.html"], ["compare", path, path],
+                 ["validate", path]):
+        result = run_cli(*args)
+        assert "Traceback" not in result.stderr + result.stdout, (args, result.stderr)
+        assert result.returncode in (0, 1, 2)
+    validate = run_cli("validate", path)
+    assert validate.returncode == 1 and f"{path}:2: t@s#1: " in validate.stdout
+    if key not in ("state", "verdicts"):
+        assert f": {key}" in validate.stdout

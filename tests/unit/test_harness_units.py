@@ -1,0 +1,179 @@
+"""Pure-logic pieces of the harness's defences, each fed what an attacker would leave."""
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_jaato_eval import processes, sweep
+from pytest_jaato_eval.pytest_layer import fence
+from pytest_jaato_eval.engine.accounting import count_nudges, tracker_record
+from pytest_jaato_eval.engine.budget import profile_ceiling
+from pytest_jaato_eval.engine.driver import LINE_CAP, _pump
+from pytest_jaato_eval.engine.files import read_bounded
+
+
+# -- bounded reads --------------------------------------------------------------------------
+
+def test_read_bounded_never_opens_a_fifo_a_device_or_a_link_out(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    os.mkfifo(ws / "pipe")
+    (ws / "dev").symlink_to("/dev/zero")
+    (ws / "out").symlink_to("/etc/hostname")
+    (ws / "big").write_bytes(b"x" * 5000)
+    done = []
+    t = threading.Thread(target=lambda: done.append(read_bounded(ws / "pipe", root=ws)))
+    t.start()
+    t.join(5)
+    assert done == [None], "a FIFO is refused at once, never waited on"
+    assert read_bounded(ws / "dev", root=ws) is None
+    assert read_bounded(ws / "out", root=ws) is None
+    assert read_bounded(Path("/dev/zero")) is None
+    assert read_bounded(ws / "big", limit=100, root=ws) == b"x" * 100
+
+
+def test_nudge_counting_reads_no_planted_fifo_huge_file_or_folder_link(tmp_path):
+    ws = tmp_path / "ws"
+    logs = ws / ".jaato" / "logs"
+    logs.mkdir(parents=True)
+    os.mkfifo(logs / "session_S_a.log")
+    with open(logs / "session_S_b.log", "wb") as f:
+        f.truncate(4 << 30)  # sparse: 4 GiB of NUL, read only up to the cap
+    (logs / "session_S_c.log").write_text("[DEBUG] COMPLETION_NUDGE: 1\n")
+    started = time.monotonic()
+    assert count_nudges(ws, "S", None) == 1
+    assert time.monotonic() - started < 30
+    # the whole logs folder as a link out of the workspace: nothing is read through it
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / "session_T_x.log").write_text("[DEBUG] COMPLETION_NUDGE: 1\n")
+    ws2 = tmp_path / "ws2"
+    (ws2 / ".jaato").mkdir(parents=True)
+    (ws2 / ".jaato" / "logs").symlink_to(other)
+    assert count_nudges(ws2, "T", None) is None
+
+
+def test_tracker_record_of_any_shape_is_a_dict_or_none(tmp_path):
+    folder = tmp_path / ".jaato" / "sessions"
+    folder.mkdir(parents=True)
+    (folder / "a.json").write_text("[1, 2]")
+    (folder / "b.json").write_text("[" * 100000 + "]" * 100000)
+    os.mkfifo(folder / "c.json")
+    for sid in "abc":
+        assert tracker_record(tmp_path, sid) is None
+
+
+@pytest.mark.parametrize("text", [
+    "inherits: 5\nbudget_control: {limits: {usd: 1}}",
+    "budget_control: {limits: [5]}",
+    "budget_control: 5\ninherits: {a: 1}",
+    "x: " + "[" * 50000 + "]" * 50000,
+    "inherits: ../../../../etc/passwd",
+    "inherits: [p]\nbudget_control: {limits: {usd: .nan, tokens: 3}}",  # a cycle through itself
+])
+def test_profile_ceiling_reader_never_raises(tmp_path, text):
+    (tmp_path / "profiles" / "echo").mkdir(parents=True)
+    (tmp_path / "profiles" / "echo" / "p.yaml").write_text(text)
+    result = profile_ceiling(tmp_path, "echo", "p")
+    assert result is None or all(isinstance(v, (int, float)) for v in result.values())
+
+
+# -- driver output ----------------------------------------------------------------------------
+
+class _Stream:
+    def __init__(self, data: bytes, step: int):
+        self.data, self.step = data, step
+
+    async def read(self, n):
+        chunk, self.data = self.data[:min(n, self.step)], self.data[min(n, self.step):]
+        return chunk
+
+
+@pytest.mark.parametrize("step", [1, 7, 65536])
+def test_driver_output_lines_are_cut_whatever_their_size(step):
+    tail = collections.deque(maxlen=40)
+    data = b"a\n" + b"x" * 300_000 + b"\nmid\n" + b"y" * 5000 + b"\ntail"
+    asyncio.run(_pump(_Stream(data, step), tail))
+    assert [t[:1] for t in tail] == ["a", "x", "m", "y", "t"]
+    assert all(len(t) <= LINE_CAP + 40 for t in tail)
+    assert tail[1].endswith(f"[line cut at {LINE_CAP} bytes]") and tail[-1] == "tail"
+
+
+# -- clean-up: exact paths --------------------------------------------------------------------
+
+def test_session_tmp_clean_up_removes_exact_recorded_paths_only(tmp_path):
+    ws = tmp_path / "run" / "workspaces" / "a@echo#0"
+    ours = tmp_path / "jaato-S1"
+    ours.mkdir()
+    (ours / "trace.log").write_text(f"cwd={ws}/src\n")
+    prefix_only = tmp_path / "jaato-S2"  # another run's workspace that merely starts like ours
+    prefix_only.mkdir()
+    (prefix_only / "trace.log").write_text(f"cwd={ws}2/src\n")
+    not_recorded = tmp_path / "jaato-S3"  # names our workspace, but is no session of ours
+    not_recorded.mkdir()
+    (not_recorded / "trace.log").write_text(f"cwd={ws}\n")
+    link = tmp_path / "jaato-S4"
+    link.symlink_to(ours)
+    removed = sweep.remove_session_tmp([("S1", ws), ("S2", ws), ("S4", ws), ("../x", ws)],
+                                       tmp_path)
+    assert removed == 1
+    assert not ours.exists() and prefix_only.exists() and not_recorded.exists()
+    assert link.is_symlink()
+
+
+def test_owner_gone_only_for_a_named_owner_that_no_longer_runs(tmp_path):
+    live = tmp_path / "live"
+    live.mkdir()
+    sweep.write_owner(live, "r1")
+    assert not sweep.owner_gone(live)
+    assert not sweep.owner_gone(tmp_path)  # no owner file: never judged gone
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    ident = processes.Ident.of(child.pid)
+    child.wait()
+    dead = tmp_path / "dead"
+    dead.mkdir()
+    (dead / "owner.json").write_text(
+        f'{{"pid": {child.pid}, "started": {ident.started if ident else 1.0}, "run_id": "r2"}}')
+    assert sweep.owner_gone(dead)
+
+
+# -- process trees ----------------------------------------------------------------------------
+
+def test_a_tree_finds_a_double_forked_child_by_its_marker_and_ends_it():
+    proc, tree = processes.start(
+        ["sh", "-c", "(setsid sh -c 'trap \"\" TERM; exec sleep 4301' &) ; exit 0"])
+    processes.wait(proc, tree, 30)
+    time.sleep(0.3)
+    escaped = processes.marked(tree.marker)
+    assert escaped, "the re-parented child still carries the tree's marker"
+    tree.kill(grace=0.3)
+    assert processes.wait_gone(escaped, 5)
+
+
+# -- collection fence -------------------------------------------------------------------------
+
+def test_fence_names_declared_and_default_roots(tmp_path):
+    task = tmp_path / "t"
+    task.mkdir()
+    (task / "task.yaml").write_text("environment: {fixture: repo/src, config_root: cfg}\n")
+    for name in ("repo", "cfg", "fixture", ".jaato", "docs"):
+        (task / name).mkdir()
+    (task / "up").symlink_to("/")
+    assert fence.ignored(task / "repo") and fence.ignored(task / "cfg")
+    assert fence.ignored(task / "fixture") and fence.ignored(task / ".jaato")
+    assert fence.ignored(task / "up")
+    assert not fence.ignored(task / "docs") and not fence.ignored(task / "task.yaml")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "into").symlink_to(task / "repo" if (task / "repo").exists() else task)
+    (other / "root").symlink_to("/")
+    assert fence.ignored(other / "into") and fence.ignored(other / "root")
+    assert not fence.ignored(other)

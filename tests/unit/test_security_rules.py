@@ -1,0 +1,311 @@
+"""The pure rules behind the attack tests: the curated environment, the leak shapes a
+secret is masked in, the contamination rule, the judge's answer contract, the review
+command and the manifest keys (env_passthrough, contamination, needs_human_below)."""
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from pytest_jaato_eval import contamination
+from pytest_jaato_eval.results.commands import main as commands_main
+from pytest_jaato_eval.contract import build_contract_env, curated_env, safe_path
+from pytest_jaato_eval.graders.judge import make_view, read_answer
+from pytest_jaato_eval.graders.output import evidence
+from pytest_jaato_eval.manifest import GraderSpec, ManifestError, load_task
+from pytest_jaato_eval.redact import Redactor
+
+# -- the curated environment -------------------------------------------------------------------
+
+DEVELOPER = {"PATH": ".:/usr/bin::bin:/ws/tools:/bin", "HOME": "/home/dev", "LANG": "C.UTF-8",
+             "LC_ALL": "C", "OPENAI_API_KEY": "sk-123456789", "PYTHONPATH": ".",
+             "BASH_ENV": "./x", "LD_PRELOAD": "/tmp/x.so", "PIP_INDEX_URL": "http://i",
+             "PIP_TOKEN": "pip-123456789", "JAATO_EVAL_PARAM_X": "outer"}
+
+
+def test_the_curated_environment_keeps_basics_and_drops_the_rest():
+    env = curated_env(base=DEVELOPER, workspace="/ws")
+    assert env["PATH"] == "/usr/bin:/bin"  # '.', '', 'bin' and the workspace's tools gone
+    assert env["HOME"] == "/home/dev" and env["LC_ALL"] == "C"
+    for gone in ("OPENAI_API_KEY", "PYTHONPATH", "BASH_ENV", "LD_PRELOAD", "PIP_INDEX_URL"):
+        assert gone not in env
+    assert env["PYTHONSAFEPATH"] == "1" and env["PYTHONNOUSERSITE"] == "1"
+    assert env["GIT_CONFIG_KEY_0"] == "core.hooksPath"
+
+
+def test_passthrough_names_and_patterns_but_a_pattern_never_passes_a_credential():
+    env = curated_env(["OPENAI_API_KEY", "PIP_*", "MISSING"], base=DEVELOPER)
+    assert env["OPENAI_API_KEY"] == "sk-123456789"
+    assert env["PIP_INDEX_URL"] == "http://i"
+    assert "PIP_TOKEN" not in env and "MISSING" not in env
+
+
+def test_the_contract_is_built_on_the_curated_base(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-123456789")
+    env = build_contract_env(workspace="/ws", config_root="/c", params={"a": 1})
+    assert "OPENAI_API_KEY" not in env and env["JAATO_EVAL_PARAM_A"] == "1"
+    env = build_contract_env(workspace="/ws", config_root="/c", params={},
+                             passthrough=["OPENAI_API_KEY"])
+    assert env["OPENAI_API_KEY"] == "sk-123456789"
+
+
+def test_safe_path_never_ends_empty():
+    import os
+    assert safe_path("::.") == os.defpath and os.defpath
+
+
+# -- leak shapes ----------------------------------------------------------------------------
+
+PEM = ("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5PTYlKCm1ZxjjoAoGCCqG\n"
+       "SM49AwEHoUQDQgAEcOW5kmSbYBSGXFhCUEr5fHXQjU9gR6RmTAS4nPVJb2Q5AH0f\n"
+       "-----END EC PRIVATE KEY-----")
+
+
+def test_every_line_of_a_multi_line_secret_is_masked_alone():
+    redact = Redactor({"SIGNING_PRIVATE_KEY": PEM})
+    for line in PEM.splitlines()[1:-1]:
+        assert redact.text(f"  {line}  ") == "  ***(SIGNING_PRIVATE_KEY)  "
+
+
+@pytest.mark.parametrize("prefix", [b"", b"a", b"ab", b"abc"])
+def test_a_secret_in_base64_is_masked_at_any_alignment(prefix):
+    secret = "tok-0123456789abcdefghij"
+    redact = Redactor({"CI_TOKEN": secret})
+    encoded = base64.b64encode(prefix + secret.encode() + b"\n").decode()
+    masked = redact.text(encoded)
+    assert "***(CI_TOKEN)" in masked
+    assert base64.b64encode(secret.encode()).decode()[4:16] not in masked
+    assert redact.text(secret.encode().hex()) == "***(CI_TOKEN)"
+
+
+def test_pem_blocks_and_bearer_tokens_are_masked_without_knowing_them():
+    redact = Redactor({})
+    assert redact.text(f"key:\n{PEM}\nend") == "key:\n***(EC PRIVATE KEY)\nend"
+    assert redact.text("-----BEGIN RSA PRIVATE KEY-----\nMIIcut") == "***(RSA PRIVATE KEY)"
+    assert redact.text("Authorization: Bearer eyJhbGciOi.x-y") == \
+        "Authorization: Bearer ***(bearer token)"
+    assert redact.text("a public key: ssh-ed25519 AAAA") == "a public key: ssh-ed25519 AAAA"
+
+
+def test_output_is_masked_before_it_is_cut():
+    secret = "sk-" + "s" * 60
+    tail = ("x" * 370 + secret + "\n").encode()
+    lines = evidence(tail, len(tail), Redactor({"OPENAI_API_KEY": secret}).text)
+    assert "sss" not in "".join(lines) and "***(OPENAI_API_KEY)" in lines[0]
+
+
+def test_a_cut_window_drops_its_partial_first_line_and_says_so():
+    lines = evidence(b"ret-half-line\nwhole\n", 10_000)
+    assert lines == ["whole", "[output: 10000 bytes; evidence is its last 20 lines, each cut "
+                              "at 400 characters]"]
+
+
+# -- contamination ------------------------------------------------------------------------------
+
+def protected(tmp_path: Path) -> contamination.Protected:
+    task_dir = tmp_path / "task"
+    (task_dir / ".jaato").mkdir(parents=True)
+    (task_dir / "task.yaml").write_text("id: t\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "link").symlink_to(task_dir / ".jaato")
+    task = SimpleNamespace(config_root=task_dir / ".jaato", manifest=task_dir / "task.yaml",
+                           directory=task_dir, graders=(GraderSpec("processor", "c.py", {
+                               "script": "c.py"}),))
+    return contamination.protected_for(task, ws)
+
+
+@pytest.mark.parametrize("name, args, reaches", [
+    ("readFile", {"path": "notes.txt"}, None),
+    ("readFile", {"path": "./sub/../notes.txt"}, None),
+    ("readFile", {"path": "link/c.py"}, "a grader's file"),            # through a symlink
+    ("readFile", {"path": "../task/task.yaml"}, "the manifest"),
+    ("readFile", {"path": "/etc/passwd"}, "outside the workspace"),
+    ("cli", {"command": "cat ../task/.jaato/c.py | head"}, "a grader's file"),
+    ("cli", {"command": "cat ../task/.jaato/profiles/x.yaml"}, "the config root"),
+    ("cli", {"command": "python -c 'print(1)' && ls /usr/bin"}, None),  # system paths in commands
+    ("cli", {"command": "cp x --target=../task/.jaato/"}, "the config root"),
+    ("multiFileEdit", {"edits": [{"file_path": "a.txt"}, {"file_path": "../task/x"}]},
+     "the task's directory"),
+    ("signal_completion", {"answer": "/etc/passwd"}, None),           # the answer, not an access
+])
+def test_the_ledger_rule(tmp_path, name, args, reaches):
+    finding = contamination.check([{"name": name, "args": args}], True, None, protected(tmp_path))
+    if reaches is None:
+        assert finding.contaminated is False, finding
+    else:
+        assert finding.contaminated is True and finding.evidence[0].endswith(f"reaches {reaches}")
+
+
+def test_an_absolute_path_to_a_protected_root_in_any_argument_is_seen(tmp_path):
+    p = protected(tmp_path)
+    calls = [{"name": "writeNewFile", "args": {"content": f"see {tmp_path}/task/.jaato/c.py"}}]
+    assert contamination.check(calls, True, None, p).contaminated is True
+
+
+def test_a_workspace_inside_the_task_directory_is_not_contamination(tmp_path):
+    task_dir = tmp_path / "task"
+    (task_dir / ".jaato").mkdir(parents=True)
+    ws = task_dir / "runs" / "ws"
+    ws.mkdir(parents=True)
+    task = SimpleNamespace(config_root=task_dir / ".jaato", manifest=task_dir / "task.yaml",
+                           directory=task_dir, graders=())
+    p = contamination.protected_for(task, ws)
+    calls = [{"name": "writeNewFile", "args": {"path": f"{ws}/a.txt", "content": "x"}}]
+    assert contamination.check(calls, True, None, p).contaminated is False
+
+
+def test_no_faithful_ledger_is_unknown_with_a_caveat_and_caveat_mode_keeps_the_verdict(tmp_path):
+    finding = contamination.check(None, False, "no history", protected(tmp_path))
+    caveats: list[str] = []
+    assert contamination.apply(finding, "block", "PASS", None, caveats) == ("PASS", None)
+    assert caveats == ["contamination unknown: no history"]
+    hit = contamination.Finding(True, ["readFile path='x' reaches the manifest"])
+    caveats = []
+    assert contamination.apply(hit, "caveat", "FAIL", None, caveats) == ("FAIL", None)
+    state, reason = contamination.apply(hit, "block", "BLOCKED", "gate x", [])
+    assert state == "BLOCKED" and reason.startswith("contaminated: 1 tool call(s)")
+    assert reason.endswith("; gate x")
+
+
+def test_a_flood_of_offending_calls_is_capped(tmp_path):
+    calls = [{"name": "readFile", "args": {"path": f"/etc/f{i}"}} for i in range(500)]
+    finding = contamination.check(calls, True, None, protected(tmp_path))
+    assert len(finding.evidence) == 21 and finding.evidence[-1].startswith("[… 480 more calls")
+
+
+# -- the judge's answer contract ----------------------------------------------------------------
+
+JUDGE = GraderSpec("judge", "rubric", {"profile": "rubric", "threshold": 0.7,
+                                       "score_field": "score", "errors_field": "errors",
+                                       "gate_on": (), "needs_human_below": 0.6})
+
+
+@pytest.mark.parametrize("answer, state, detail", [
+    ({"score": 0.9}, "PASS", "score 0.9"),
+    ({"score": 0.9, "errors": []}, "PASS", "score 0.9"),
+    ({"score": 0.9, "errors": "it is off by one"}, "FAIL", "the judge found 1 defect(s): it is "
+                                                             "off by one"),
+    ({"score": 0.9, "defects": [{"line": 3}]}, "FAIL", 'the judge found 1 defect(s): {"line": 3}'),
+    ({"cannot_grade": ["no access"], "defects": ["x"]}, "BLOCKED",
+     "the judge cannot grade: no access"),
+    ({"score": 0.9, "confidence": 0.59}, "BLOCKED", "needs human review (confidence 0.59 < 0.60)"),
+    ({"score": 0.9, "confidence": "high"}, "BLOCKED",
+     "the judge cannot grade: confidence is 'high', not a number from 0 to 1"),
+    ({"score": True}, "BLOCKED", "the judge cannot grade: score is True, not a number from 0 to 1"),
+    ({"score": float("nan")}, "BLOCKED",
+     "the judge cannot grade: score is nan, not a number from 0 to 1"),
+    ("not a mapping", "BLOCKED", "the judge cannot grade: it returned no payload (did its profile "
+                                 "declare a completion_payload_schema?)"),
+])
+def test_the_answer_contract(answer, state, detail):
+    verdict = read_answer(JUDGE, "claim", answer, [])
+    assert (verdict.state, verdict.detail) == (state, detail)
+
+
+def test_defects_are_bounded_and_one_line():
+    verdict = read_answer(JUDGE, "claim", {"score": 1, "defects": ["a\nb" * 400] * 100}, [])
+    assert "\n" not in verdict.detail and len(verdict.detail) < 600
+    defects = [e for e in verdict.evidence if e.startswith("defect: ")]
+    assert len(defects) == 21 and defects[-1].startswith("defect: [… 80 more")
+
+
+def test_the_view_leaves_configuration_links_and_special_files_behind(tmp_path):
+    import os
+    ws = tmp_path / "ws"
+    (ws / "src" / ".jaato").mkdir(parents=True)
+    (ws / ".jaato" / "prompts").mkdir(parents=True)
+    (ws / ".env").write_text("VLLM_HOST=http://127.0.0.1:1\n")
+    (ws / "src" / "a.py").write_text("x = 1\n")
+    (ws / "out").symlink_to("/etc")
+    (ws / "key").symlink_to("/etc/hostname")
+    os.mkfifo(ws / "pipe")
+    make_view(ws, tmp_path / "view")
+    found = sorted(str(p.relative_to(tmp_path / "view")) for p in (tmp_path / "view").rglob("*"))
+    assert found == ["src", "src/a.py"]
+
+
+# -- review ---------------------------------------------------------------------------------------
+
+def test_review_lists_only_arms_waiting_for_a_human_and_survives_odd_records(tmp_path, capsys):
+    store = tmp_path / "s.jsonl"
+    waiting = {"arm_id": "t@echo#0", "task_id": "t", "profile_set": "echo", "state": "BLOCKED",
+               "verdicts": [{"grader_id": "judge:r", "state": "BLOCKED",
+                             "blocked_reason": "needs human review (confidence 0.40 < 0.60)",
+                             "evidence": ["reasoning: \x1b[31mtwo readings\x1b[0m"]}]}
+    odd = [{"arm_id": "a", "verdicts": "x"}, {"arm_id": "b", "verdicts": [1, None]},
+           {"arm_id": "c", "verdicts": [{"state": "BLOCKED", "blocked_reason": ["x"]}]}]
+    store.write_text("\n".join(json.dumps(r) for r in [waiting, *odd]) + "\n")
+    assert commands_main(["review", str(store)]) == 1
+    out = capsys.readouterr().out
+    assert "1 arm(s) await human review" in out and "t@echo#0" in out
+    assert "reasoning:" in out and "\x1b" not in out
+    store.write_text("\n".join(json.dumps(r) for r in odd) + "\n")
+    assert commands_main(["review", str(store)]) == 0
+    assert commands_main(["review", str(tmp_path / "nowhere")]) == 2
+
+
+# -- the manifest keys ---------------------------------------------------------------------------
+
+def manifest(tmp_path: Path, **changes) -> Path:
+    (tmp_path / "fixture").mkdir(exist_ok=True)
+    (tmp_path / ".jaato").mkdir(exist_ok=True)
+    doc = {"id": "t", "environment": {"fixture": "fixture", "config_root": ".jaato"},
+           "input": {"prompt": "p"}, "harness": {"profile": "w"},
+           "graders": [{"kind": "script", "run": "true"}]}
+    for key, value in changes.items():
+        doc[key] = value
+    (tmp_path / "task.yaml").write_text(yaml.safe_dump(doc))
+    return tmp_path / "task.yaml"
+
+
+def test_the_new_keys_are_read(tmp_path):
+    task = load_task(manifest(tmp_path, contamination="caveat", graders=[
+        {"kind": "script", "run": "true", "env_passthrough": ["A", "B_*"]},
+        {"kind": "judge", "profile": "r", "needs_human_below": 0.5}]))
+    assert task.contamination == "caveat" and task.env_passthrough == ()
+    assert task.graders[0].options["env_passthrough"] == ("A", "B_*")
+    assert task.graders[1].options["needs_human_below"] == 0.5
+
+
+@pytest.mark.parametrize("changes, says", [
+    ({"contamination": "ignore"}, "contamination: expected block or caveat, got str 'ignore'"),
+    ({"graders": [{"kind": "script", "run": "x", "env_passthrough": ["A B"]}]},
+     "graders[0].env_passthrough[0]: expected a variable name (NAME or PREFIX*), got str 'A B'"),
+    ({"graders": [{"kind": "script", "run": "x", "env_passthrough": "A"}]},
+     "graders[0].env_passthrough: expected a list"),
+    ({"graders": [{"kind": "judge", "profile": "r", "needs_human_below": 60}]},
+     "graders[0].needs_human_below: expected a number from 0 to 1, got int 60"),
+    ({"harness": {"profile": "w", "env_passthrough": [1]}},
+     "harness.env_passthrough[0]: expected a variable name (NAME or PREFIX*), got int 1"),
+])
+def test_bad_values_of_the_new_keys_are_one_line_errors(tmp_path, changes, says):
+    with pytest.raises(ManifestError) as info:
+        load_task(manifest(tmp_path, **changes))
+    assert says in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_workspace_too_large_for_the_view_is_refused_in_one_line(tmp_path, monkeypatch):
+    from pytest_jaato_eval.graders import judge
+    monkeypatch.setattr(judge, "VIEW_FILES", 5)
+    ws = tmp_path / "ws"
+    for i in range(10):
+        (ws / f"d{i}").mkdir(parents=True)
+    with pytest.raises(judge.ViewTooLarge, match=r"larger than the judge's view takes \(5 files"):
+        make_view(ws, tmp_path / "view")
+
+
+def test_a_script_graders_file_is_protected_too(tmp_path):
+    (tmp_path / "cfg" / "checks").mkdir(parents=True)
+    task = SimpleNamespace(config_root=tmp_path / "cfg", manifest=tmp_path / "task.yaml",
+                           directory=tmp_path, graders=(GraderSpec("script", "checks/a.py", {
+                               "run": None, "file": "checks/a.py"}),))
+    (tmp_path / "ws").mkdir()
+    p = contamination.protected_for(task, tmp_path / "ws")
+    calls = [{"name": "readFile", "args": {"path": "../cfg/checks/a.py"}}]
+    assert contamination.check(calls, True, None, p).evidence == [
+        "readFile path='../cfg/checks/a.py' reaches a grader's file"]
