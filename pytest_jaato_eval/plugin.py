@@ -46,7 +46,8 @@ def pytest_configure(config):
         from .pytest_layer.controller import Controller
         config.pluginmanager.register(Controller(config.stash[CONTEXT_KEY]),
                                       "jaato-eval-controller")
-        if config.pluginmanager.hasplugin("html"):  # P4 columns: hooks pytest-html declares
+        # P4 columns, only when pytest-html is there and writes a report (its hooks exist then)
+        if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):
             from .pytest_layer import pytest_html
             pytest_html.register(config)
 

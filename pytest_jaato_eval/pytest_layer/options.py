@@ -140,10 +140,11 @@ def read_settings(config) -> Settings:
     store_path = _path(store, rootdir) if not opt.jaato_out else _path(store, Path.cwd())
     html = _path(opt.jaato_html, Path.cwd()) if opt.jaato_html else None
     pdf = _path(opt.jaato_pdf, Path.cwd()) if opt.jaato_pdf else None
-    from ..results.store import refuse_outputs
-    refusal = refuse_outputs(config, store_path, html, pdf)
-    if refusal:
-        raise UsageError(refusal)
+    if html or pdf or getattr(opt, "xmlpath", None) or getattr(opt, "htmlpath", None):
+        from ..results.store import refuse_outputs
+        refusal = refuse_outputs(config, store_path, html, pdf)
+        if refusal:
+            raise UsageError(refusal)
     return Settings(
         profile_sets=sets, repeats=opt.jaato_repeats, ceiling=ceiling,
         socket=str(_path(socket, Path.cwd())) if socket else None,

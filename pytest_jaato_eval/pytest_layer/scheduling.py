@@ -12,8 +12,7 @@ from pathlib import Path
 
 from xdist.scheduler import LoadScopeScheduling
 
-from .collect import MANIFEST_NAME
-from ..manifest import ManifestError, load_task
+MANIFEST_NAME = "task.yaml"
 
 
 def pool_aware_scheduler(config, log):
@@ -57,6 +56,7 @@ class _PoolAwareScheduling(LoadScopeScheduling):
 
 @lru_cache(maxsize=None)
 def _pooled(manifest: str) -> bool:
+    from ..manifest import ManifestError, load_task  # only once a task is scheduled
     try:
         return bool(load_task(manifest).budget)
     except ManifestError:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from jaato_project import REPO, WRITER, processes_mentioning
 
 from pytest_jaato_eval.results.record import RECORD_KEYS
@@ -71,6 +73,7 @@ def test_missing_profile_is_blocked_by_preflight_naming_set_and_folder(project):
     assert project.run_dirs() == []
 
 
+@pytest.mark.slow
 def test_arm_cut_by_the_ceiling_is_blocked_and_its_session_stopped(project):
     runaway = dict(WRITER, name="runaway")
     runaway["plugin_configs"] = dict(WRITER["plugin_configs"], echo={

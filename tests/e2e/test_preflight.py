@@ -152,6 +152,7 @@ def blocked_lines(result) -> list[str]:
     return [line for line in result.outlines if line.startswith("BLOCKED ")]
 
 
+@pytest.mark.slow
 def test_shipped_tasks_with_a_missing_set_pass_or_block_before_any_session(project):
     """`--profile-set=echo,nosuch`: the echo arms PASS, every nosuch arm is BLOCKED by
     preflight in one line naming the set, the folder and `echo`, with no session."""
@@ -197,6 +198,7 @@ daemon.PrivateDaemon.ensure = ensure
 """
 
 
+@pytest.mark.slow
 def test_every_arm_failing_preflight_starts_no_daemon(project):
     project.task("ghost", profile_set="echo")
     project.task("ghost2", profile_set="echo", directory="g2")

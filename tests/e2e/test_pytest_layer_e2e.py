@@ -251,6 +251,7 @@ def test_lf_runs_exactly_the_failed_arm_and_ff_runs_it_first(project):
                               "arms/test_arms.py::test_wants_done[echo-r0]"}, order
 
 
+@pytest.mark.slow
 def test_a_crashed_workers_record_carries_the_real_arm_id(project):
     # Graders run in children of their own now, so the worker is crashed from a fixture
     # that the project's conftest runs around the arm (os._exit: no teardown, no report).
@@ -334,6 +335,7 @@ def test_a_run_without_tasks_leaves_sigterm_alone_and_imports_no_sdk(project):
     assert result == ["0", "True", "True", "False"], out
 
 
+@pytest.mark.slow
 def test_a_run_with_a_private_daemon_restores_sigterm(project):
     project.task("t")
     project.write("tasks/conftest.py", """

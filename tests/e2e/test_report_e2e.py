@@ -14,7 +14,7 @@ import pytest
 
 from pytest_jaato_eval.report import pdf
 
-from test_report_html import chromium, _keep, _png_size_and_ink, parse  # noqa: E402
+from document_checks import chromium, keep, parse, png_size_and_ink  # noqa: E402
 
 NASTY = 'grep -q "STEADY" answer.txt && test -s answer.txt'
 
@@ -33,6 +33,7 @@ def pytest_html_tests(path) -> dict:
     return json.loads(htmllib.unescape(blob))["tests"]
 
 
+@pytest.mark.slow
 @pytest.mark.daemon
 def test_a_run_writes_every_report(project):
     project.task("write-file", repeats=2)
@@ -88,8 +89,8 @@ def test_a_run_writes_every_report(project):
     # pytest-html's page draws its rows with its own script: a real browser shows ours in it.
     shot = project.root / "pytest-html.png"
     chromium("--window-size=1600,1200", f"--screenshot={shot}", url=theirs.as_uri())
-    assert _png_size_and_ink(shot)[2] > 50
-    _keep(shot)
+    assert png_size_and_ink(shot)[2] > 50
+    keep(shot)
 
 
 def test_pdf_asked_without_weasyprint_is_a_usage_error(pytester, monkeypatch):

@@ -7,6 +7,7 @@ import pytest
 from jaato_project import processes_mentioning
 
 
+@pytest.mark.slow
 def test_resume_runs_only_the_missing_arms_and_refuses_a_changed_task(project):
     project.task("alpha", repeats=2)
     project.task("beta", repeats=1)

@@ -122,6 +122,7 @@ def test_code_the_agent_plants_in_the_workspace_is_never_run_by_a_grader(
     assert record["state"] == "PASS", record["verdicts"]
 
 
+@pytest.mark.slow
 def test_a_credential_reaches_a_grader_only_when_the_task_names_it(project, monkeypatch):
     monkeypatch.setenv("SERVICE_API_KEY", OPENAI_KEY)
     monkeypatch.setenv("SERVICE_URL", "http://127.0.0.1:9")

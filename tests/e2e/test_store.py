@@ -228,6 +228,7 @@ def test_a_collect_only_run_touches_no_store(project):
     assert sorted(p.name for p in project.root.iterdir() if p.name.startswith((".results", "results"))) == ["results.jsonl"]
 
 
+@pytest.mark.slow
 def test_iterating_on_one_task_keeps_one_previous_store(project):
     project.task("alpha")
     for _ in range(3):

@@ -9,20 +9,16 @@ to keep the screenshots and PDF pages for a look.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import struct
 import subprocess
-import tempfile
-import zlib
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from pytest_jaato_eval.testing.records import arm_record
 from pytest_jaato_eval.report import chart, html, pdf
+from document_checks import chromium, keep, parse, png_size_and_ink
 
 DATA = Path(__file__).parents[1] / "data"
 NASTY = 'script:grep -q "READY" answer.txt && test -s answer.txt'
@@ -50,26 +46,6 @@ RECORDS = [
         graders=[("script:test -f config.ini", "PASS"), ("processor:schema.py", "FAIL")],
         evidence=["payload.name: expected a string"], error="NudgeExhausted: never signed off"),
 ]
-
-
-class _Text(HTMLParser):
-    """The text a reader sees, and every tag name."""
-
-    def __init__(self):
-        super().__init__()
-        self.text, self.tags = [], []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append(tag)
-
-    def handle_data(self, data):
-        self.text.append(data)
-
-
-def parse(document: str) -> _Text:
-    p = _Text()
-    p.feed(document)
-    return p
 
 
 def test_document_is_self_contained_and_escaped():
@@ -151,47 +127,14 @@ def test_reference_store_renders(tmp_path):
 
 
 # -- a real browser ------------------------------------------------------------------------
-def _png_size_and_ink(path: Path) -> tuple[int, int, int]:
-    """(width, height, number of distinct byte values in the pixel data): a blank page has ~2."""
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
-    width, height = struct.unpack(">II", data[16:24])
-    idat, pos = b"", 8
-    while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        if kind == b"IDAT":
-            idat += data[pos + 8:pos + 8 + length]
-        pos += 12 + length
-    return width, height, len(set(zlib.decompress(idat)))
-
-
-def _keep(path: Path) -> None:
-    where = os.environ.get("JAATO_REPORT_SHOTS")
-    if where:
-        Path(where).mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, Path(where) / path.name)
-
-
-def chromium(*args: str, url: str) -> subprocess.CompletedProcess:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe is None:
-        pytest.skip("chromium not installed (Debian: apt-get install chromium)")
-    with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run(
-            [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-             "--no-first-run", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", f"--user-data-dir={profile}", *args, url],
-            capture_output=True, text=True, timeout=120)
-
-
 def test_report_in_a_real_browser(tmp_path):
     page = html.write(tmp_path / "report.html", RECORDS, source="results.jsonl")
     shot = tmp_path / "report-browser.png"
     result = chromium("--window-size=1400,2000", f"--screenshot={shot}", url=page.as_uri())
     assert shot.exists(), result.stderr[-2000:]
-    width, height, ink = _png_size_and_ink(shot)
+    width, height, ink = png_size_and_ink(shot)
     assert (width, height) == (1400, 2000) and ink > 50, "the screenshot is blank"
-    _keep(shot)
+    keep(shot)
     # Chromium's own print of the page: the text a reader gets is the escaped text, intact.
     if shutil.which("pdftotext") is None:
         pytest.skip("pdftotext not installed (Debian: apt-get install poppler-utils)")
@@ -222,9 +165,9 @@ def test_pdf_pages_hold_the_tables(tmp_path):
     pages = sorted(tmp_path.glob("page-*.png"))
     assert pages, "pdftoppm made no page"
     for page in pages:
-        _, _, ink = _png_size_and_ink(page)
+        _, _, ink = png_size_and_ink(page)
         assert ink > 20, f"{page.name} is blank"
-        _keep(page)
+        keep(page)
     text = subprocess.run(["pdftotext", "-layout", str(out), "-"], capture_output=True,
                           text=True, check=True).stdout
     flat = " ".join(text.split())

@@ -134,6 +134,7 @@ def test_xdist_worker_crash(project):
     nothing_left(project)
 
 
+@pytest.mark.slow
 def test_grader_hang_times_out(project):
     project.task("hangs", graders=[{"kind": "script", "run": "sleep 3013", "timeout_seconds": 2}])
     project.task("good")

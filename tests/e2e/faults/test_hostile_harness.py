@@ -113,6 +113,7 @@ def test_driver_printing_one_huge_line_still_gives_one_record(project, stream):
     no_run_folder_left(project)
 
 
+@pytest.mark.slow
 def test_sigterm_to_pytest_mid_arm_under_xdist_leaves_no_process(project):
     project.task("grading", graders=[{"kind": "script", "run": "trap '' TERM; sleep 4121",
                                       "timeout_seconds": 900}])
@@ -175,7 +176,7 @@ def test_agent_made_fifo_and_huge_file_named_like_its_session_log_do_not_hang_th
                     fixture_files={"plant.py": plant})
     profiles = d / ".jaato" / "profiles" / "echo"
     profiles.mkdir(parents=True)
-    from conftest import WRITER
+    from jaato_project import WRITER
     (profiles / "writer.yaml").write_text(yaml.safe_dump(WRITER))
     manifest = yaml.safe_load((d / "task.yaml").read_text())
     manifest["harness"]["profile_set"] = "echo"
@@ -263,6 +264,7 @@ def test_arm_timeout_must_be_finite_and_not_negative(project, value):
     assert project.records() == []
 
 
+@pytest.mark.slow
 def test_socket_that_accepts_and_never_answers_is_blocked_fast_with_the_right_advice(project):
     path = str(project.tmp / "mute.sock")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
