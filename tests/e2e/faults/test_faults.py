@@ -147,6 +147,7 @@ def test_grader_hang_times_out(project):
     nothing_left(project)
 
 
+@pytest.mark.slow
 def test_grader_raising_inside_a_processor(project):
     project.task("raises", profile=signer({"answer": "42"}),
                  graders=[{"kind": "processor", "script": "boom.py"}])
@@ -201,6 +202,7 @@ def test_store_with_a_cut_last_line_resumes_cleanly(project):
     assert valid[0]["session_id"] == kept["session_id"]
 
 
+@pytest.mark.slow
 def test_symlink_out_of_the_fixture_and_a_climbing_task_id_write_nothing_outside(project):
     outside = project.tmp / "outside"
     outside.mkdir()
