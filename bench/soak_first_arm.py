@@ -39,14 +39,12 @@ import os, shutil, time
 from pathlib import Path
 from pytest_jaato_eval.pytest_layer import run as _run
 
-_finish = _run.EvalRun.finish
+_finish = _run.Worker.finish
 
 def _keep(self):
     dest = Path(os.environ["SOAK_KEEP"])
-    for root in (self._run_dir, self._worker_root):
-        if root is None:
-            continue
-        for log in Path(root).glob("**/daemon/daemon.*"):
+    if self._run_dir is not None:  # a worker's run folder holds its daemon's logs
+        for log in Path(self._run_dir).glob("**/daemon/daemon.*"):
             if log.suffix in (".log", ".out"):
                 target = dest / f"{os.getpid()}-{time.time_ns()}-{log.name}"
                 try:
@@ -55,7 +53,7 @@ def _keep(self):
                     pass
     _finish(self)
 
-_run.EvalRun.finish = _keep
+_run.Worker.finish = _keep
 '''
 
 CAUSE_WORDS = ("Error reading from", "Traceback", "Client error", "ERROR", "LOOP_STALL")
