@@ -282,7 +282,10 @@ class Worker:
         if run_dir is None or not run_dir.exists():
             return
         kept = run_dir / "workspaces"
-        has_kept = has_kept_workspaces(run_dir)
+        # What this run kept, by its own list: an external daemon may still write into a
+        # discarded workspace (a session's trackers), which must not pass for a kept one.
+        has_kept = bool(self._arm_settings.kept) if self._arm_settings is not None else (
+            has_kept_workspaces(run_dir))
         for child in list(run_dir.iterdir()):
             if child != kept or not has_kept:
                 if child.is_dir() and not child.is_symlink():
