@@ -284,8 +284,8 @@ class Worker:
         kept = run_dir / "workspaces"
         # What this run kept, by its own list: an external daemon may still write into a
         # discarded workspace (a session's trackers), which must not pass for a kept one.
-        has_kept = bool(self._arm_settings.kept) if self._arm_settings is not None else (
-            has_kept_workspaces(run_dir))
+        has_kept = any(ws.parent == kept.resolve() for ws in self._arm_settings.kept) if (
+            self._arm_settings is not None) else has_kept_workspaces(run_dir)
         for child in list(run_dir.iterdir()):
             if child != kept or not has_kept:
                 if child.is_dir() and not child.is_symlink():

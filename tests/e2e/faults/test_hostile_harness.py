@@ -373,19 +373,24 @@ class DroppingProxy:
                 continue
             up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             up.connect(self.upstream)
-            threading.Thread(target=self._pipe, args=(client, up, True), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(up, client, False), daemon=True).start()
+            muted = threading.Event()  # set: nothing more of the daemon's reaches the client
+            threading.Thread(target=self._pipe, args=(client, up, True, muted), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(up, client, False, muted), daemon=True).start()
 
-    def _pipe(self, src, dst, from_client):
+    def _pipe(self, src, dst, from_client, muted):
         try:
             while data := src.recv(65536):
-                dst.sendall(data)
+                if not from_client and muted.is_set():
+                    continue  # however fast the daemon answers, the client never hears it
                 if from_client and b'"session.new"' in data and self.dropped == 0:
+                    muted.set()
+                    dst.sendall(data)
                     self.dropped += 1
                     time.sleep(0.5)  # the daemon has it; then the line goes dead
                     for s in (src, dst):
                         s.shutdown(socket.SHUT_RDWR)
                     return
+                dst.sendall(data)
         except OSError:
             pass
         finally:
