@@ -102,7 +102,7 @@ def load_task(path: Path | str) -> Task:
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(path, "", f"cannot read: {exc}") from None
     try:
-        doc = yaml.load(text, Loader=_loader())
+        doc = yaml.load(text, Loader=yaml_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "yaml"
@@ -135,7 +135,8 @@ def load_task(path: Path | str) -> Task:
         env_passthrough=tuple(harness.env_passthrough), contamination=m.contamination)
 
 
-def _loader():
+def yaml_loader():
+    """The safe YAML loader every reader of task and profile files uses."""
     import yaml
     # libyaml's parser when PyYAML was built with it: the same documents, ~7x faster.
     return yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else yaml.SafeLoader

@@ -30,7 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .manifest import DRIVER, Task
+from .manifest import DRIVER, Task, yaml_loader
 
 PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
 # The largest profile file read to learn a `name:`; jaato's profiles are a few KiB.
@@ -180,8 +180,7 @@ def _read_profile(path: Path, suffix: str) -> tuple[dict[str, Any], str | None]:
         if path.stat().st_size > MAX_PROFILE_BYTES:
             return {}, f"larger than {MAX_PROFILE_BYTES} bytes"
         text = path.read_text(encoding="utf-8")
-        loader = yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else yaml.SafeLoader
-        data = json.loads(text) if suffix == ".json" else yaml.load(text, Loader=loader)
+        data = json.loads(text) if suffix == ".json" else yaml.load(text, Loader=yaml_loader())
     except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError, RecursionError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return {}, f"does not parse: {first}"

@@ -72,7 +72,9 @@ def _declared_roots(task_dir: Path) -> list[str]:
         return []
     try:
         import yaml
-        data = yaml.safe_load(raw.decode("utf-8"))
+
+        from ..manifest import yaml_loader
+        data = yaml.load(raw.decode("utf-8"), Loader=yaml_loader())
     except Exception:  # noqa: BLE001 - a bad manifest is reported by its collector, not here
         return []
     env = data.get("environment") if isinstance(data, dict) else None

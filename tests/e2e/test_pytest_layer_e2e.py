@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from jaato_project import SCHEMA, processes_mentioning
+from jaato_project import SCHEMA, processes_mentioning, unused_plugins
 
 from pytest_jaato_eval.testing.model_server import Turn
 
@@ -18,7 +18,7 @@ NEEDS_SEED = [{"kind": "script", "run": "grep -qx READY answer.txt && grep -qx p
 
 def run_with_cache(project, *args, shared_daemon=True):
     """Like project.run, with pytest's cache on (for --lf, --ff, --sw, --nf)."""
-    argv = [f"--jaato-out={project.store}", *args]
+    argv = [*unused_plugins(args), f"--jaato-out={project.store}", *args]
     if shared_daemon:
         argv.append(f"--jaato-socket={project.daemon.socket_path}")
     project.monkeypatch.setenv("TMPDIR", str(project.tmp))

@@ -129,6 +129,24 @@ def test_marks_are_names_or_one_key_mappings(tmp_path):
     assert load_task(write(tmp_path, VALID)).marks == ()
 
 
+def test_each_entry_becomes_the_pytest_mark_it_names(tmp_path):
+    from pytest_jaato_eval.pytest_layer.collect import task_mark
+
+    assert task_mark(tmp_path, 0, "xfail", "known bug").kwargs == {"reason": "known bug"}
+    assert task_mark(tmp_path, 0, "skip", "not today").kwargs == {"reason": "not today"}
+    skipif = task_mark(tmp_path, 0, "skipif", "sys.platform == 'x'")
+    assert skipif.args == ("sys.platform == 'x'",) and skipif.kwargs == {}
+    strict = task_mark(tmp_path, 0, "xfail", {"reason": "r", "strict": True})
+    assert strict.kwargs == {"reason": "r", "strict": True}
+    assert task_mark(tmp_path, 0, "usefixtures", ["a", "b"]).args == ("a", "b")
+    # A name no run in this process registers: pytest caches every registered name
+    # process-wide, so one an in-process pytester run registered would not warn.
+    with pytest.warns(pytest.PytestUnknownMarkWarning,
+                      match=r"marks\[0\]: Unknown pytest.mark.never_registered_here"):
+        assert task_mark(tmp_path, 0, "never_registered_here", None).name == \
+            "never_registered_here"
+
+
 @pytest.mark.parametrize("marks, where, says", [
     ("smoke", ": marks: ", "expected a list, got str 'smoke'"),
     ("[smoke-test]", ": marks[0]: ", "marker name 'smoke-test' is not an identifier"),
