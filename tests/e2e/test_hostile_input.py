@@ -325,7 +325,7 @@ def test_what_the_fuzzing_found_is_a_one_line_error(task_file, text, where, says
                                                     monkeypatch):
     """Under libyaml's loader (the default when PyYAML has it) and the pure-Python one."""
     if loader == "pure":
-        monkeypatch.setattr(manifest, "_loader", lambda: yaml.SafeLoader)
+        monkeypatch.setattr(manifest, "yaml_loader", lambda: yaml.SafeLoader)
     elif not yaml.__with_libyaml__:
         pytest.skip("PyYAML was built without libyaml")
     elif "\\ud800" in text:  # libyaml refuses a surrogate escape itself
