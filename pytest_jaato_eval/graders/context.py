@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from ..contract import build_contract_env
 from ..engine.agent_run import AgentRun
 from ..verdict import Verdict
 
@@ -56,6 +57,13 @@ class GraderContext:
     error = _from_run("error")
     completion_gap = _from_run("completion_gap")
     unsigned = _from_run("unsigned")
+
+    def contract_env(self, passthrough=()) -> dict[str, str]:
+        """The contract's environment for a grader's process, with what its spec passes
+        through (raises ParamCollision when a param would shadow a contract variable)."""
+        return build_contract_env(workspace=self.workspace, config_root=self.config_root,
+                                  params=self.params, socket=self.socket_path,
+                                  cascade_id=self.cascade_id, passthrough=passthrough)
 
     @property
     def truncation_reason(self) -> str | None:

@@ -16,7 +16,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from ..contract import ParamCollision, build_contract_env
+from ..contract import ParamCollision
 from ..manifest import GraderSpec
 from ..verdict import Verdict
 from .context import GraderContext
@@ -82,10 +82,7 @@ def grade_processor(spec: GraderSpec, ctx: GraderContext) -> Verdict:
     if refused:
         return Verdict.blocked(spec.id, claim, refused)
     try:
-        env = build_contract_env(workspace=ctx.workspace, config_root=ctx.config_root,
-                                 params=ctx.params, socket=ctx.socket_path,
-                                 cascade_id=ctx.cascade_id,
-                                 passthrough=spec.options.get("env_passthrough", ()))
+        env = ctx.contract_env(spec.options.get("env_passthrough", ()))
     except ParamCollision as exc:
         return Verdict.blocked(spec.id, claim, str(exc))
     scratch = Path(tempfile.mkdtemp(prefix="jaato-processor-"))

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 from .. import processes
-from ..contract import ParamCollision, build_contract_env
+from ..contract import ParamCollision
 from ..manifest import GraderSpec
 from ..verdict import Verdict
 from .context import GraderContext
@@ -32,10 +32,7 @@ def grade_script(spec: GraderSpec, ctx: GraderContext) -> Verdict:
     if not ctx.workspace.is_dir():
         return Verdict.blocked(spec.id, claim, f"workspace {ctx.workspace} is missing")
     try:
-        env = build_contract_env(workspace=ctx.workspace, config_root=ctx.config_root,
-                                 params=ctx.params, socket=ctx.socket_path,
-                                 cascade_id=ctx.cascade_id,
-                                 passthrough=spec.options.get("env_passthrough", ()))
+        env = ctx.contract_env(spec.options.get("env_passthrough", ()))
     except ParamCollision as exc:
         return Verdict.blocked(spec.id, claim, str(exc))
     command = run if run else _file_command(spec.options["file"], ctx.config_root, env)
