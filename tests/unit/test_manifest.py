@@ -129,8 +129,12 @@ def test_marks_are_names_or_one_key_mappings(tmp_path):
     assert load_task(write(tmp_path, VALID)).marks == ()
 
 
-def test_each_entry_becomes_the_pytest_mark_it_names(tmp_path):
+def test_each_entry_becomes_the_pytest_mark_it_names(tmp_path, request, monkeypatch):
     from pytest_jaato_eval.pytest_layer.collect import task_mark
+
+    # pytest checks mark names against the config its global mark generator holds; an
+    # in-process pytester run earlier in this worker can leave that unset, so pin it.
+    monkeypatch.setattr(pytest.mark, "_config", request.config)
 
     assert task_mark(tmp_path, 0, "xfail", "known bug").kwargs == {"reason": "known bug"}
     assert task_mark(tmp_path, 0, "skip", "not today").kwargs == {"reason": "not today"}
