@@ -65,7 +65,7 @@ def open_pivot(path: str | Path) -> Pivot:
     """The pivot of a store, streamed; Unusable when there is nothing to pivot."""
     path = _readable(path)
     try:
-        pivot = Pivot.of_store(path, workers=2)
+        pivot = Pivot.of_store(path)
     except OSError as exc:
         raise Unusable(f"{path}: cannot read: {exc.strerror or exc}") from None
     if not pivot.cells:

@@ -8,8 +8,6 @@ in report/html.py, through the formatters below, so both say the same thing.
 """
 from __future__ import annotations
 
-import json
-import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -19,7 +17,7 @@ from typing import Any, Iterable, Iterator
 from . import stats
 from .record import ArmRecord, RecordError, coerce, fields_reader, number_or_none
 from ..render import safe_text
-from .store import _loads, read_at
+from .store import fields_loader, read_at
 from ..verdict import FAIL, PASS
 
 DASH = "—"  # unknown, never 0 (P2)
@@ -159,6 +157,7 @@ class Cell:
 _FIELDS = ("arm_id", "task_id", "profile_set", "repeat", "state", "blocked_reason",
            "payload_hash", "run_id", "task_hash")
 _read = fields_reader(_FIELDS)
+_LINE_FIELDS = _FIELDS + ("usage", "provenance")  # all `_summary` reads of a line
 _read_provenance = fields_reader(("arm_id", "provenance"))
 PROVENANCE_PINS = ("harness", "harness_version", "jaato_sdk_version", "jaato_sdk_path")
 
@@ -245,44 +244,10 @@ class Pivot:
         return pivot
 
     @classmethod
-    def of_store(cls, path: Path | str, workers: int = 1) -> "Pivot":
-        """One pass over the store; raises OSError when it cannot be read.
-
-        workers=2 (the store commands, on a big store and a machine with two cores)
-        scans the second half of the file in a forked child while this process scans
-        the first: the result is the same, the last record of an arm still wins.
-        """
+    def of_store(cls, path: Path | str) -> "Pivot":
+        """One pass over the store; raises OSError when it cannot be read."""
         path = Path(path)
-        size = path.stat().st_size
-        parts = [(0, size)]
-        if workers > 1 and size >= PARALLEL_BYTES and (os.cpu_count() or 1) > 1:
-            with open(path, "rb") as fh:  # split at a line start
-                fh.seek(size // 2)
-                fh.readline()
-                middle = fh.tell()
-            if 0 < middle < size:
-                parts = [(0, middle), (middle, size)]
-        if len(parts) == 1:
-            chunks = [_scan_range(path, 0, size)]
-        else:
-            import multiprocessing
-            with multiprocessing.get_context("fork").Pool(1) as pool:
-                second = pool.apply_async(_scan_range, (path, *parts[1]))
-                first = _scan_range(path, *parts[0])
-                chunks = [first, second.get()]
-        latest: dict[str, ArmSummary] = {}
-        skipped: list[tuple[int, str]] = []
-        partial = None
-        n = lines = 0
-        for part_latest, part_skipped, part_partial, part_n, part_lines in chunks:
-            for arm_id, a in part_latest.items():  # in order: the last record wins
-                latest.pop(arm_id, None)
-                latest[arm_id] = a
-            skipped += [(lines + number, why) for number, why in part_skipped]
-            if part_partial is not None:
-                partial = lines + part_partial
-            n += part_n
-            lines += part_lines
+        latest, skipped, partial, n = _scan(path)
         pivot = cls(latest, source=path)
         pivot.lines_read, pivot.skipped, pivot.partial_last = n, skipped, partial
         return pivot
@@ -325,34 +290,21 @@ class Pivot:
         return notes
 
 
-PARALLEL_BYTES = 64 * 2 ** 20  # below this, a second process costs more than it saves
-
-
-def _scan_range(path: Path, begin: int, end: int):
-    """(latest summary per arm, skipped lines, partial line, records, lines) of the lines
-    starting in [begin, end); line numbers counted from `begin`."""
+def _scan(path: Path):
+    """(latest summary per arm, skipped lines, partial last line, records read)."""
     latest: dict[str, ArmSummary] = {}
     skipped: list[tuple[int, str]] = []
     partial = None
     intern = _Interned()
-    n = number = 0
-    offset = begin
-    loads, summary = json.loads, _summary
+    n = offset = 0
+    loads, summary = fields_loader(_LINE_FIELDS), _summary
     with open(path, "rb") as fh:
-        fh.seek(begin)
-        for raw in fh:
-            if offset >= end:
-                break
-            number += 1
+        for number, raw in enumerate(fh, 1):
             start, offset = offset, offset + len(raw)
             if raw.isspace():
                 continue
             try:
-                try:
-                    data = loads(raw)
-                except UnicodeDecodeError:
-                    data = _loads(raw)
-                a = summary(data, start, intern)
+                a = summary(loads(raw), start, intern)
             except RecordError as exc:
                 skipped.append((number, str(exc)))
                 continue
@@ -365,7 +317,7 @@ def _scan_range(path: Path, begin: int, end: int):
             n += 1
             latest.pop(a.arm_id, None)
             latest[a.arm_id] = a
-    return latest, skipped, partial, n, number
+    return latest, skipped, partial, n
 
 
 def build_cells(records: Iterable[ArmRecord | dict[str, Any]]) -> list[Cell]:

@@ -292,13 +292,16 @@ def fields_reader(names: tuple[str, ...]):
     """A function reading only these fields of a store's JSON object, each decided
     exactly as `from_dict` decides it (what the streaming pivot reads of a line).
     It raises RecordError like `from_dict`."""
-    checks = tuple((name, _CHECKS[name]) for name in names)
+    # A string where a string is declared is kept as it is: the check runs for the rest.
+    checks = tuple((name, _CHECKS[name], str if _WHAT[name].startswith("a string") else None)
+                   for name in names)
 
     def read(data: Any) -> list[Any]:
         if type(data) is not dict or type(data.get("arm_id")) is not str:
             raise RecordError("not a result record (no string arm_id)")
         get = data.get
-        return [check(get(name), None, name)[0] for name, check in checks]
+        return [v if type(v := get(name)) is plain else check(v, None, name)[0]
+                for name, check, plain in checks]
     return read
 
 

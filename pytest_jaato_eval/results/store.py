@@ -14,7 +14,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Any, Callable, Iterator
 
 from .record import ArmRecord, RecordError
 
@@ -242,6 +242,30 @@ def _loads(raw: bytes):
         return json.loads(raw.decode("utf-8", errors="replace"))
 
 
+def fields_loader(names: tuple[str, ...]) -> Callable[[bytes], Any]:
+    """A loader of one store line that keeps only these top-level keys ({key: value},
+    absent ones None), as `json.loads(raw)` would read them.
+
+    msgspec skips the other keys (a failed verdict's evidence is most of a line) while
+    still checking the whole line is JSON: about five times faster than parsing it all.
+    A line it does not take (not an object, NaN, a lone surrogate, invalid UTF-8 in a
+    kept key...) is read whole by `_loads`, so every line gets `json`'s answer.
+    """
+    try:
+        import msgspec
+    except ImportError:  # a minimal install: everything is read whole
+        return _loads
+    head = msgspec.defstruct("StoreLineHead", [(name, Any, None) for name in names])
+    decode, asdict = msgspec.json.Decoder(head).decode, msgspec.structs.asdict
+
+    def load(raw: bytes) -> Any:
+        try:
+            return asdict(decode(raw))
+        except msgspec.MsgspecError:
+            return _loads(raw)
+    return load
+
+
 def scan(path: Path | str, check: bool = False) -> Iterator[Line]:
     """Every non-blank line of a store, in order, with its record; one pass, nothing
     kept. A line that is not a record says why; a cut last line is marked partial.
@@ -294,11 +318,12 @@ def latest_by_arm(records) -> dict[str, ArmRecord]:
 def task_ids_in(path: Path) -> set[str]:
     """The task ids a store holds (unreadable lines skipped)."""
     ids = set()
+    load = fields_loader(("task_id",))
     try:
         with open(path, "rb") as fh:
             for raw in fh:
                 try:
-                    task = _loads(raw).get("task_id")
+                    task = load(raw).get("task_id")
                 except (ValueError, AttributeError):
                     continue
                 if type(task) is str:

@@ -216,22 +216,54 @@ def test_digest_groups_reasons_that_differ_only_by_ids(tmp_path):
     assert digest == ["  t @ s: (2×) session …: 429", "  t @ s: (1×) pool exhausted"]
 
 
-def test_a_store_scanned_in_two_halves_gives_the_same_pivot(tmp_path, monkeypatch):
-    """The store commands scan a big store's halves in two processes: the same cells, the
-    same last-wins order, the same line numbers for what was skipped."""
+ODD_LINES = [  # lines where a partial JSON reader could part from json.loads
+    b'{"arm_id": "t@s#9", "task_id": "t", "profile_set": "s", "state": "PASS", '
+    b'"usage": {"cost_usd": NaN}}',
+    b'{"arm_id": "t@s#8", "task_id": "t", "profile_set": "s", "state": "PASS", '
+    b'"usage": {"cost_usd": 1e400}}',
+    b'{"arm_id": "t@s#7", "task_id": "t", "profile_set": "s", "state": "FAIL", '
+    b'"verdicts": [{"evidence": ["\\ud800 lone"]}]}',
+    b'{"arm_id": "t@s#6", "task_id": "t", "profile_set": "s", "state": "FAIL", '
+    b'"verdicts": [{"evidence": ["bad \xff byte"]}]}',
+    b'{"arm_id": "t@s#5\xff", "task_id": "t", "profile_set": "s", "state": "PASS"}',
+    b'{"arm_id": "t@s#4", "task_id": "t", "profile_set": "s", "state": "PASS", '
+    b'"state": "FAIL", "repeat": 123456789012345678901234567890}',
+    b'["arm_id", "t@s#3"]',
+    b'"just a string"',
+    b'{"arm_id": "t@s#2", "task_id": "t"} trailing',
+    b'{"arm_id": 5, "task_id": "t"}',
+    b'{"ARM_ID": "t@s#1"}',
+]
+
+
+def test_the_partial_line_reader_reads_every_line_as_json_loads(tmp_path, monkeypatch):
+    """The pivot reads only the keys it needs of a line (msgspec); on odd lines it must
+    still give exactly the cells, skips and partial line that reading it whole gives."""
     import pytest_jaato_eval.results.pivot as pivot_module
-    records = []
-    for r in range(40):
-        records.append(arm("t", "s", r % 7, "PASS" if r % 3 else "FAIL", h=f"h{r % 2}"))
-        records.append(arm("u", "s", r % 5, "BLOCKED", reason=f"reason {r % 3}"))
+    from pytest_jaato_eval.results.store import _loads, fields_loader
+
+    records = [arm("t", "s", r, "PASS" if r % 3 else "FAIL", h=f"h{r % 2}", cost=0.5)
+               for r in range(6)]
     path = write_store(tmp_path / "s.jsonl", records)
-    with open(path, "a") as fh:
-        fh.write("garbage\n" + json.dumps(arm("t", "s", 0, "BLOCKED", reason="late").to_dict())
-                 + "\n" + '{"arm_id": "cut')
-    one = Pivot.of_store(path)
-    monkeypatch.setattr(pivot_module, "PARALLEL_BYTES", 1)
-    two = Pivot.of_store(path, workers=2)
-    assert shape(two) == shape(one)
-    assert (two.skipped, two.partial_last, two.lines_read) == (one.skipped, one.partial_last,
-                                                              one.lines_read)
-    assert one.skipped == [(81, "not JSON")] and one.partial_last == 83
+    with open(path, "ab") as fh:
+        fh.write(b"\n".join(ODD_LINES) + b'\n{"arm_id": "cut')
+    fast = Pivot.of_store(path)
+    monkeypatch.setattr(pivot_module, "fields_loader", lambda names: _loads)
+    whole = Pivot.of_store(path)
+    assert shape(fast) == shape(whole)
+    assert (fast.skipped, fast.partial_last, fast.lines_read) == (
+        whole.skipped, whole.partial_last, whole.lines_read)
+    assert [n for n, _ in fast.skipped] == [13, 14, 15, 16, 17] and fast.partial_last == 18
+    load = fields_loader(("arm_id", "state", "repeat", "verdicts"))
+    assert load is not _loads, "msgspec is a dependency: the fast path must be tested"
+
+    def kept(loader, line):  # what a caller can see: the kept keys (or the error)
+        try:
+            data = loader(line)
+        except ValueError:
+            return "not JSON"
+        if not isinstance(data, dict):
+            return data
+        return {k: data.get(k) for k in ("arm_id", "state", "repeat", "verdicts")}
+    for line in ODD_LINES + [ODD_LINES[0].replace(b"NaN", b"0.25")]:
+        assert repr(kept(load, line)) == repr(kept(_loads, line)), line  # repr: NaN != NaN
