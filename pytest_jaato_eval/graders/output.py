@@ -8,12 +8,17 @@ it is cut into lines, so a credential is masked whole, never split by a cut.
 """
 from __future__ import annotations
 
+import subprocess
 import threading
+from dataclasses import dataclass
 from typing import IO, Callable
+
+from .. import processes
 
 TAIL_BYTES = 64 * 1024
 EVIDENCE_LINES = 20
 LINE_CHARS = 400
+DRAIN_WAIT = 2.0  # after the grader exits, how long a child holding its output may keep it
 
 
 class TailReader:
@@ -64,3 +69,36 @@ def evidence(tail: bytes, total: int, mask: Callable[[str], str] | None = None,
         cut.append(f"[output: {total} bytes; evidence is its last {lines} lines, each cut at "
                    f"{line_chars} characters]")
     return cut
+
+
+@dataclass
+class Finished:
+    code: int | None  # None: it ran past its timeout and its tree was killed
+    out: TailReader
+
+
+def run_bounded(args, *, timeout: float | None, **popen) -> Finished:
+    """Run a grader's process tree to its end, its stdout and stderr on one pipe (their
+    interleaving kept) drained into a bounded tail, so neither a full pipe nor a flood of
+    output can stall or swell us. Past `timeout` the tree is killed. Whatever the tree
+    left behind (deaf to SIGTERM, setsid()ed away) ends with it. Raises OSError when the
+    process cannot start."""
+    proc, tree = processes.start(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 **popen)
+    out = TailReader(proc.stdout)
+    code: int | None = None
+    try:
+        try:
+            code = processes.wait(proc, tree, timeout)
+        except subprocess.TimeoutExpired:
+            tree.kill()
+            proc.wait()
+            out.join(DRAIN_WAIT)
+        else:
+            if not out.join(DRAIN_WAIT):  # a background child still holds the output open
+                tree.kill()
+                out.join(DRAIN_WAIT)
+    finally:
+        tree.kill()
+        proc.stdout.close()
+    return Finished(code, out)

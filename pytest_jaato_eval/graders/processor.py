@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import uuid
@@ -20,9 +19,8 @@ from ..contract import ParamCollision
 from ..manifest import GraderSpec
 from ..verdict import Verdict
 from .context import GraderContext
-from .output import TailReader, evidence as output_evidence
-from .. import processes
-from .script import DRAIN_WAIT, _signame
+from .output import TailReader, evidence as output_evidence, run_bounded
+from .script import _signame
 
 CHILD = Path(__file__).with_name("processor_child.py")
 RESULT_BYTES = 1024 * 1024
@@ -102,28 +100,15 @@ def _run_child(spec: GraderSpec, ctx: GraderContext, claim: str, path: Path, env
         return Verdict.blocked(spec.id, claim, f"the arm's context could not be handed to the "
                                f"processor: {type(exc).__name__}: {exc}")
     try:
-        proc, tree = processes.start(
-            [sys.executable, "-I", "-B", str(CHILD), str(given), str(result)],
-            cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        done = run_bounded([sys.executable, "-I", "-B", str(CHILD), str(given), str(result)],
+                           timeout=timeout, cwd=scratch, env=env)
     except OSError as exc:
         return Verdict.blocked(spec.id, claim, f"could not start the processor: {exc}")
-    out = TailReader(proc.stdout)
-    try:
-        try:
-            code = processes.wait(proc, tree, timeout)
-        except subprocess.TimeoutExpired:
-            tree.kill()
-            proc.wait()
-            out.join(DRAIN_WAIT)
-            return Verdict.blocked(spec.id, claim, f"{script} timed out after {timeout:g} s "
-                                   f"(timeout_seconds), at import or in validate()",
-                                   _printed(out, ctx))
-        if not out.join(DRAIN_WAIT):
-            tree.kill()
-            out.join(DRAIN_WAIT)
-    finally:
-        tree.kill()  # anything it started ends with it
-    proc.stdout.close()
+    code, out = done.code, done.out
+    if code is None:
+        return Verdict.blocked(spec.id, claim, f"{script} timed out after {timeout:g} s "
+                               f"(timeout_seconds), at import or in validate()",
+                               _printed(out, ctx))
     printed = _printed(out, ctx)
     try:
         with open(result, "rb") as fh:

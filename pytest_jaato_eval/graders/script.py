@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 
-from .. import processes
 from ..contract import ParamCollision
 from ..manifest import GraderSpec
 from ..verdict import Verdict
 from .context import GraderContext
-from .output import TailReader, evidence as output_evidence
+from .output import TailReader, evidence as output_evidence, run_bounded
 
-DRAIN_WAIT = 2.0  # after the grader exits, how long a child holding its output may keep it
 
 
 def grade_script(spec: GraderSpec, ctx: GraderContext) -> Verdict:
@@ -39,29 +36,15 @@ def grade_script(spec: GraderSpec, ctx: GraderContext) -> Verdict:
     if command is None:
         return Verdict.blocked(spec.id, claim, f"{spec.options['file']} is not a file under "
                                f"the config root {ctx.config_root}")
-    # One pipe for stdout and stderr keeps their interleaving; a thread drains it into a
-    # bounded tail, so neither a full pipe nor a flood of output can stall or swell us.
     try:
-        proc, tree = processes.start(command, shell=bool(run), cwd=ctx.workspace, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        done = run_bounded(command, timeout=timeout, shell=bool(run), cwd=ctx.workspace,
+                           env=env)
     except OSError as exc:
         return Verdict.blocked(spec.id, claim, f"could not start: {exc}")
-    out = TailReader(proc.stdout)
-    try:
-        try:
-            code = processes.wait(proc, tree, timeout)
-        except subprocess.TimeoutExpired:
-            tree.kill()
-            proc.wait()
-            out.join(DRAIN_WAIT)
-            return Verdict.blocked(spec.id, claim, f"timed out after {timeout:g} s "
-                                   f"(timeout_seconds)", _evidence(out, ctx))
-        if not out.join(DRAIN_WAIT):  # a background child still holds the output open
-            tree.kill()
-            out.join(DRAIN_WAIT)
-    finally:
-        tree.kill()  # whatever it left behind (deaf to SIGTERM, setsid()ed away) ends with it
-    proc.stdout.close()
+    code, out = done.code, done.out
+    if code is None:
+        return Verdict.blocked(spec.id, claim, f"timed out after {timeout:g} s "
+                               f"(timeout_seconds)", _evidence(out, ctx))
     evidence = _evidence(out, ctx)
     if code == expect:
         return Verdict.passed(spec.id, claim, f"exit {code}", evidence)
