@@ -240,7 +240,7 @@ def test_the_partial_line_reader_reads_every_line_as_json_loads(tmp_path, monkey
     """The pivot reads only the keys it needs of a line (msgspec); on odd lines it must
     still give exactly the cells, skips and partial line that reading it whole gives."""
     import pytest_jaato_eval.results.pivot as pivot_module
-    from pytest_jaato_eval.results.store import _loads, fields_loader
+    from pytest_jaato_eval.results.store import _json_loads, fields_loader
 
     records = [arm("t", "s", r, "PASS" if r % 3 else "FAIL", h=f"h{r % 2}", cost=0.5)
                for r in range(6)]
@@ -248,14 +248,15 @@ def test_the_partial_line_reader_reads_every_line_as_json_loads(tmp_path, monkey
     with open(path, "ab") as fh:
         fh.write(b"\n".join(ODD_LINES) + b'\n{"arm_id": "cut')
     fast = Pivot.of_store(path)
-    monkeypatch.setattr(pivot_module, "fields_loader", lambda names: _loads)
+    monkeypatch.setattr(pivot_module, "fields_loader", lambda names: _json_loads)
     whole = Pivot.of_store(path)
     assert shape(fast) == shape(whole)
     assert (fast.skipped, fast.partial_last, fast.lines_read) == (
         whole.skipped, whole.partial_last, whole.lines_read)
     assert [n for n, _ in fast.skipped] == [13, 14, 15, 16, 17] and fast.partial_last == 18
     load = fields_loader(("arm_id", "state", "repeat", "verdicts"))
-    assert load is not _loads, "msgspec is a dependency: the fast path must be tested"
+    whole = fields_loader()
+    assert _json_loads not in (load, whole), "msgspec is a dependency: test its path"
 
     def kept(loader, line):  # what a caller can see: the kept keys (or the error)
         try:
@@ -266,4 +267,34 @@ def test_the_partial_line_reader_reads_every_line_as_json_loads(tmp_path, monkey
             return data
         return {k: data.get(k) for k in ("arm_id", "state", "repeat", "verdicts")}
     for line in ODD_LINES + [ODD_LINES[0].replace(b"NaN", b"0.25")]:
-        assert repr(kept(load, line)) == repr(kept(_loads, line)), line  # repr: NaN != NaN
+        assert repr(kept(load, line)) == repr(kept(_json_loads, line)), line  # NaN != NaN
+        try:
+            expected = repr(_json_loads(line))
+        except ValueError:
+            expected = "not JSON"
+        try:
+            assert repr(whole(line)) == expected, line
+        except ValueError:
+            assert expected == "not JSON", line
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True)
+    | st.text(max_size=8) | st.sampled_from(["\ud800", "lone \udfff", "\x00", "é"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner,
+                                                                max_size=4),
+    max_leaves=12)
+
+
+@given(st.dictionaries(st.sampled_from(["arm_id", "state", "x", "usage"]), _json_values),
+       st.booleans())
+def test_the_fast_loaders_read_any_json_line_as_json_loads(obj, ascii_only):
+    from pytest_jaato_eval.results.store import _json_loads, fields_loader
+
+    # Raw UTF-8, lone surrogates written as bytes (invalid UTF-8) included.
+    line = json.dumps(obj, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    expected = _json_loads(line)
+    assert repr(fields_loader()(line)) == repr(expected)
+    head = fields_loader(("arm_id", "usage"))(line)
+    assert repr({k: head.get(k) for k in ("arm_id", "usage")}) == \
+        repr({k: expected.get(k) for k in ("arm_id", "usage")})
