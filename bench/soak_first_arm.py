@@ -37,9 +37,9 @@ PY = REPO / ".venv" / "bin" / "python"
 KEEPER = '''
 import os, shutil, time
 from pathlib import Path
-from pytest_jaato_eval.pytest_layer import run as _run
+from pytest_jaato_eval.pytest_layer import worker as _worker
 
-_finish = _run.Worker.finish
+_finish = _worker.Worker.finish
 
 def _keep(self):
     dest = Path(os.environ["SOAK_KEEP"])
@@ -53,7 +53,7 @@ def _keep(self):
                     pass
     _finish(self)
 
-_run.Worker.finish = _keep
+_worker.Worker.finish = _keep
 '''
 
 CAUSE_WORDS = ("Error reading from", "Traceback", "Client error", "ERROR", "LOOP_STALL")

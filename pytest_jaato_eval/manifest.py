@@ -166,7 +166,7 @@ def _tree(path: Path, raw: bytes, fixture: Path, config_root: Path) -> TaskTree:
 
 
 def _shown(value: Any) -> str:
-    from .task_schema import shown
+    from .task_values import shown
     return shown(value)
 
 

@@ -3,7 +3,7 @@
     pytest_layer/   the pytest side: collect.py (task.yaml -> arm items), python_arms.py
                     (@pytest.mark.jaato tests), fixtures.py (jaato_daemon, jaato_workspace,
                     jaato_arm), outcome.py (PASS/FAIL/BLOCKED on reports), run.py (the run's
-                    context and the worker: daemon, pools, workspaces), controller.py (store
+                    context), worker.py (daemon, pools, workspaces), controller.py (store
                     writer, pivot printer, exit status), fence.py, shard.py, pytest_html.py
     arm.py          one arm, end to end, without pytest (engine/, graders/ below it)
     results/        the arm record, the store, the pivot; report/compare/validate/merge

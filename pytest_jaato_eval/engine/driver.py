@@ -24,7 +24,9 @@ from .. import processes
 from ..contract import build_contract_env
 from .files import inside, read_text_bounded
 from .accounting import TurnAccumulator, USAGE_KEYS, empty_usage, merge_tracker
-from .session import STOP_WAIT, AgentRun, Ceiling, handshake
+from .agent_run import AgentRun
+from .ceiling import Ceiling
+from .connection import STOP_WAIT, handshake
 
 log = logging.getLogger(__name__)
 TAIL_LINES = 40

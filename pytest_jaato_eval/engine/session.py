@@ -22,6 +22,7 @@ from .accounting import (TurnAccumulator, merge_tracker, session_ids_in,
                          tracker_record)
 from .agent_run import UNSIGNED_ERRORS, AgentRun
 from .ceiling import Ceiling
+from .connection import STOP_WAIT, handshake, unless_disconnected
 
 __all__ = ["AgentRun", "Ceiling", "SessionArmSpec", "run_session_arm", "UNSIGNED_ERRORS"]
 
@@ -29,7 +30,6 @@ log = logging.getLogger(__name__)
 # The daemon's answers to session.new that a starved host produces and a second try clears.
 TRANSIENT_CREATE_ERRORS = ("SessionInitializationError",)
 HISTORY_WAIT = 5.0
-STOP_WAIT = 5.0
 
 
 @dataclass
@@ -59,42 +59,6 @@ def provider_error(text: str) -> str | None:
     if not m:
         return None
     return f"provider error: {m['cls']}: {' '.join(m['rest'].split())[:400]}"
-
-
-async def _unless_disconnected(client: IPCClient, waiting, poll: float = 0.5):
-    """Await `waiting`, but raise ConnectionError as soon as the daemon connection drops.
-
-    A daemon that dies mid-turn sends no terminal; without this the arm would sit
-    out the whole ceiling before anyone noticed.
-    """
-    task = asyncio.ensure_future(waiting)
-    try:
-        while not task.done():
-            await asyncio.wait({task}, timeout=poll)
-            if not task.done() and not client.is_connected:
-                raise ConnectionError("the daemon closed the connection mid-arm (did it die?)")
-        return task.result()
-    finally:
-        if not task.done():
-            task.cancel()
-
-
-HANDSHAKE_WAIT = 30.0
-
-
-class HandshakeTimeout(ConnectionError):
-    """The socket accepted the connection and the handshake never finished."""
-
-
-async def handshake(client: IPCClient, wait: float = HANDSHAKE_WAIT) -> bool:
-    """connect() with the whole handshake bounded (the SDK bounds only the socket connect)."""
-    try:
-        async with asyncio.timeout(wait):
-            return await client.connect(timeout=10)
-    except TimeoutError:
-        raise HandshakeTimeout(f"the daemon accepted the connection and did not finish the "
-                               f"handshake within {wait:g} s (hung or overloaded daemon; "
-                               f"the arm ceiling is not the cause)") from None
 
 
 def run_session_arm(spec: SessionArmSpec) -> AgentRun:
@@ -237,7 +201,7 @@ class _SessionArm:
         session = Session(client, sid)  # no on_permission: an unanswered ask is BLOCKED (S4)
         t0 = time.monotonic()
         try:
-            out.payload = await _unless_disconnected(client, session.complete(spec.prompt))
+            out.payload = await unless_disconnected(client, session.complete(spec.prompt))
         except AgentError as exc:
             out.error_type = exc.error_type or out.error_type or "AgentError"
             text = f"{out.error_type}: {exc.error_summary or ''}".rstrip(": ")

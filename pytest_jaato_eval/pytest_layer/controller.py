@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from . import outcome
-from .run import RunContext, SigtermAsInterrupt, arm_of, has_kept_workspaces, own_folder
+from .run import RunContext, arm_of, has_kept_workspaces, own_folder
+from .sigterm import SigtermAsInterrupt
 
 _SUMMARY_CHARS = {"f": "failed", "E": "error", "s": "skipped", "x": "xfailed",
                   "X": "xpassed", "p": "passed"}

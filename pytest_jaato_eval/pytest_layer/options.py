@@ -98,41 +98,14 @@ def read_settings(config) -> Settings:
 
     if opt.jaato_repeats is not None and opt.jaato_repeats < 1:
         raise UsageError(f"--jaato-repeats: expected an integer >= 1, got {opt.jaato_repeats}")
-
-    if opt.jaato_arm_timeout is not None:
-        ceiling = Ceiling(opt.jaato_arm_timeout, "--arm-timeout")
-    elif str(ini("jaato_arm_timeout")).strip():
-        try:
-            ceiling = Ceiling(float(ini("jaato_arm_timeout")), "ini jaato_arm_timeout")
-        except ValueError:
-            raise UsageError(f"ini jaato_arm_timeout: expected seconds, got "
-                             f"{ini('jaato_arm_timeout')!r}") from None
-    else:
-        ceiling = Ceiling(DEFAULT_CEILING, "the default")
-    if not math.isfinite(ceiling.seconds) or ceiling.seconds < 0:
-        raise UsageError(f"{ceiling.source}: expected a finite number of seconds >= 0 "
-                         f"(0 = off), got {ceiling.seconds:g}")
-
+    ceiling = _ceiling(opt, ini)
     keep = opt.jaato_keep or str(ini("jaato_keep_workspaces")).strip() or "never"
     if keep not in KEEP_CHOICES:
         raise UsageError(f"ini jaato_keep_workspaces: expected one of {', '.join(KEEP_CHOICES)}, "
                          f"got {keep!r}")
-
     if opt.jaato_pdf:  # P4: a PDF nobody can render fails now, before any arm spends money
-        from ..report.pdf import PdfUnavailable, load_weasyprint
-        try:
-            load_weasyprint()
-        except PdfUnavailable as exc:
-            raise UsageError(f"--jaato-pdf: {exc}") from None
-
-    try:
-        shard = parse_shard(opt.jaato_shard) if opt.jaato_shard is not None else None
-    except ValueError as exc:
-        raise UsageError(f"--jaato-shard: {exc}") from None
-    if shard is not None and getattr(opt, "lf", False):  # cacheprovider's, when loaded
-        raise UsageError("--jaato-shard does not combine with --lf: --lf collects only the files "
-                         "of this machine's last failures, and every machine must split the "
-                         "same collection; run the shard again (--resume keeps what it finished)")
+        _check_pdf()
+    shard = _shard(opt)
 
     socket = opt.jaato_socket or str(ini("jaato_socket")).strip() or None
     ws = opt.jaato_workspaces or str(ini("jaato_workspaces")).strip() or None
@@ -156,3 +129,41 @@ def read_settings(config) -> Settings:
         shard=shard,
         keep_previous="all" if opt.jaato_keep_previous else "one",
     )
+
+
+def _ceiling(opt, ini) -> Ceiling:
+    """The per-arm ceiling: --arm-timeout, else the ini key, else the default."""
+    if opt.jaato_arm_timeout is not None:
+        ceiling = Ceiling(opt.jaato_arm_timeout, "--arm-timeout")
+    elif str(ini("jaato_arm_timeout")).strip():
+        try:
+            ceiling = Ceiling(float(ini("jaato_arm_timeout")), "ini jaato_arm_timeout")
+        except ValueError:
+            raise UsageError(f"ini jaato_arm_timeout: expected seconds, got "
+                             f"{ini('jaato_arm_timeout')!r}") from None
+    else:
+        ceiling = Ceiling(DEFAULT_CEILING, "the default")
+    if not math.isfinite(ceiling.seconds) or ceiling.seconds < 0:
+        raise UsageError(f"{ceiling.source}: expected a finite number of seconds >= 0 "
+                         f"(0 = off), got {ceiling.seconds:g}")
+    return ceiling
+
+
+def _check_pdf() -> None:
+    from ..report.pdf import PdfUnavailable, load_weasyprint
+    try:
+        load_weasyprint()
+    except PdfUnavailable as exc:
+        raise UsageError(f"--jaato-pdf: {exc}") from None
+
+
+def _shard(opt) -> Shard | None:
+    try:
+        shard = parse_shard(opt.jaato_shard) if opt.jaato_shard is not None else None
+    except ValueError as exc:
+        raise UsageError(f"--jaato-shard: {exc}") from None
+    if shard is not None and getattr(opt, "lf", False):  # cacheprovider's, when loaded
+        raise UsageError("--jaato-shard does not combine with --lf: --lf collects only the files "
+                         "of this machine's last failures, and every machine must split the "
+                         "same collection; run the shard again (--resume keeps what it finished)")
+    return shard

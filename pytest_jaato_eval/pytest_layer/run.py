@@ -1,30 +1,26 @@
 """One pytest process's jaato state, split by who owns it.
 
 `RunContext` (config.stash) is what every side reads and nobody changes: the
-settings, the run id, the store's arms when resuming. The `Worker` is the side
-that runs arms: daemon, task pools, workspaces, the M1 duplicate check. It exists
-only in a process that collected an arm, is registered as a plugin then, and owns
-the hooks of that lifecycle. Nothing here imports the SDK until an arm needs it,
-so a pytest run that collects no task is untouched (X1).
+settings, the run id, the store's arms when resuming. The `Worker` (worker.py) is
+the side that runs arms; it exists only in a process that collected an arm, made
+by `worker_of`. Nothing here imports the SDK until an arm needs it, so a pytest
+run that collects no task is untouched (X1).
 """
 from __future__ import annotations
 
 import functools
-import os
-import shutil
-import signal
-import tempfile
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .options import Settings
 
+if TYPE_CHECKING:
+    from .worker import Worker
 
 
 def new_run_id() -> str:
@@ -83,251 +79,11 @@ def worker_of(config) -> "Worker":
     """This process's worker, made and registered when the first arm is collected."""
     worker = config.stash.get(WORKER_KEY, None)
     if worker is None:
+        from .worker import Worker  # only a process that collects an arm needs it
         worker = Worker(config.stash[CONTEXT_KEY])
         config.stash[WORKER_KEY] = worker
         config.pluginmanager.register(worker, "jaato-eval-worker")
     return worker
-
-
-class Worker:
-    """Runs arms: owns the daemon, the task pools and the workspaces of this process."""
-
-    def __init__(self, context: RunContext):
-        self.context = context
-        self.settings = context.settings
-        self.task_paths: dict[str, Path] = {}     # M1: task id -> manifest
-        self._run_dir: Path | None = None
-        self._daemon = None
-        self._arm_settings = None
-        self._pools: dict[str, tuple[str, str | None]] = {}
-        self._pool_owner: Any = None
-        self._lock = threading.Lock()
-        self._prestart: threading.Thread | None = None
-        self._release = threading.Event()  # ends the thread that spawned the daemon
-        self._prestart_error: BaseException | None = None
-        self.sigterm = SigtermAsInterrupt()
-        # Fixture errors seen in setup, by exception: names the fixture in a BLOCKED record.
-        self.fixture_errors: dict[int, tuple[str, BaseException]] = {}
-
-    # -- folders ---------------------------------------------------------------
-    @property
-    def run_dir(self) -> Path:
-        if self._run_dir is None:
-            # Short and private: a unix socket path must stay under ~100 bytes.
-            self._run_dir = Path(tempfile.mkdtemp(prefix="jaato-eval-",
-                                                  dir=self.context.parent_dir))
-            own_folder(self._run_dir, self.context, sweep_others=self.context.parent_dir is None)
-        return self._run_dir
-
-    def arm_settings(self):
-        if self._arm_settings is None:
-            from .. import processes
-            from ..arm import ArmSettings
-            processes.set_run(self.context.run_id)  # the trees this process starts carry its name
-            root = self.settings.workspaces or (self.run_dir / "workspaces")
-            self._arm_settings = ArmSettings(
-                workspace_root=root, keep_workspaces=self.settings.keep_workspaces,
-                ceiling=self.settings.ceiling, run_id=self.context.run_id)
-        return self._arm_settings
-
-    # -- the daemon --------------------------------------------------------------
-    @property
-    def daemon(self):
-        if self._daemon is None:
-            from ..engine.daemon import ExternalDaemon, PrivateDaemon
-            if self.settings.socket:
-                self._daemon = ExternalDaemon(self.settings.socket)
-            else:
-                tmp = self.run_dir / "tmp"
-                tmp.mkdir(exist_ok=True)
-                # The daemon's trace folders go under TMPDIR: keep them in our run folder.
-                self._daemon = PrivateDaemon(self.run_dir / "daemon",
-                                             env={**os.environ, "TMPDIR": str(tmp)})
-        return self._daemon
-
-    def start_daemon_early(self) -> None:
-        """Start the private daemon in the background while pytest goes on collecting.
-
-        The process is spawned from a thread that lives until the run ends: Linux's
-        parent-death signal follows the spawning thread, not the process.
-        """
-        if self.settings.socket or self._prestart is not None:
-            return
-        self.sigterm.install()
-        self._prestart = threading.Thread(target=self._keep_daemon, name="jaato-daemon-start",
-                                          daemon=True)
-        self._prestart.start()
-
-    def _keep_daemon(self) -> None:
-        try:
-            with self._lock:
-                self.daemon.ensure()
-        except BaseException as exc:  # noqa: BLE001 - handed to the first arm's fixture
-            self._prestart_error = exc
-        self._release.wait()
-
-    def socket(self) -> str:
-        """The daemon's socket, started (or waited for) now: the `jaato_daemon` default."""
-        if self._prestart is not None and self._prestart_error is None:
-            with self._lock:  # the early start holds it until the daemon answers
-                pass
-        error, self._prestart_error = self._prestart_error, None
-        if error is not None:
-            raise error
-        return self.ensure()
-
-    def ensure(self) -> str:
-        """The daemon's socket; a private daemon that died is started again."""
-        if self.daemon.private:
-            self.sigterm.install()
-        with self._lock:
-            return self.daemon.ensure()
-
-    def owns(self, socket: str) -> bool:
-        return self._daemon is not None and self._daemon.socket_path == socket
-
-    def stop_unused_daemon(self) -> None:
-        """Collection ended with no arm left to run (deselected, interrupted)."""
-        if self._prestart is not None:
-            with self._lock:
-                pass
-            if self._daemon is not None:
-                self._daemon.stop()
-
-    # -- task pools (B1, B2) ----------------------------------------------------
-    def pool_for(self, task) -> tuple[str | None, str | None]:
-        """(cascade id, error) of the task's pool, declared once per run on first use."""
-        if not task.budget:
-            return None, None
-        import hashlib
-
-        from ..engine.budget import PoolError, PoolOwner
-        from ..engine.daemon import DaemonError
-        if task.id not in self._pools:
-            cid = (f"jaato-eval-{self.context.run_id}-pool-"
-                   f"{hashlib.sha256(task.id.encode()).hexdigest()[:10]}")
-            try:
-                if self._pool_owner is None:
-                    self._pool_owner = PoolOwner(self.ensure(), self.run_dir)
-                self._pool_owner.declare(cid, dict(task.budget))
-                self._pools[task.id] = (cid, None)
-            except (PoolError, DaemonError, TimeoutError, OSError) as exc:
-                self._pools[task.id] = (cid, f"pool {cid} of task {task.id!r}: {exc}")
-        return self._pools[task.id]
-
-    def pool_reading(self, cid: str) -> dict | None:
-        return self._pool_owner.reading(cid) if self._pool_owner else None
-
-    # -- hooks -------------------------------------------------------------------
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, config, items) -> None:
-        from .collect import deselect_resumed
-        deselect_resumed(config, items, self.context.done)
-
-    def pytest_collection_finish(self, session) -> None:
-        if not any(arm_of(item) is not None for item in session.items) or (
-                session.testsfailed and not session.config.option.continue_on_collection_errors):
-            self.stop_unused_daemon()
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_fixture_setup(self, fixturedef, request):
-        try:
-            return (yield)
-        except BaseException as exc:
-            self.fixture_errors[id(exc)] = (fixturedef.argname, exc)
-            raise
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session) -> None:
-        self.wind_down()  # the daemon stops while pytest reports; finish() at unconfigure
-
-    def pytest_unconfigure(self, config) -> None:
-        self.finish()
-
-    # -- the end -------------------------------------------------------------------
-    def wind_down(self) -> None:
-        """The last arm is over: close the pool owner and ask the daemon to go.
-
-        At session finish; `finish` (at unconfigure) completes it. In between pytest
-        prints its summary and xdist stops its workers, and the daemon's shutdown runs
-        alongside instead of after them.
-        """
-        if self._pool_owner is not None:
-            self._pool_owner.close()
-            self._pool_owner = None
-        if self._daemon is not None:
-            with self._lock:
-                self._daemon.request_stop()
-
-    def finish(self) -> None:
-        """Stop our daemon and remove what the run made, kept workspaces excepted.
-
-        Idempotent: called at unconfigure, whether or not the session got as far
-        as its finish.
-        """
-        self.wind_down()
-        if self._daemon is not None:
-            self._daemon.stop()
-        self._release.set()
-        self.sigterm.restore()
-        if self._arm_settings is not None:  # now the daemon can no longer write into them
-            from .. import sweep, workspace
-            for ws in set(self._arm_settings.made) - set(self._arm_settings.kept):
-                workspace.discard(ws)
-            sweep.remove_session_tmp(self._arm_settings.sessions)
-        if self._arm_settings is not None or self._daemon is not None:
-            from .. import processes
-            processes.kill_live_trees()
-        run_dir, self._run_dir = self._run_dir, None
-        if run_dir is None or not run_dir.exists():
-            return
-        kept = run_dir / "workspaces"
-        # What this run kept, by its own list: an external daemon may still write into a
-        # discarded workspace (a session's trackers), which must not pass for a kept one.
-        has_kept = any(ws.parent == kept.resolve() for ws in self._arm_settings.kept) if (
-            self._arm_settings is not None) else has_kept_workspaces(run_dir)
-        for child in list(run_dir.iterdir()):
-            if child != kept or not has_kept:
-                if child.is_dir() and not child.is_symlink():
-                    shutil.rmtree(child, ignore_errors=True)
-                else:
-                    child.unlink(missing_ok=True)
-        if not has_kept:
-            shutil.rmtree(run_dir, ignore_errors=True)
-
-
-class SigtermAsInterrupt:
-    """SIGTERM ends the run like Ctrl-C, so what the run started is stopped, not orphaned.
-
-    Installed only once the run has something of its own to stop (a daemon, an arm's
-    processes, workers running arms) and only over the default handler; the previous
-    handler comes back at the end of the run.
-    """
-
-    def __init__(self) -> None:
-        self._previous: Any = None
-        self._installed: Any = None
-
-    def install(self) -> None:
-        if self._installed is not None or threading.current_thread() is not threading.main_thread():
-            return
-        previous = signal.getsignal(signal.SIGTERM)
-        if previous is not signal.SIG_DFL:
-            return  # somebody already handles it: theirs stands
-
-        def _interrupt(signum, frame):
-            raise KeyboardInterrupt(f"signal {signum}")
-        try:
-            signal.signal(signal.SIGTERM, _interrupt)
-        except ValueError:
-            return
-        self._previous, self._installed = previous, _interrupt
-
-    def restore(self) -> None:
-        if self._installed is not None and threading.current_thread() is threading.main_thread():
-            if signal.getsignal(signal.SIGTERM) is self._installed:
-                signal.signal(signal.SIGTERM, self._previous)
-            self._installed = None
 
 
 def own_folder(folder: Path, context: RunContext, sweep_others: bool) -> None:

@@ -1,5 +1,6 @@
-"""Several stores read as one: `merge OUT STORE...`, and `report`, `compare`, `validate`
-given more than one store (the shards of one sweep; docs/running.md, docs/reports.md).
+"""Several stores read as one: `merge OUT STORE...` (merge_command.py), and `report`,
+`compare`, `validate` given more than one store (the shards of one sweep; docs/running.md,
+docs/reports.md).
 
 The rules, the same for every command:
 
@@ -14,21 +15,18 @@ The rules, the same for every command:
 """
 from __future__ import annotations
 
-import glob
 import math
-import os
-import sys
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence, cast
 
-from .commands import EXIT_OK, Unusable, _no_record, _readable, record_problems, say
+from .command_io import Unusable, no_record, readable
 from .pivot import PROVENANCE_PINS, Pivot
 from .record import ArmRecord
 from ..report.pins import pins
 from .store import scan
+from .validation import record_problems
 
 MAX_LISTED = 20  # lines of one kind on stderr before "... and N more"
 
@@ -54,7 +52,7 @@ class StoreFile:
 
 
 def read_store(path: str | Path) -> StoreFile:
-    path = _readable(path)
+    path = readable(path)
     store = StoreFile(path)
     try:
         for line in scan(path, check=True):
@@ -71,28 +69,8 @@ def read_store(path: str | Path) -> StoreFile:
     except OSError as exc:
         raise Unusable(f"{path}: cannot read: {exc.strerror or exc}") from None
     if not store.records:
-        raise _no_record(path)
+        raise no_record(path)
     return store
-
-
-def expand(patterns: Sequence[str]) -> list[Path]:
-    """Paths and glob patterns (a pattern the shell left alone, e.g. quoted) -> the stores,
-    each once, in the order given (a pattern's matches sorted)."""
-    out: list[Path] = []
-    seen: set[str] = set()
-    for pattern in patterns:
-        if glob.has_magic(pattern) and not os.path.lexists(pattern):
-            matches = sorted(glob.glob(pattern, recursive=True))
-            if not matches:
-                raise Unusable(f"{pattern}: no file matches this pattern")
-        else:
-            matches = [pattern]
-        for match in matches:
-            key = os.path.realpath(match)
-            if key not in seen:  # a file named twice (or by two patterns) is read once
-                seen.add(key)
-                out.append(Path(match))
-    return out
 
 
 def _finished(record: ArmRecord) -> float | None:
@@ -111,7 +89,7 @@ def _when(value: float | None) -> str:
         return repr(value)
 
 
-def _limited(lines: list[str], what: str) -> list[str]:
+def limited(lines: list[str], what: str) -> list[str]:
     if len(lines) <= MAX_LISTED:
         return lines
     return lines[:MAX_LISTED] + [f"... and {len(lines) - MAX_LISTED} more {what}"]
@@ -119,7 +97,7 @@ def _limited(lines: list[str], what: str) -> list[str]:
 
 @dataclass
 class Merged:
-    """The stores as one. Quacks like commands.StoreFile where the commands read one."""
+    """The stores as one. Quacks like command_io.StoreFile where the commands read one."""
 
     stores: list[StoreFile]
     records: list[ArmRecord] = field(default_factory=list)  # one per arm: the one that counts
@@ -137,7 +115,7 @@ class Merged:
 
     def skipped_notes(self) -> list[str]:
         notes = [n for s in self.stores for n in s.skipped_notes()]
-        return notes + _limited(self.replaced, "arms in several stores")
+        return notes + limited(self.replaced, "arms in several stores")
 
     def refuse_changed(self) -> None:
         if self.changed:
@@ -225,89 +203,11 @@ def merged_pivot(paths: Sequence[Path]) -> Pivot:
     return pivot
 
 
-# -- the merge command ----------------------------------------------------------------------
-def _refuse_output_over_input(out: Path, inputs: list[Path]) -> None:
-    for path in inputs:
-        same = os.path.realpath(out) == os.path.realpath(path)
-        if not same and out.exists():
-            try:
-                same = os.path.samefile(out, path)
-            except OSError:
-                pass
-        if same:
-            raise Refused(f"{out}: is also an input ({path}); merge never writes over an "
-                          f"input: name a new OUT")
-
-
-def _keep_existing(out: Path) -> Path | None:
-    """An existing OUT is kept under a timestamped name, never overwritten (as a run's store)."""
-    if not out.exists() and not out.is_symlink():
-        return None
-    if out.is_dir():
-        raise Unusable(f"{out}: is a directory, expected the merged store's file name")
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target, n = out.with_name(f"{out.stem}.{stamp}{out.suffix}"), 1
-    while target.exists() or target.is_symlink():
-        target, n = out.with_name(f"{out.stem}.{stamp}-{n}{out.suffix}"), n + 1
-    out.rename(target)
-    return target
-
-
-def write_store(out: Path, merged: Merged) -> Path | None:
-    """Write the records that count to OUT, each line exactly as its input had it, whole
-    or not at all; returns where an old OUT was kept."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.merging-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as fh:
-            for index, store in enumerate(merged.stores):
-                offsets = [store.offset_of[p] for i, p in merged.chosen if i == index]
-                with open(store.path, "rb") as src:
-                    for offset in offsets:
-                        src.seek(offset)
-                        line = src.readline()
-                        fh.write(line if line.endswith(b"\n") else line + b"\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        kept = _keep_existing(out)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return kept
-
-
-def cmd_merge(args) -> int:
-    out = Path(args.out)
-    inputs = expand(args.stores)
-    _refuse_output_over_input(out, inputs)
-    stores = [read_store(p) for p in inputs]
-    problems = [p for s in stores for p in s.problems]
-    if problems:
-        for line in _limited(problems, "problems"):
-            say(f"problem: {line}", file=sys.stderr)
-        raise Refused(f"{len(problems)} problem(s) in the inputs (listed above; `validate` "
-                      f"shows them all): a merged store must be valid; nothing written")
-    merged = combine(stores)
-    merged.refuse_changed()
-    for note in merged.skipped_notes():
-        say(note, file=sys.stderr)
-    for note in merged.pin_notes:
-        say(f"warning: {note}", file=sys.stderr)
-    kept = write_store(out, merged)
-    total = sum(len(s.records) for s in stores)
-    say(f"{out}: {len(merged.records)} arms from {len(stores)} stores ({total} records read"
-        + (f", {len(merged.replaced)} arms in more than one store" if merged.replaced else "")
-        + ")")
-    if kept is not None:
-        say(f"the previous {out.name} was kept as {kept}")
-    return EXIT_OK
-
-
 def validate_across(paths: Sequence[Path]) -> tuple[list[str], list[str]]:
     """(problems, warnings) `validate` adds when given several stores."""
     merged = combine([read_store(p) for p in paths])
     return merged.changed, merged.replaced + merged.pin_notes
 
 
-__all__ = ["Merged", "Refused", "cmd_merge", "combine", "expand", "merged_pivot",
+__all__ = ["Merged", "Refused", "combine", "limited", "merged_pivot", "read_store",
            "validate_across"]

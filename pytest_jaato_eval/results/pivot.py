@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from . import stats
-from .record import ArmRecord, RecordError, coerce, fields_reader, number_or_none
+from .record import ArmRecord, RecordError, coerce, fields_reader
+from .record_values import number_or_none
 from ..render import safe_text
 from .store import fields_loader, read_at
 from ..verdict import FAIL, PASS

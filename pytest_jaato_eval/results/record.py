@@ -16,17 +16,15 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import json
-import math
 import typing
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
+from .record_values import checker, clean, shown_type
+
 RESULTS_VERSION = "1"
 
-# A JSON number we show and sum: finite, and an int small enough to be a float exactly.
-_INT_LIMIT = 2 ** 53
-
-Json = Any  # any JSON value, cleaned of numbers no reader can format (see _clean)
+Json = Any  # any JSON value, cleaned of numbers no reader can format (record_values.clean)
 
 
 class RecordError(ValueError):
@@ -89,12 +87,12 @@ class ArmRecord:
         for key, value in data.items():
             check = _CHECKS.get(key)
             if check is None:
-                extra[key] = value if problems is None else _clean(value, key, problems)
+                extra[key] = value if problems is None else clean(value, key, problems)
                 continue
             kept, bad = check(value, problems, key)
             if bad and problems is not None:
                 got = ("a list holding other values" if type(value) is list
-                       and _WHAT[key].startswith("a list") else _shown_type(value))
+                       and _WHAT[key].startswith("a list") else shown_type(value))
                 problems.append(f"{key}: expected {_WHAT[key]}, got {got}")
             values[key] = kept
         if problems is not None:
@@ -136,144 +134,7 @@ def _number(value: Any) -> float | None:
     return value if type(value) in (int, float) else None
 
 
-def _shown_type(value: Any) -> str:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return "a number out of range" if type(value) is int else "a non-finite number"
-    return type(value).__name__
-
-
-def number_or_none(value: Any) -> float | None:
-    """A JSON number every reader can show and sum, or None (the rule `from_dict` applies
-    to every number it keeps)."""
-    t = type(value)
-    if t is int:
-        return value if -_INT_LIMIT <= value <= _INT_LIMIT else None
-    if t is float:
-        return value if math.isfinite(value) else None
-    return None
-
-
-def _fine_number(value: Any) -> bool:
-    t = type(value)
-    if t is int:
-        return -_INT_LIMIT <= value <= _INT_LIMIT
-    return t is float and math.isfinite(value)
-
-
-def _fine(value: Any) -> bool:
-    """True when no number in `value` needs cleaning (the common case, checked cheaply)."""
-    t = type(value)
-    if t is dict:
-        value = value.values()
-    elif t is not list:
-        return t is not int and t is not float or _fine_number(value)
-    for v in value:
-        t = type(v)
-        if t is str or v is None or t is bool:
-            continue
-        if t is int:
-            if not -_INT_LIMIT <= v <= _INT_LIMIT:
-                return False
-        elif t is float:
-            if not math.isfinite(v):
-                return False
-        elif not _fine(v):
-            return False
-    return True
-
-
-def _clean(value: Any, where: str, problems: list[str] | None) -> Any:
-    """A JSON value with every number no reader could show (Infinity, NaN, an int of
-    400 digits) replaced by None. Small structures only: ceilings, pools, provenance."""
-    if _fine(value):
-        return value
-    t = type(value)
-    if t is dict:
-        return {k: _clean(v, f"{where}.{k}" if where else k, problems) for k, v in value.items()}
-    if t is list:
-        return [_clean(v, f"{where}[{i}]", problems) for i, v in enumerate(value)]
-    if problems is not None:
-        problems.append(f"{where}: expected a finite number, got {_shown_type(value)}")
-    return None
-
-
-# -- what from_dict accepts, derived from the annotations ------------------------------------
-VERDICT_TEXT_KEYS = ("grader_id", "claim", "state", "detail")
-
-
-def _verdict(value: Any) -> dict | None:
-    """One grader verdict with the types readers rely on; None when not a mapping."""
-    if type(value) is not dict:
-        return None
-    v = dict(value)
-    for key in VERDICT_TEXT_KEYS:
-        if type(v.get(key)) is not str:
-            v[key] = "" if v.get(key) is None else str(v.get(key))
-    reason = v.get("blocked_reason")
-    if reason is not None and type(reason) is not str:
-        v["blocked_reason"] = str(reason)
-    ev = v.get("evidence")
-    if type(ev) is not list:
-        v["evidence"] = [] if ev is None or ev == "" else [str(ev)]
-    elif any(type(x) is not str for x in ev):
-        v["evidence"] = [str(x) for x in ev]
-    return v
-
-
-def _checker(hint: Any, default: Any):
-    """(check, what it expects in words) for one annotation. check(v) -> (value, bad):
-    the value to keep, and whether `v` was not what the annotation allows."""
-    args = typing.get_args(hint)
-    optional = type(None) in args
-    base = next((a for a in args if a is not type(None)), hint) if args and optional else hint
-    origin = typing.get_origin(base) or base
-    if hint is Any:
-        return (lambda v, p, k: (_clean(v, k, p), False)), "any JSON value"
-    if origin in (str, int, float, bool):
-        ok = {str: lambda v: type(v) is str,
-              int: lambda v: type(v) is int and _fine_number(v),
-              float: lambda v: type(v) in (int, float) and _fine_number(v),
-              bool: lambda v: type(v) is bool}[origin]
-        what = {str: "a string", int: "an integer", float: "a number",
-                bool: "true or false"}[origin]
-
-        def check(v, p, k):
-            if v is None:
-                return (None, False) if optional else (default(), True)
-            return (v, False) if ok(v) else (default(), True)
-    elif origin is dict:
-        what = "a mapping"
-
-        def check(v, p, k):
-            if type(v) is dict:
-                return _clean(v, k, p), False
-            if v is None:  # a null mapping is an unknown one
-                return (None if optional else default()), False
-            return default(), True
-    elif origin is list:
-        (item,) = typing.get_args(base) or (Any,)
-        what = "a list"
-        if item is str:
-            def check(v, p, k):
-                if type(v) is list:
-                    if all(type(x) is str for x in v):
-                        return v, False
-                    return [str(x) for x in v], True
-                return default(), v is not None
-        else:  # the verdicts: mappings, each with the types readers rely on
-            def check(v, p, k):
-                if type(v) is not list:
-                    return default(), v is not None
-                out = [x for x in map(_verdict, v) if x is not None]
-                return out, len(out) != len(v)
-    else:  # a type this table does not know yet: keep what was read
-        what = "a value"
-
-        def check(v, p, k):
-            return v, False
-    return check, what + (" or null" if optional else "")
-
-
+# -- what from_dict accepts, field by field (record_values.checker) ---------------------------
 _HINTS = typing.get_type_hints(ArmRecord)
 _FIELD_NAMES = tuple(f.name for f in fields(ArmRecord) if f.name != "extra")
 _CHECKS: dict[str, Any] = {}
@@ -282,7 +143,7 @@ for _f in fields(ArmRecord):
     if _f.name != "extra":
         _default = (_f.default_factory if _f.default_factory is not MISSING
                     else (lambda d=_f.default: d))
-        _CHECKS[_f.name], _WHAT[_f.name] = _checker(_HINTS[_f.name], _default)
+        _CHECKS[_f.name], _WHAT[_f.name] = checker(_HINTS[_f.name], _default)
 
 REFERENCE_KEYS = _FIELD_NAMES[:_FIELD_NAMES.index("provenance") + 1]
 RECORD_KEYS = REFERENCE_KEYS  # the keys every reader may rely on (jaato-eval 0.3.4's)

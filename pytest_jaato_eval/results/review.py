@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .command_io import read_store, say
 from .store import latest_by_arm
 
 EXIT_OK, EXIT_WAITING = 0, 1
@@ -31,8 +32,6 @@ def awaiting_review(records) -> list[tuple[Any, dict[str, Any]]]:
 
 
 def cmd_review(args) -> int:
-    from .commands import read_store, say
-
     store = read_store(args.store)  # unreadable lines are skipped; `validate` names them
     waiting = awaiting_review(store.records)
     if not waiting:

@@ -1,20 +1,21 @@
 """The HTTP side of the scripted model: the three endpoints jaato's ``vllm`` provider
-calls, each chat request answered with the script's next turn (SSE or one JSON body).
+calls, each chat request answered with the script's next turn (SSE or one JSON body;
+what the answer says is replies.py's).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import select
 import socket
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .recorded import CHAT_PATH, RecordedRequest
-from .script import Turn, Usage, wire_tool_name
+from .replies import error_body, fault_reply, json_reply, malformed_opening, stream_chunks
+from .script import Turn
 
 if TYPE_CHECKING:
     from .server import ScriptedModel
@@ -157,7 +158,7 @@ class ChatHandler(BaseHTTPRequestHandler):
             return
         rec.path = CHAT_PATH
         if not isinstance(rec.body, dict):
-            self._send_json(rec, "bad_request", 400, _error_body(400, "request body is not a JSON object"))
+            self._send_json(rec, "bad_request", 400, error_body(400, "request body is not a JSON object"))
             return
         rec.turn_index, rec.turn = self.server.owner._next_turn()
         try:
@@ -167,7 +168,7 @@ class ChatHandler(BaseHTTPRequestHandler):
             self._end(rec, "client_closed")
 
     def _not_found(self, rec: RecordedRequest) -> None:
-        self._send_json(rec, "not_found", 404, _error_body(404, f"no route {rec.method} {rec.path}"))
+        self._send_json(rec, "not_found", 404, error_body(404, f"no route {rec.method} {rec.path}"))
 
     # -- answering one chat request -----------------------------------------
 
@@ -192,42 +193,8 @@ class ChatHandler(BaseHTTPRequestHandler):
             self._json_reply(rec, turn)
 
     def _fault(self, rec: RecordedRequest, turn: Turn) -> None:
-        headers: dict[str, str] = {}
-        if turn.retry_after is not None:
-            headers["Retry-After"] = f"{turn.retry_after:g}"
-        if turn.should_retry is not None:
-            headers["x-should-retry"] = "true" if turn.should_retry else "false"
-        status = int(turn.status or 500)
-        message = turn.message or f"scripted fault: HTTP {status}"
-        self._send_json(rec, "fault", status, _error_body(status, message), headers)
-
-    def _wire_names(self, rec: RecordedRequest, turn: Turn) -> list[str]:
-        mode = self.server.owner.tool_names
-        offered = set(rec.tool_names)
-        names = []
-        for call in turn.tool_calls:
-            hashed = wire_tool_name(call.name)
-            use_hash = mode == "wire" or (mode == "auto" and hashed in offered)
-            names.append(hashed if use_hash else call.name)
-        return names
-
-    def _usage(self, rec: RecordedRequest, turn: Turn) -> Usage:
-        if turn.usage is not None:
-            return turn.usage
-        # Deterministic estimate (~4 characters a token) so budgets see non-zero use.
-        prompt_chars = len(json.dumps(rec.messages)) + len(json.dumps((rec.body or {}).get("tools") or []))
-        reply_chars = len(turn.content) + sum(len(c.name) + len(c.arguments_json()) for c in turn.tool_calls)
-        return Usage(max(1, math.ceil(prompt_chars / 4)), max(1, math.ceil(reply_chars / 4)))
-
-    def _finish_reason(self, turn: Turn) -> str:
-        if turn.finish_reason is not None and not (turn.tool_calls and turn.finish_reason == "stop"):
-            return turn.finish_reason
-        return "tool_calls" if turn.tool_calls else "stop"
-
-    def _pieces(self, text: str) -> Iterator[str]:
-        size = self.server.owner.chunk_chars
-        for start in range(0, len(text), size):
-            yield text[start:start + size]
+        status, body, headers = fault_reply(turn)
+        self._send_json(rec, "fault", status, body, headers)
 
     def _start_stream(self) -> None:
         self.send_response(200)
@@ -246,56 +213,17 @@ class ChatHandler(BaseHTTPRequestHandler):
             raise _ClientGone from exc
 
     def _stream_reply(self, rec: RecordedRequest, turn: Turn) -> None:
-        owner = self.server.owner
-        chunk_id = f"chatcmpl-scripted-{rec.turn_index}"
-        created = int(time.time())
-
-        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-            return {"id": chunk_id, "object": "chat.completion.chunk", "created": created,
-                    "model": owner.model,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
         self._start_stream()
-        self._sse(chunk({"role": "assistant", "content": ""}))
-        for piece in self._pieces(turn.content):
-            self._sse(chunk({"content": piece}))
-        for i, (call, name) in enumerate(zip(turn.tool_calls, self._wire_names(rec, turn))):
-            # The opening delta carries id, type and name; arguments follow in pieces.
-            self._sse(chunk({"tool_calls": [{"index": i, "id": f"call_{rec.turn_index}_{i}",
-                                             "type": "function",
-                                             "function": {"name": name, "arguments": ""}}]}))
-            for piece in self._pieces(call.arguments_json()):
-                self._sse(chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}))
-        self._sse(chunk({}, self._finish_reason(turn)))
-        options = rec.body.get("stream_options") or {}
-        if options.get("include_usage"):
-            self._sse({"id": chunk_id, "object": "chat.completion.chunk", "created": created,
-                       "model": owner.model, "choices": [],
-                       "usage": self._usage(rec, turn).to_wire()})
+        for payload in stream_chunks(rec, turn, self.server.owner):
+            self._sse(payload)
         self._end(rec, "ok")
         self._end_stream()
 
     def _json_reply(self, rec: RecordedRequest, turn: Turn) -> None:
-        message: dict[str, Any] = {"role": "assistant", "content": turn.content or None}
-        if turn.tool_calls:
-            message["tool_calls"] = [
-                {"id": f"call_{rec.turn_index}_{i}", "type": "function",
-                 "function": {"name": name, "arguments": call.arguments_json()}}
-                for i, (call, name) in enumerate(zip(turn.tool_calls, self._wire_names(rec, turn)))
-            ]
-        self._send_json(rec, "ok", 200, {
-            "id": f"chatcmpl-scripted-{rec.turn_index}", "object": "chat.completion",
-            "created": int(time.time()), "model": self.server.owner.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": self._finish_reason(turn)}],
-            "usage": self._usage(rec, turn).to_wire(),
-        })
+        self._send_json(rec, "ok", 200, json_reply(rec, turn, self.server.owner))
 
     def _malformed(self, rec: RecordedRequest, turn: Turn) -> None:
-        owner = self.server.owner
-        opening = {"id": f"chatcmpl-scripted-{rec.turn_index}", "object": "chat.completion.chunk",
-                   "created": int(time.time()), "model": owner.model,
-                   "choices": [{"index": 0, "delta": {"role": "assistant", "content": "partial "},
-                                "finish_reason": None}]}
+        opening = malformed_opening(rec, self.server.owner)
         self._start_stream()
         self._sse(opening)
         self._end(rec, "malformed")
@@ -313,10 +241,3 @@ class ChatHandler(BaseHTTPRequestHandler):
                 pass
         else:  # unterminated: a clean end of body, but no finish_reason and no [DONE]
             self._end_stream(done=False)
-
-
-def _error_body(status: int, message: str) -> dict[str, Any]:
-    kind = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-            429: "rate_limit_error"}.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return {"error": {"message": message, "type": kind, "param": None, "code": status},
-            "object": "error", "message": message, "type": kind, "code": status}

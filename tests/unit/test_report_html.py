@@ -119,7 +119,7 @@ def test_chart_cost_axis_goes_logarithmic_when_costs_span_decades():
 
 
 def test_reference_store_renders(tmp_path):
-    from pytest_jaato_eval.results.commands import read_store
+    from pytest_jaato_eval.results.command_io import read_store
     doc = html.render(read_store(DATA / "jaato-eval-0.3.4.jsonl").records)
     text = "".join(parse(doc).text)
     assert "harness: — (not recorded)" in text and "jaato-sdk: 0.29.4" in text

@@ -7,7 +7,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_jaato_eval.results.commands import read_store
+from pytest_jaato_eval.results.command_io import read_store
 from pytest_jaato_eval.results.pivot import DASH, Pivot, build_cells, default_k, render_pivot
 from pytest_jaato_eval.testing.records import arm_record, write_store
 

@@ -1,0 +1,128 @@
+"""`compare BASE NEW`: two stores per (task, profile set), by the arms that flipped."""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+from . import stats
+from .command_io import EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE, Unusable, expand, open_stores, say
+from .pivot import Cell, interval_text, pct, plural
+from ..report.pins import pin_differences, pins_of
+from ..verdict import BLOCKED, FAIL, PASS
+
+
+@dataclass
+class GroupChange:
+    task_id: str
+    profile_set: str
+    base: Cell | None
+    new: Cell | None
+    down: list[str] = field(default_factory=list)       # PASS -> FAIL
+    up: list[str] = field(default_factory=list)         # FAIL -> PASS
+    blocked: list[str] = field(default_factory=list)    # "arm: X -> Y" where one side is BLOCKED
+
+    @property
+    def in_both(self) -> bool:
+        return self.base is not None and self.new is not None
+
+    @property
+    def delta(self) -> float | None:
+        if self.base is None or self.new is None:
+            return None
+        if self.base.pass_rate is None or self.new.pass_rate is None:
+            return None
+        return self.new.pass_rate - self.base.pass_rate
+
+    @property
+    def regressed(self) -> bool:
+        """More arms flipped to FAIL than to PASS, or a drop the intervals cannot explain.
+
+        Paired flips, not averaged rates: a 2-arm group going 50% -> 50% with two
+        opposite flips has churned, not regressed, and says so.
+        """
+        if len(self.down) > len(self.up):
+            return True
+        return (self.base is not None and self.new is not None
+                and stats.clearly_below(self.new.interval, self.base.interval))
+
+
+def _cell_text(c: Cell | None) -> str:
+    if c is None:
+        return "absent"
+    return (f"{pct(c.pass_rate)} ({interval_text(c.interval)}) n={c.exercised}"
+            + (f" +{c.blocked}B" if c.blocked else "") + f" det {c.det_text}")
+
+
+def compare_groups(base: list[Cell], new: list[Cell]) -> list[GroupChange]:
+    bcells = {(c.task_id, c.profile_set): c for c in base}
+    ncells = {(c.task_id, c.profile_set): c for c in new}
+    changes = []
+    for key in sorted(set(bcells) | set(ncells)):
+        g = GroupChange(*key, bcells.get(key), ncells.get(key))
+        barms = {a.arm_id: a for a in (g.base.arms if g.base else [])}
+        narms = {a.arm_id: a for a in (g.new.arms if g.new else [])}
+        for arm in sorted(set(barms) & set(narms)):
+            b, n = barms[arm].state, narms[arm].state
+            if (b, n) == (PASS, FAIL):
+                g.down.append(arm)
+            elif (b, n) == (FAIL, PASS):
+                g.up.append(arm)
+            elif b != n and BLOCKED in (b, n):
+                reason = narms[arm].blocked_reason if n == BLOCKED else None
+                g.blocked.append(f"{arm}: {b} → {n}" + (
+                    f" ({' '.join(str(reason).split())[:120]})" if reason else ""))
+        changes.append(g)
+    return changes
+
+
+def cmd_compare(args) -> int:
+    if args.more:
+        raise Unusable(f"compare takes two sides, BASE and NEW, got {2 + len(args.more)} "
+                       f"arguments; for several stores a side, quote a pattern "
+                       f"('shards/*.jsonl') so it reaches compare as one argument")
+    base, new = open_stores(expand([args.base])), open_stores(expand([args.new]))
+    for note in base.skipped_notes() + new.skipped_notes():
+        say(note, file=sys.stderr)
+    say(f"base: {base.source} ({plural(base.arm_count, 'arm')})")
+    say(f"new:  {new.source} ({plural(new.arm_count, 'arm')})")
+    for w in pin_differences(pins_of(base), pins_of(new)):
+        say(f"warning: pins differ: {w}")
+    changes = compare_groups(base.cells, new.cells)
+    header = ("group", "base", "new", "Δ pass rate", "flips", "")
+    rows = [header]
+    for g in changes:
+        d = g.delta
+        flips = ", ".join(x for x in (f"{len(g.down)} PASS→FAIL" if g.down else "",
+                                      f"{len(g.up)} FAIL→PASS" if g.up else "") if x) or "—"
+        rows.append((f"{g.task_id} @ {g.profile_set}", _cell_text(g.base), _cell_text(g.new),
+                     "—" if d is None else f"{100 * d:+.0f} pts", flips,
+                     "REGRESSED" if g.regressed else ""))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for r in rows:
+        say("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    for g in changes:
+        name = f"{g.task_id} @ {g.profile_set}"
+        for arm in g.down:
+            say(f"PASS→FAIL {arm}")
+        for arm in g.up:
+            say(f"FAIL→PASS {arm}")
+        for line in g.blocked:
+            say(f"blocked change {line}")
+        if g.base is None:
+            say(f"note: {name} is only in the new store")
+        elif g.new is None:
+            say(f"note: {name} is only in the base store")
+    both = sum(g.in_both for g in changes)
+    one_side = len(changes) - both
+    regressed = [g for g in changes if g.regressed]
+    if regressed:
+        names = ", ".join(f"{g.task_id} @ {g.profile_set}" for g in regressed)
+        say(f"regressed: {plural(len(regressed), 'group')}: {names}")
+        return EXIT_PROBLEMS
+    if not both:
+        say(f"nothing compared: no group (task @ profile set) is in both stores "
+            f"({plural(one_side, 'group')} in only one)")
+        return EXIT_UNUSABLE
+    tail = f"; {plural(one_side, 'group')} in only one store" if one_side else ""
+    say(f"no group regressed ({plural(both, 'group')} in both stores compared{tail})")
+    return EXIT_OK

@@ -1,0 +1,225 @@
+"""task.yaml's sections: one pydantic model per mapping, built from the value kinds
+(task_values.py); `Manifest` is the whole file (M3-M12).
+"""
+from __future__ import annotations
+
+import difflib
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from .manifest import BUDGET_LIMITS, DRIVER, GRADER_KINDS, SESSION
+from .task_values import (ConfigPath, Confidence, Contamination, Expect, Integer, Ladder,
+                          Mark, NonBlank, NonNegative, Number, Params, Passthrough, Positive,
+                          Repeats, SetName, TaskId, Text, a_list, got, problem, shown,
+                          type_name, value_kind)
+
+# Keys that look plausible in a manifest but belong to a profile (M12).
+PROFILE_KEYS = ("apparmor", "runtime_limits", "env")
+# Which keys each harness kind refuses (M6-M8).
+REFUSED = {
+    SESSION: ("harness.run", "input.params"),
+    DRIVER: ("harness.profile", "input.prompt", "input.agent", "input.agent_params"),
+}
+
+
+def unknown_key(key: str, known: tuple[str, ...]) -> str:
+    if key in PROFILE_KEYS:
+        return (f"unknown key; {key} is a profile setting: declare it in the profile "
+                f"under the config root's profiles/, not in task.yaml")
+    hint = difflib.get_close_matches(key, known, n=1)
+    close = f" (did you mean {hint[0]!r}?)" if hint else ""
+    return f"unknown key{close}; known keys: {', '.join(known)}"
+
+
+class Section(BaseModel):
+    """A mapping whose keys are all declared: unknown ones are refused by name (M12)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        if data is None:
+            raise problem("is null; expected a mapping")
+        if not isinstance(data, dict):
+            raise problem(f"expected a mapping, got {type_name(data)}")
+        for key in data:
+            if not isinstance(key, str):
+                raise problem(f"key {shown(key)} is of type {type_name(key)}; keys must be strings")
+        known = tuple(cls.model_fields)
+        for key in data:
+            if key not in known:
+                raise problem(unknown_key(key, known), key)
+        for name, info in cls.model_fields.items():
+            if info.is_required() and name not in data:
+                raise problem(f"missing; expected {expected(info)}", name)
+        cls.check_raw(data)
+        return data
+
+    @classmethod
+    def check_raw(cls, data: dict) -> None:
+        """Rules on the raw mapping that come before any value's own check."""
+
+
+def expected(info: Any) -> str:
+    for meta in info.metadata:
+        if isinstance(meta, Expect):
+            return meta.phrase
+    return "a mapping"
+
+
+class Environment(Section):
+    fixture: Annotated[NonBlank, Field(description="the fixture directory, copied into "
+                                                   "every arm's workspace; relative to task.yaml")]
+    config_root: Annotated[NonBlank, Field(description="the read-only config root (profiles, "
+                                                       "graders); relative to task.yaml")]
+
+
+class Input(Section):
+    prompt: Annotated[NonBlank, Field(description="session arms: the prompt")] = None
+    agent: Annotated[NonBlank, Field(description="session arms: a persona")] = None
+    agent_params: Annotated[Params, Field(description="session arms: parameters, also "
+                                                      "handed to script graders")] = None
+    params: Annotated[Params, Field(description="driver arms: the driver's input")] = None
+
+
+def harness_kind(value: Any) -> str:
+    if value not in (SESSION, DRIVER):
+        raise problem(f"unknown kind {value!r}; expected one of {SESSION}, {DRIVER}")
+    return value
+
+
+class Harness(Section):
+    kind: Annotated[value_kind("a string", lambda v: isinstance(v, str),
+                               {"enum": [SESSION, DRIVER]}, harness_kind),
+                    Field(description="session (default) or driver")] = SESSION
+    profile: Annotated[NonBlank, Field(description="session arms: the profile to bind")] = None
+    profile_set: Annotated[SetName, Field(description="the profile set; --profile-set "
+                                                      "overrides it")] = None
+    run: Annotated[NonBlank, Field(description="driver arms: the shell command that is "
+                                               "the arm")] = None
+    env_passthrough: Passthrough = ()
+
+
+class Grader(Section):
+    timeout_seconds: Positive = None  # each kind's own default
+    weight: NonNegative = 1
+
+
+class ScriptGrader(Grader):
+    kind: Literal["script"]
+    run: Annotated[NonBlank, Field(description="a shell command, run in the workspace")] = None
+    file: Annotated[ConfigPath, Field(description="a script under the config root: .py runs "
+                                                  "with $JAATO_EVAL_PYTHON, anything else "
+                                                  "directly")] = None
+    expect_exit: Integer = 0
+    env_passthrough: Passthrough = ()
+
+    @classmethod
+    def check_raw(cls, data: dict) -> None:
+        if ("run" in data) == ("file" in data):
+            raise problem("give either run (a shell command) or file (a script under the "
+                          "config root), not both" if "run" in data else
+                          "missing; expected run (a shell command) or file (a script under "
+                          "the config root)", "file" if "file" in data else "run")
+
+
+class ProcessorGrader(Grader):
+    kind: Literal["processor"]
+    script: Annotated[ConfigPath, Field(description="a file under the config root defining "
+                                                    "validate(payload, context)")]
+    env_passthrough: Passthrough = ()
+
+
+class JudgeGrader(Grader):
+    kind: Literal["judge"]
+    profile: Annotated[NonBlank, Field(description="the judge's profile")]
+    agent: NonBlank = None
+    threshold: Number = 0.7
+    score_field: NonBlank = "score"
+    errors_field: NonBlank = "errors"
+    gate_on: Annotated[tuple[NonBlank, ...], a_list(), Expect("a list"),
+                       Field(description="grader ids that must PASS first")] = ()
+    needs_human_below: Annotated[Confidence, Field(description="a judge confidence under it "
+                                                               "is BLOCKED for human review")] = None
+
+
+def grader_kind(value: Any) -> Any:
+    if value is None or not isinstance(value, dict):
+        raise problem(f"expected a mapping, got {type_name(value)}")
+    if "kind" not in value:
+        raise problem("missing; expected a string", "kind")
+    kind = value["kind"]
+    if not isinstance(kind, str):
+        raise problem(f"expected a string, got {got(kind)}" if kind is not None else
+                      "is null; expected a string", "kind")
+    if kind not in GRADER_KINDS:
+        raise problem(f"unknown kind {kind!r}; expected one of {', '.join(GRADER_KINDS)}",
+                      "kind")
+    return value
+
+
+GraderItem = Annotated[Union[ScriptGrader, ProcessorGrader, JudgeGrader],
+                       Field(discriminator="kind"), BeforeValidator(grader_kind)]
+
+
+class Budget(Section):
+    usd: NonNegative = None
+    tokens: NonNegative = None
+    turns: NonNegative = None
+    seconds: NonNegative = None
+    tool_calls: NonNegative = None
+    degrade: Ladder = None
+
+    @model_validator(mode="after")
+    def _a_limit(self) -> "Budget":
+        if all(getattr(self, k) is None for k in BUDGET_LIMITS):
+            raise problem(f"no limit declared; expected at least one of {', '.join(BUDGET_LIMITS)}")
+        return self
+
+
+class Manifest(Section):
+    """task.yaml (M3-M12)."""
+
+    model_config = ConfigDict(title="jaato task (task.yaml)")
+
+    id: Annotated[TaskId, Field(description="unique across the run")]
+    description: Text = ""
+    environment: Annotated[Environment, Expect("a mapping")]
+    input: Annotated[Input, Expect("a mapping")] = Input()
+    harness: Annotated[Harness, Expect("a mapping")]
+    graders: Annotated[list[GraderItem], a_list(nonempty="empty; expected at least one grader"),
+                       Expect("a list"), Field(min_length=1)]
+    budget: Annotated[Budget, Expect("a mapping"),
+                      Field(description="the task pool, shared by the task's arms")] = None
+    repeats: Repeats = 1
+    marks: Annotated[tuple[Mark, ...], a_list(), Expect("a list"),
+                     Field(description="pytest marks: `smoke` or {name: arguments}")] = ()
+    contamination: Annotated[Contamination, Field(description="block (default): an arm whose "
+                                                              "agent reached the answer key is "
+                                                              "BLOCKED; caveat: a caveat")] = "block"
+
+    @classmethod
+    def check_raw(cls, data: dict) -> None:
+        """M8: a key of the other harness kind is named with the kind, before its value."""
+        harness, inp = data.get("harness"), data.get("input")
+        kind = harness.get("kind", SESSION) if isinstance(harness, dict) else None
+        if not isinstance(kind, str) or kind not in REFUSED:
+            return
+        for dotted in REFUSED[kind]:
+            section, key = dotted.split(".")
+            node = harness if section == "harness" else inp
+            if isinstance(node, dict) and key in node:
+                raise problem(f"{dotted} is not read under harness.kind: {kind}; drop it, "
+                              f"or change the kind", section, key)
+
+    @model_validator(mode="after")
+    def _per_kind(self) -> "Manifest":
+        """M6 / M7: what each harness kind requires."""
+        needed = ((("harness", "profile"), ("input", "prompt")) if self.harness.kind == SESSION
+                  else (("harness", "run"),))
+        for section, key in needed:
+            if getattr(getattr(self, section), key) is None:
+                raise problem("missing; expected a non-blank string", section, key)
+        return self
