@@ -162,7 +162,8 @@ class Controller:
         resumed = self.context.resumed
         # Nothing graded, nothing printed; nor above a refusal at collection (--resume).
         if self.records or (resumed and not self.collection_failed):
-            from ..results.pivot import plural, render_pivot
+            from ..results.cell import plural
+            from ..results.pivot_text import render_pivot
             from ..report.html import write_documents
             tr.write_sep("=", "jaato-eval pivot")
             pivot = self._pivot()

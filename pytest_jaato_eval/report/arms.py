@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..results.pivot import DASH, money, pct
+from ..results.cell import DASH, money, pct
 
 COLUMNS = ("arm", "state", "model", "provider", "upstream", "session id", "sessions", "turns",
            "cost", "budget", "nudges", "duration", "finish", "payload", "notes")

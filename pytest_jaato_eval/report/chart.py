@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..results import stats
-from ..results.pivot import Cell, interval_text, money, pct
+from ..results.cell import Cell, interval_text, money, pct
 
 # Distinguishable in colour and in greyscale print (Okabe-Ito, dark first).
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")

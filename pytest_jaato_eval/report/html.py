@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from ..results.pivot import LEGEND, PARTIAL_NOTE, Cell, Pivot, digest, pivot_rows, row_id
+from ..results.cell import Cell, digest
+from ..results.pivot import Pivot
+from ..results.pivot_text import LEGEND, PARTIAL_NOTE, pivot_rows, row_id
 from ..render import safe_text
 from ..verdict import PASS
 from . import arms, chart, tables

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Iterable
 
-from ..results.pivot import PROVENANCE_PINS, ArmSummary, summarise
+from ..results.cell import ArmSummary
+from ..results.pivot import PROVENANCE_PINS, summarise
 
 if TYPE_CHECKING:
     from ..results.pivot import Pivot

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from ..results.pivot import DASH, reason_key
+from ..results.cell import DASH, reason_key
 from ..render import safe_text
 from . import arms
 

@@ -13,7 +13,7 @@ from typing import Sequence
 from .pivot import Pivot
 from .record import ArmRecord
 from ..render import safe_text
-from .store import scan
+from .store_reader import scan
 
 
 def say(line: str, file=None) -> None:

@@ -25,7 +25,8 @@ from . import review
 from .command_io import EXIT_OK, EXIT_UNUSABLE, Unusable, expand, open_stores, say
 from .compare import cmd_compare
 from .merge_command import cmd_merge
-from .pivot import Cell, plural, render_pivot
+from .cell import Cell, plural
+from .pivot_text import render_pivot
 from .store import check_output
 from .validation import cmd_validate
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from . import stats
 from .command_io import EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE, Unusable, expand, open_stores, say
-from .pivot import Cell, interval_text, pct, plural
+from .cell import Cell, interval_text, pct, plural
 from ..report.pins import pin_differences, pins_of
 from ..verdict import BLOCKED, FAIL, PASS
 

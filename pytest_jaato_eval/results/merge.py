@@ -25,7 +25,7 @@ from .command_io import Unusable, no_record, readable
 from .pivot import PROVENANCE_PINS, Pivot
 from .record import ArmRecord
 from ..report.pins import pins
-from .store import scan
+from .store_reader import scan
 from .validation import record_problems
 
 MAX_LISTED = 20  # lines of one kind on stderr before "... and N more"

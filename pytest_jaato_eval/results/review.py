@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .command_io import read_store, say
-from .store import latest_by_arm
+from .store_reader import latest_by_arm
 
 EXIT_OK, EXIT_WAITING = 0, 1
 NEEDS_HUMAN = "needs human review"  # the judge's blocked reason starts with it

@@ -3,7 +3,7 @@
 One writer per store path at a time (an exclusive lock beside the store, released by
 the kernel if the run dies), checked before the first arm; the previous store is kept
 under a fresh name by an atomic, collision-free rename (docs/reports.md, "The store").
-One reader, `scan`, streams any store, ours or jaato-eval 0.3.4's, line by line.
+Reading a store is store_reader.py.
 """
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import json
 import os
 import socket
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import IO
 
-from .record import ArmRecord, RecordError
+from .record import ArmRecord
+from .store_reader import task_ids_in
 
 LOCK_SUFFIX = ".lock"
 
@@ -221,125 +221,3 @@ def _ends_with_newline(path: Path) -> bool:
             return True
         fh.seek(-1, os.SEEK_END)
         return fh.read(1) == b"\n"
-
-
-# -- reading -----------------------------------------------------------------------------------
-@dataclass(slots=True)
-class Line:
-    """One non-blank line of a store: its record, or why it has none."""
-    number: int
-    offset: int
-    record: ArmRecord | None
-    problem: str | None = None      # "not JSON", "not a result record (...)"
-    partial: bool = False           # a cut last line: a run stopped mid-write
-    problems: list[str] | None = None  # the record's own (only with check=True)
-
-
-def _json_loads(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except UnicodeDecodeError:  # invalid UTF-8 in some text: read it, shown replaced
-        return json.loads(raw.decode("utf-8", errors="replace"))
-
-
-def fields_loader(names: tuple[str, ...] | None = None) -> Callable[[bytes], Any]:
-    """A loader of one store line, as `json.loads(raw)` reads it: the whole line, or with
-    `names`, only those top-level keys ({key: value}, absent ones None).
-
-    msgspec parses about three times faster than `json`, and with `names` skips the other
-    keys (a failed verdict's evidence is most of a line) while still checking the whole
-    line is JSON: about five times faster. A line it does not take (NaN, a number out of
-    range, a lone surrogate, invalid UTF-8...) is read by `json`, so every line means what
-    `json.loads` says it means.
-    """
-    try:
-        import msgspec
-    except ImportError:  # a minimal install: everything is read by json
-        return _json_loads
-    decode: Callable[[bytes], Any]
-    if names is None:
-        decode = msgspec.json.decode
-    else:
-        head = msgspec.defstruct("StoreLineHead", [(name, Any, None) for name in names])
-        decode_head, asdict = msgspec.json.Decoder(head).decode, msgspec.structs.asdict
-
-        def decode_keys(raw: bytes) -> Any:
-            return asdict(decode_head(raw))
-        decode = decode_keys
-
-    def load(raw: bytes) -> Any:
-        try:
-            return decode(raw)
-        except msgspec.MsgspecError:
-            return _json_loads(raw)
-    return load
-
-
-_loads = fields_loader()
-
-
-def scan(path: Path | str, check: bool = False) -> Iterator[Line]:
-    """Every non-blank line of a store, in order, with its record; one pass, nothing
-    kept. A line that is not a record says why; a cut last line is marked partial.
-    Raises OSError when the file cannot be read."""
-    with open(path, "rb") as fh:
-        offset = 0
-        number = 0
-        for raw in fh:
-            number += 1
-            start, offset = offset, offset + len(raw)
-            if raw.isspace():
-                continue
-            try:
-                data = _loads(raw)
-            except ValueError:
-                yield Line(number, start, None, "not JSON", partial=not raw.endswith(b"\n"))
-                continue
-            problems: list[str] | None = [] if check else None
-            try:
-                record = ArmRecord.from_dict(data, problems)
-            except RecordError as exc:
-                yield Line(number, start, None, str(exc))
-                continue
-            yield Line(number, start, record, problems=problems)
-
-
-def read_at(path: Path | str, offsets) -> Iterator[ArmRecord]:
-    """The records starting at these byte offsets (from `scan`), in the order given."""
-    with open(path, "rb") as fh:
-        for offset in offsets:
-            fh.seek(offset)
-            yield ArmRecord.from_dict(_loads(fh.readline()))
-
-
-def read_records(path: Path) -> Iterator[ArmRecord]:
-    """Every complete record; a partial or unreadable line is skipped."""
-    return (line.record for line in scan(path) if line.record is not None)
-
-
-def latest_by_arm(records) -> dict[str, ArmRecord]:
-    """A repeated arm id counts once, at its last record's place (R3: the last wins)."""
-    out: dict[str, ArmRecord] = {}
-    for record in records:
-        record = record if isinstance(record, ArmRecord) else ArmRecord.from_dict(record)
-        out.pop(record.arm_id, None)
-        out[record.arm_id] = record
-    return out
-
-
-def task_ids_in(path: Path) -> set[str]:
-    """The task ids a store holds (unreadable lines skipped)."""
-    ids = set()
-    load = fields_loader(("task_id",))
-    try:
-        with open(path, "rb") as fh:
-            for raw in fh:
-                try:
-                    task = load(raw).get("task_id")
-                except (ValueError, AttributeError):
-                    continue
-                if type(task) is str:
-                    ids.add(task)
-    except OSError:
-        pass
-    return ids

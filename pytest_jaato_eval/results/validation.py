@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from .command_io import EXIT_OK, EXIT_PROBLEMS, Unusable, expand, no_record, readable, say
-from .pivot import plural
+from .cell import plural
 from .record import RESULTS_VERSION, ArmRecord
-from .store import scan
+from .store_reader import scan
 from ..verdict import BLOCKED, FAIL, PASS, STATES
 
 

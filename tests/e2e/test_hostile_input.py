@@ -33,7 +33,9 @@ from pytest_jaato_eval.contract import build_contract_env
 from pytest_jaato_eval import manifest
 from pytest_jaato_eval.manifest import ManifestError, Task, load_task
 from pytest_jaato_eval.pytest_layer.outcome import junit_properties, verdict_table
-from pytest_jaato_eval.results.pivot import build_cells, reason_key, render_pivot
+from pytest_jaato_eval.results.cell import reason_key
+from pytest_jaato_eval.results.pivot import build_cells
+from pytest_jaato_eval.results.pivot_text import render_pivot
 from pytest_jaato_eval.results.record import RECORD_KEYS
 from pytest_jaato_eval.render import safe_text
 

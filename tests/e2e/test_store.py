@@ -13,8 +13,8 @@ import time
 import pytest
 
 from pytest_jaato_eval.results.record import RECORD_KEYS, ArmRecord, RecordError
-from pytest_jaato_eval.results.store import (
-    Store, StoreError, lock_path, previous_path, read_records, scan)
+from pytest_jaato_eval.results.store import Store, StoreError, lock_path, previous_path
+from pytest_jaato_eval.results.store_reader import read_records, scan
 from pytest_jaato_eval.testing.records import arm_record, write_store
 
 

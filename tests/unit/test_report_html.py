@@ -255,7 +255,8 @@ def test_a_huge_evidence_line_is_cut():
 
 
 def test_the_pivot_cells_say_what_the_terminal_pivot_says():
-    from pytest_jaato_eval.results.pivot import build_cells, pivot_rows
+    from pytest_jaato_eval.results.pivot import build_cells
+    from pytest_jaato_eval.results.pivot_text import pivot_rows
     records = RECORDS + [arm("write-file", "echo", 3, "PASS"), arm("write-file", "echo", 4, "FAIL")]
     header, rows = pivot_rows(build_cells(records))
     table = re.search(r'<table class="pivot">.*?</table>', html.render(records), re.S).group(0)

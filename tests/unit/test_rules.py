@@ -15,8 +15,10 @@ from pytest_jaato_eval.engine.accounting import (
 from pytest_jaato_eval.engine.agent_run import AgentRun
 from pytest_jaato_eval.graders.context import truncation_reason
 from pytest_jaato_eval.pytest_layer.outcome import fold_exit_status
-from pytest_jaato_eval.results.pivot import build_cells, render_pivot
-from pytest_jaato_eval.results.store import Store, latest_by_arm, read_records
+from pytest_jaato_eval.results.pivot import build_cells
+from pytest_jaato_eval.results.pivot_text import render_pivot
+from pytest_jaato_eval.results.store import Store
+from pytest_jaato_eval.results.store_reader import latest_by_arm, read_records
 from pytest_jaato_eval.verdict import BLOCKED, FAIL, PASS, Verdict, roll_up
 
 
