@@ -11,7 +11,8 @@ One invocation runs the SAME arms through both engines at every concurrency leve
 
 and prints wall seconds, arms/minute, spurious BLOCKED arms (every BLOCKED is spurious here),
 the ratio ours / reference, and the peak memory of each run (the summed RSS of its process
-tree, daemons and runners included). ``--phases`` adds the daemon's floor per arm.
+tree, daemons and runners included). ``--phases`` adds the daemon's floor per arm, and ours'
+per-arm overhead above the daemon's own work with the memory of both sides at every level.
 
 The agent is a scripted OpenAI-compatible model (``pytest_jaato_eval.testing.model_server``)
 answering every chat request after a fixed delay. Its script cursor is global, so each arm
@@ -40,6 +41,7 @@ PROFILE = "agent"
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 TURNS_PER_ARM = 2
 SLOW_CREATE = 1.0  # a create_session this long met no warm runner slot
+OVERHEAD_TARGET_MS = 50
 
 
 # --------------------------------------------------------------------------- model helper
@@ -204,7 +206,7 @@ def run_one(side: str, conc: int, args: argparse.Namespace, scratch: Path,
                    "--concurrency", str(conc), *common]
         else:
             cmd = bk.our_pytest(args.python, tasks, store, "-n", str(conc), *common)
-            if phases is not None:  # time the daemon calls of every arm (phase_timing.py)
+            if phases is not None:  # time every arm and its daemon calls (phase_timing.py)
                 cmd += ["-p", "phase_timing"]
                 path = os.pathsep.join(filter(None, [str(bk.HERE), os.environ.get("PYTHONPATH")]))
                 env = {**os.environ, "PYTHONPATH": path, "JAATO_BENCH_PHASES": str(phases)}
@@ -264,7 +266,13 @@ def run_one(side: str, conc: int, args: argparse.Namespace, scratch: Path,
 
 
 def read_phases(path: Path) -> dict[str, Any]:
-    """phase_timing.py's lines: the seconds of every create_session and complete call."""
+    """phase_timing.py's lines, per call and per arm.
+
+    Per arm, from the same run: its time is from the end of the previous arm on the same
+    worker (its own start, for a worker's first) to its end, so what a worker does between
+    two arms counts too; the daemon's own is its create_session + complete; the overhead is
+    the difference. Arms without both calls (no session) are left out.
+    """
     rows = []
     if path.exists():
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -272,8 +280,26 @@ def read_phases(path: Path) -> dict[str, Any]:
                 rows.append(json.loads(line))
             except ValueError:
                 continue
-    return {phase: [r["end"] - r["start"] for r in rows if r["phase"] == phase]
-            for phase in ("create_session", "complete")}
+    own: dict[tuple[int, str], dict[str, float]] = {}
+    for r in rows:
+        if r["phase"] != "arm":
+            calls = own.setdefault((r["pid"], r["arm"]), {})
+            calls[r["phase"]] = calls.get(r["phase"], 0.0) + r["end"] - r["start"]
+    arms, lane_end = [], {}
+    for a in sorted((r for r in rows if r["phase"] == "arm"), key=lambda r: (r["pid"], r["start"])):
+        first = a["pid"] not in lane_end
+        since = lane_end.get(a["pid"], a["start"])
+        lane_end[a["pid"]] = a["end"]
+        calls = own.get((a["pid"], a["arm"]), {})
+        if "create_session" in calls and "complete" in calls:
+            daemon = calls["create_session"] + calls["complete"]
+            arms.append({"arm": a["arm"], "pid": a["pid"], "first_on_worker": first,
+                         "time": a["end"] - since, "between": a["start"] - since,
+                         "create": calls["create_session"], "complete": calls["complete"],
+                         "daemon": daemon, "overhead": a["end"] - since - daemon})
+    return {"create": [r["end"] - r["start"] for r in rows if r["phase"] == "create_session"],
+            "complete": [r["end"] - r["start"] for r in rows if r["phase"] == "complete"],
+            "arms": arms}
 
 
 # --------------------------------------------------------------------------- report
@@ -305,7 +331,7 @@ def phases_at(results: list[dict[str, Any]], c: int) -> dict[str, list[Any]]:
     """Ours' phase timings at concurrency c, pooled over rounds."""
     runs = [r["phases"] for r in results
             if r["side"] == "ours" and r["concurrency"] == c and r.get("phases")]
-    return {k: [x for ph in runs for x in ph[k]] for k in ("create_session", "complete")}
+    return {k: [x for ph in runs for x in ph[k]] for k in ("create", "complete", "arms")}
 
 
 def render_floor(results: list[dict[str, Any]], summary: dict[int, Any],
@@ -320,11 +346,11 @@ def render_floor(results: list[dict[str, Any]], summary: dict[int, Any],
     rows = []
     for c in args.levels:
         ph = phases_at(results, c)
-        warm = [x for x in ph["create_session"] if x < SLOW_CREATE]
+        warm = [x for x in ph["create"] if x < SLOW_CREATE]
         create, complete = bk.median(warm), bk.median(ph["complete"])
         if create is None or complete is None:
             continue
-        slow = [x for x in ph["create_session"] if x >= SLOW_CREATE]
+        slow = [x for x in ph["create"] if x >= SLOW_CREATE]
         floor = create + complete
         ref_iv = summary[c]["reference"]["arm_interval"]
         rows.append([f"-n {c}", 2 * args.delay, create, complete, floor, floor / c, ref_iv,
@@ -334,6 +360,27 @@ def render_floor(results: list[dict[str, Any]], summary: dict[int, Any],
     head = ["concurrency", "model/arm", "create warm", "complete", "floor/arm", "floor/c",
             "ref /arm", "best ratio", "bound", "ours /arm", "cold creates"]
     return bk.table(head, rows) if rows else []
+
+
+def render_overhead(results: list[dict[str, Any]], summary: dict[int, Any],
+                    args: argparse.Namespace) -> list[str]:
+    """Ours' time per arm above the daemon's own, arm by arm, and both sides' peak memory."""
+    rows = []
+    for c in args.levels:
+        arms = phases_at(results, c)["arms"]
+        steady = [a for a in arms if not a["first_on_worker"]]
+        over = [1000 * a["overhead"] for a in steady]
+        peak_o, peak_r = summary[c]["ours"]["peak_rss_mb"], summary[c]["reference"]["peak_rss_mb"]
+        rows.append([f"-n {c}", f"{len(steady)}/{len(arms)}",
+                     bk.median(a["time"] for a in steady), bk.median(a["daemon"] for a in steady),
+                     bk.fmt(bk.median(over), 0),
+                     f"{min(over):.0f}..{max(over):.0f}" if over else "—",
+                     bk.fmt(bk.median(1000 * a["between"] for a in steady), 0),
+                     bk.median(a["overhead"] for a in arms if a["first_on_worker"]),
+                     bk.fmt(peak_o, 0), bk.fmt(peak_r, 0), bk.ratio(peak_o, peak_r)])
+    head = ["concurrency", "arms", "arm s", "daemon s", "overhead ms", "min..max",
+            "between ms", "1st arm over s", "peak MB ours", "peak MB ref", "ours/ref"]
+    return bk.table(head, rows)
 
 
 def render(results: list[dict[str, Any]], summary: dict[int, Any], args: argparse.Namespace,
@@ -372,6 +419,16 @@ def render(results: list[dict[str, Any]], summary: dict[int, Any], args: argpars
                          "concurrency c; best ratio = reference interval / floor/c, the most any "
                          "client could gain in steady state; bound = the same with no session cost "
                          "at all; cold creates = sessions that met no warm slot, and their extra seconds")
+        lines += ["", f"ours' per-arm overhead above the daemon's own (target <= "
+                      f"{OVERHEAD_TARGET_MS} ms), and peak memory:"]
+        lines += render_overhead(results, summary, args)
+        notes.append("overhead table, per arm of the same run (phase_timing.py): arm s = from the "
+                     "end of the worker's previous arm to the end of this one (setup, call, "
+                     "teardown, reports, and the gap between them); daemon s = that arm's own "
+                     "create_session + complete; overhead = arm - daemon, median and range in ms; "
+                     "between = the gap before the arm. Each worker's first arm (daemon start-up, "
+                     "cold slot) is left out of those and shown apart: 1st arm over s = its median "
+                     "overhead. arms = steady/all arms timed. Peak MB as in the first table")
     return "\n".join(lines + [""] + [f"note: {n}" for n in notes])
 
 
@@ -396,8 +453,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--only", choices=("both", "ours", "ref"), default="both")
     p.add_argument("--order", choices=("ref-first", "ours-first"), default="ref-first",
                    help="which side runs first at each level (the two run back to back)")
-    p.add_argument("--mem-at", default="4",
-                   help="concurrency levels whose runs are memory-sampled ('all' for every one)")
+    p.add_argument("--mem-at", default=None,
+                   help="concurrency levels whose runs are memory-sampled, or 'all' "
+                        "(default: 4; every level with --phases)")
     p.add_argument("--arm-timeout", type=float, default=120.0,
                    help="--arm-timeout for both engines. Their default, 900 s, would let one "
                         "stalled reference arm eat the whole time budget; much below 120 s cuts "
@@ -413,8 +471,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         "match: JAATO_RUNNER_POOL_SIZE = max(2, concurrency), as jaato-eval's "
                         "start-up warning advises")
     p.add_argument("--phases", action="store_true",
-                   help="time ours' create_session and complete calls (phase_timing.py) and "
-                        "print the daemon's per-arm floor beside the reference's interval")
+                   help="time ours' arms and their create_session and complete calls "
+                        "(phase_timing.py): the daemon's per-arm floor beside the reference's "
+                        "interval, ours' per-arm overhead, and memory at every level")
     p.add_argument("--json", default=None, help="write every raw measurement here")
     p.add_argument("--keep", action="store_true", help="keep the scratch directory")
     p.add_argument("--serve-models", default=None, help=argparse.SUPPRESS)
@@ -423,8 +482,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error("--arms and --rounds must be >= 1")
     try:
         args.levels = [int(x) for x in str(args.levels).split(",") if x.strip()]
-        args.mem_at = (list(args.levels) if args.mem_at == "all"
-                       else [int(x) for x in args.mem_at.split(",") if x.strip()])
+        mem_at = args.mem_at or ("all" if args.phases else "4")
+        args.mem_at = (list(args.levels) if mem_at == "all"
+                       else [int(x) for x in mem_at.split(",") if x.strip()])
     except ValueError:
         p.error("--levels and --mem-at: comma-separated integers")
     return args
