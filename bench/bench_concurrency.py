@@ -412,23 +412,9 @@ def render(results: list[dict[str, Any]], summary: dict[int, Any], args: argpars
         floor = render_floor(results, summary, args)
         if floor:
             lines += ["", "the daemon's floor (ours, from phase_timing.py; seconds):"] + floor
-            notes.append("floor table: create warm = median create_session that found a warm "
-                         f"runner slot (< {SLOW_CREATE:g} s); complete = median prompt-to-answer "
-                         "(model turns + the daemon's turn work); floor/arm = their sum, the least "
-                         "any client of this daemon pays per arm; floor/c = the least interval at "
-                         "concurrency c; best ratio = reference interval / floor/c, the most any "
-                         "client could gain in steady state; bound = the same with no session cost "
-                         "at all; cold creates = sessions that met no warm slot, and their extra seconds")
-        lines += ["", f"ours' per-arm overhead above the daemon's own (target <= "
-                      f"{OVERHEAD_TARGET_MS} ms), and peak memory:"]
+        lines += ["", "ours' time per arm above the daemon's own (create_session + complete), "
+                      f"arm by arm in the same run (target <= {OVERHEAD_TARGET_MS} ms), and peak memory:"]
         lines += render_overhead(results, summary, args)
-        notes.append("overhead table, per arm of the same run (phase_timing.py): arm s = from the "
-                     "end of the worker's previous arm to the end of this one (setup, call, "
-                     "teardown, reports, and the gap between them); daemon s = that arm's own "
-                     "create_session + complete; overhead = arm - daemon, median and range in ms; "
-                     "between = the gap before the arm. Each worker's first arm (daemon start-up, "
-                     "cold slot) is left out of those and shown apart: 1st arm over s = its median "
-                     "overhead. arms = steady/all arms timed. Peak MB as in the first table")
     return "\n".join(lines + [""] + [f"note: {n}" for n in notes])
 
 
@@ -534,23 +520,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     results.append({**run_one(side, c, args, scratch, ref_python), "round": rnd})
         report["results"] = results
         notes += [
-            "ours runs with -p no:hypothesispytest: the dev venv's test extra carries hypothesis, "
-            "whose pytest plugin costs ~2 s at the end of a run; a user's install does not have it",
             f"{args.arms} arms per run (1 task x {args.arms} profile sets x 1 repeat), scripted "
             f"model: 2 replies per arm, each after {args.delay:g} s; --arm-timeout "
-            f"{args.arm_timeout:g} on both sides; {args.rounds} round(s), medians shown; whole "
-            f"benchmark {time.monotonic() - started:.0f} s",
-            "wall = the pytest / jaato_eval command alone. total = wall + the reference's "
-            "script-managed daemon start and stop (ours starts and stops its per-worker daemons "
-            "inside the command, so its total = wall)",
-            "second table (seconds, from the store watched every 20 ms): process start to the "
-            "first record; (last record - first record) / (arms - 1); last record to exit; median "
-            "of each store's own duration_seconds (the two engines time different spans)",
-            "arms/min counts graded arms (PASS or FAIL); BLOCKED and missing arms earn nothing. "
-            "Every BLOCKED arm is spurious here: each arm's model answers",
-            f"peak MB = max over 0.2 s samples of the summed RSS of the run's process tree "
-            f"(reference: jaato_eval + its daemon + runners); sampled at levels {args.mem_at}. "
-            f"Shared pages count in every process that maps them (RSS, not PSS)",
+            f"{args.arm_timeout:g} on both sides; {args.rounds} round(s), medians shown; memory "
+            f"sampled at levels {args.mem_at}; whole benchmark {time.monotonic() - started:.0f} s",
+            "ours runs with -p no:hypothesispytest (a dev-venv plugin a user's install lacks)",
+            "what each column means: bench/README.md, bench_concurrency.py",
             f"at the start: {load_start}; at the end: {bk.load()}"]
         if args.ref_pool_size == "match":
             notes.append("reference daemon started with JAATO_RUNNER_POOL_SIZE = max(2, concurrency)")

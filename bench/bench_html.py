@@ -233,9 +233,7 @@ def main() -> int:
         cap = f"≥ {BROWSER_TIMEOUT} (cut)" if b >= BROWSER_TIMEOUT else f"{b:.1f}"
         print(f"| chromium load + screenshot, s (empty page: {e:.1f}) | {cap} | {a:.1f} | "
               f"{'≤ ' if b >= BROWSER_TIMEOUT else ''}{a / b:.2f} |")
-    if args.json:
-        args.json.write_text(json.dumps({"store": str(store), "before": ref, **results},
-                                        indent=2))
+    bk.write_json(args.json, {"store": str(store), "before": ref, **results})
     return 0
 
 

@@ -318,16 +318,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["summary"] = {"ours": ours, "reference": ref}
         notes += [f"{name} skipped: {raw[name]['skipped']}" for name in ("ours", "reference")
                   if raw.get(name, {}).get("skipped")]
-        notes.append(f"daemon mode: {args.daemon}; reference --concurrency {args.ref_concurrency}")
-        notes.append("'stored' times are when each arm's record landed in the store, timed "
-                     "from outside (20 ms polls): arm-to-arm is the full per-arm cost, same "
-                     "yardstick for both. 'self-reported' is each store's duration_seconds, "
-                     "which the two engines do not measure over the same span (jaato-eval: "
-                     "connect + session + history wait, grading excluded)")
-        if args.daemon == "per-run":
-            notes.append("ours: daemon start/stop happen inside the pytest run, so its 'total' "
-                         "is its command wall; the reference's total adds the script-managed "
-                         "daemon's ready and stop times")
+        notes.append(f"daemon mode: {args.daemon}; reference --concurrency {args.ref_concurrency}; "
+                     "what each row means: bench/README.md. 'stored' rows (when records landed, "
+                     "watched every 20 ms) compare like with like; 'self-reported' rows do not")
         all_runs = [r for side in raw.values() for r in side["runs"]]
         if any(r["global_paths_changed"] for r in all_runs):
             notes.append("WARNING: the global /tmp/jaato.sock or /tmp/jaato.pid changed during a run")
