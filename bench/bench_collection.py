@@ -1,8 +1,8 @@
 """Collection time at scale: `pytest --co` of N tasks x S profile sets x R repeats, next to
 pytest collecting the same number of parametrised no-op tests, in one invocation.
 
-    python3 bench/bench_collection.py                       # 1,000 tasks x 3 sets x 5 repeats
-    python3 bench/bench_collection.py --tasks 200 --runs 3 --json out.json
+    ./dev python bench/bench_collection.py                  # 1,000 tasks x 3 sets x 5 repeats
+    ./dev python bench/bench_collection.py --tasks 200 --runs 3 --json out.json
 
 Both trees are generated in a scratch directory (removed afterwards unless --keep):
 
@@ -14,25 +14,17 @@ Both trees are generated in a scratch directory (removed afterwards unless --kee
 
 Each of the three runs --runs times, interleaved, in fresh processes; the table gives the
 median wall time and the median CPU time (user + system of the pytest process: steadier
-than wall time on a loaded machine) and the ratios ours / baseline. Standard library only.
+than wall time on a loaded machine) and the ratios ours / baseline.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
-import resource
-import shutil
 import statistics
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_PYTHON = HERE.parent / ".venv" / "bin" / "python"
+import benchkit as bk
 
 TASK = """\
 id: task-{i:04d}
@@ -95,11 +87,6 @@ def make_baseline(root: Path, files: int, per_file: int) -> None:
         (root / f"test_noop_{i:04d}.py").write_text(BASELINE.format(n=per_file))
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def collect(python: str, args: list[str], cwd: Path, expect: int) -> tuple[float, float]:
     """(wall, CPU) seconds of one `pytest --co -q` run; checks it collected `expect` items."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "JAATO_EVAL"))}
@@ -107,15 +94,14 @@ def collect(python: str, args: list[str], cwd: Path, expect: int) -> tuple[float
     # No bytecode cache for the baseline's test files either: both sides parse every run.
     cmd = [python, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesis",
            *args]
-    cpu, start = _children_cpu(), time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
-    wall, cpu = time.perf_counter() - start, _children_cpu() - cpu
-    found = re.search(r"(\d+) tests? collected", proc.stdout)
-    if proc.returncode != 0 or not found or int(found.group(1)) != expect:
-        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
-        raise SystemExit(f"bench: {' '.join(cmd)} in {cwd} failed (exit {proc.returncode}, "
+    m = bk.measure(cmd, cwd=cwd, env=env, output=cwd / "collect.out")
+    out = (cwd / "collect.out").read_text(errors="replace")
+    found = re.search(r"(\d+) tests? collected", out)
+    if m["rc"] != 0 or not found or int(found.group(1)) != expect:
+        tail = "\n".join((out + m["stderr"]).splitlines()[-15:])
+        raise SystemExit(f"bench: {' '.join(cmd)} in {cwd} failed (exit {m['rc']}, "
                          f"expected {expect} items):\n{tail}")
-    return wall, cpu
+    return m["wall"], m["cpu"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sets", type=int, default=3)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--runs", type=int, default=5, help="runs per side (median reported)")
-    p.add_argument("--python", default=str(DEFAULT_PYTHON), help="interpreter with the plugin")
+    p.add_argument("--python", default=bk.OUR_PYTHON, help="interpreter with the plugin")
     p.add_argument("--before", metavar="PYTHON", help="also collect our tasks with this "
                    "interpreter (another checkout of the plugin), interleaved, for a before/after")
     p.add_argument("--json", metavar="PATH", help="write every measurement here")
@@ -132,8 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     arms = args.tasks * args.sets * args.repeats
-    scratch = Path(tempfile.mkdtemp(prefix="jaato-bench-co-"))
-    try:
+    with bk.scratch("jaato-bench-co-", args.keep) as scratch:
         ours, files, one = scratch / "tasks", scratch / "files", scratch / "one"
         for d in (ours, files, one):
             d.mkdir()
@@ -155,32 +140,25 @@ def main(argv: list[str] | None = None) -> int:
         for run in range(args.runs):
             for side, (argv, _) in sides.items():
                 runs[side].append(collect(python[side], argv, scratch, arms))
-            print(f"run {run + 1}/{args.runs}: " + ", ".join(
-                f"{side} {runs[side][-1][0]:.2f} s" for side in sides), file=sys.stderr)
-        med = {side: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r))
-               for side, r in runs.items()}
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        print(f"\n`pytest --co` of {arms:,} items ({args.tasks:,} tasks x {args.sets} sets x "
-              f"{args.repeats} repeats), median of {args.runs} runs, load average {load:.1f}\n")
-        print("| what | wall s (median) | wall min-max | CPU s (median) | ours / this, wall | ours / this, CPU |")
-        print("|---|---|---|---|---|---|")
-        for side, (_, label) in sides.items():
-            walls = [w for w, _ in runs[side]]
-            ratio = "" if side == "ours" else (f"{med['ours'][0] / med[side][0]:.2f}x",
-                                               f"{med['ours'][1] / med[side][1]:.2f}x")
-            print(f"| {label} | {med[side][0]:.2f} | {min(walls):.2f}-{max(walls):.2f} | "
-                  f"{med[side][1]:.2f} | {ratio[0] if ratio else ''} | {ratio[1] if ratio else ''} |")
-        if args.json:
-            Path(args.json).write_text(json.dumps({
-                "tasks": args.tasks, "sets": args.sets, "repeats": args.repeats, "arms": arms,
-                "runs": runs, "median": med, "load": load}, indent=2))
-    finally:
-        if args.keep:
-            print(f"kept: {scratch}", file=sys.stderr)
-        else:
-            shutil.rmtree(scratch, ignore_errors=True)
+            bk.log(f"run {run + 1}/{args.runs}: " + ", ".join(
+                f"{side} {runs[side][-1][0]:.2f} s" for side in sides))
+    med = {side: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r))
+           for side, r in runs.items()}
+    print(f"\n`pytest --co` of {arms:,} items ({args.tasks:,} tasks x {args.sets} sets x "
+          f"{args.repeats} repeats), median of {args.runs} runs, {bk.load()}\n")
+    rows = []
+    for side, (_, label) in sides.items():
+        walls = [w for w, _ in runs[side]]
+        ratios = ["", ""] if side == "ours" else [f"{med['ours'][i] / med[side][i]:.2f}x"
+                                                  for i in (0, 1)]
+        rows.append([label, f"{med[side][0]:.2f}", f"{min(walls):.2f}-{max(walls):.2f}",
+                     f"{med[side][1]:.2f}", *ratios])
+    print("\n".join(bk.table(["what", "wall s (median)", "wall min-max", "CPU s (median)",
+                              "ours / this, wall", "ours / this, CPU"], rows, markdown=True)))
+    bk.write_json(args.json, {"tasks": args.tasks, "sets": args.sets, "repeats": args.repeats,
+                              "arms": arms, "runs": runs, "median": med, "load": bk.load()})
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    bk.run_cli(main)

@@ -2,8 +2,8 @@
 """`report --html` on a big store: before (a git ref, default the branch point from main)
 against this tree, in one invocation, on the same store.
 
-    python3 bench/bench_html.py                      # 100,000 records, made once and kept
-    python3 bench/bench_html.py --records 20000 --runs 3 --browser --json out.json
+    ./dev python bench/bench_html.py                 # 100,000 records, made once and kept
+    ./dev python bench/bench_html.py --records 20000 --runs 3 --browser --json out.json
 
 For each side it runs, in fresh processes, `python -m pytest_jaato_eval report STORE`
 (the store read and the terminal pivot: the part this change does not touch) and the same
@@ -24,13 +24,14 @@ import random
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import zlib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import benchkit as bk
+
+ROOT = bk.REPO
 KEYS = ("results_version", "caveats", "arm_id", "task_id", "profile_set", "repeat", "state",
         "blocked_reason", "verdicts", "usage", "duration_seconds", "turns", "finish_reason",
         "payload_hash", "error", "session_id", "session_ids", "model", "provider",
@@ -138,17 +139,11 @@ def make_store(path: Path, records: int, seed: int = 14) -> Path:
 
 
 def _run(python: str, pythonpath: Path, args: list[str], cwd: Path) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(pythonpath))
-    start = time.perf_counter()
-    proc = subprocess.Popen([python, "-m", "pytest_jaato_eval", *args], cwd=cwd, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode(errors="replace")
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"{args}: exit {proc.returncode}\n{err[-2000:]}")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024}
+    m = bk.measure([python, "-m", "pytest_jaato_eval", *args], cwd=cwd,
+                   env=dict(os.environ, PYTHONPATH=str(pythonpath)))
+    if m["rc"] not in (0, 1):
+        raise SystemExit(f"{args}: exit {m['rc']}\n{m['stderr']}")
+    return m
 
 
 BROWSER_TIMEOUT = 600
@@ -156,20 +151,17 @@ BROWSER_TIMEOUT = 600
 
 def _browser(page: Path, scratch: Path) -> float | None:
     """Seconds until headless chromium has loaded, laid out and painted the page (its
-    screenshot); BROWSER_TIMEOUT when it had not by then."""
+    screenshot); BROWSER_TIMEOUT when it had not by then (its whole tree is then ended)."""
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
         return None
     with tempfile.TemporaryDirectory(dir=scratch) as profile:
-        start = time.perf_counter()
-        try:
-            subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                            "--disable-background-networking", f"--user-data-dir={profile}",
-                            "--window-size=1400,1000", f"--screenshot={scratch / 'shot.png'}",
-                            page.as_uri()], capture_output=True, timeout=BROWSER_TIMEOUT)
-        except subprocess.TimeoutExpired:  # subprocess.run has killed it
-            return float(BROWSER_TIMEOUT)
-        return time.perf_counter() - start
+        ran = bk.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                      "--disable-background-networking", f"--user-data-dir={profile}",
+                      "--window-size=1400,1000", f"--screenshot={scratch / 'shot.png'}",
+                      page.as_uri()], cwd=scratch, log_path=scratch / "chromium.log",
+                     timeout=BROWSER_TIMEOUT)
+        return float(BROWSER_TIMEOUT) if ran.timed_out else ran.wall
 
 
 def main() -> int:
@@ -178,7 +170,7 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--before", default=None, help="git ref of the old code (default: the "
                                                    "merge base of HEAD and main)")
-    ap.add_argument("--python", default=str(ROOT / ".venv" / "bin" / "python"))
+    ap.add_argument("--python", default=bk.OUR_PYTHON)
     ap.add_argument("--runs", type=int, default=1, help="runs per side (median shown)")
     ap.add_argument("--browser", action="store_true", help="also time chromium on each page")
     ap.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "bench-html")
@@ -197,10 +189,7 @@ def main() -> int:
                                         capture_output=True, text=True, check=True).stdout.strip()
     before = scratch / "before"
     shutil.rmtree(before, ignore_errors=True)
-    before.mkdir()
-    archive = subprocess.run(["git", "archive", ref, "pytest_jaato_eval"], cwd=ROOT,
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(before)], input=archive, check=True)
+    bk.git_export(ref, before)
     sides = {"before": before, "after": ROOT}
     print(f"store {store} ({store.stat().st_size / 1e6:.0f} MB); before = {ref[:12]}, "
           f"after = this tree; {args.runs} run(s) each", flush=True)
@@ -244,11 +233,9 @@ def main() -> int:
         cap = f"≥ {BROWSER_TIMEOUT} (cut)" if b >= BROWSER_TIMEOUT else f"{b:.1f}"
         print(f"| chromium load + screenshot, s (empty page: {e:.1f}) | {cap} | {a:.1f} | "
               f"{'≤ ' if b >= BROWSER_TIMEOUT else ''}{a / b:.2f} |")
-    if args.json:
-        args.json.write_text(json.dumps({"store": str(store), "before": ref, **results},
-                                        indent=2))
+    bk.write_json(args.json, {"store": str(store), "before": ref, **results})
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    bk.run_cli(main)

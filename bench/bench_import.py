@@ -11,25 +11,20 @@ and prints the median wall time of each, their difference and ratio, and the
 plugin module's own import time (``python -X importtime``), with whether the
 run imported ``jaato_sdk``.
 
-    python3 bench/bench_import.py [--python .venv/bin/python] [--runs 15] [--json OUT]
+    ./dev python bench/bench_import.py [--runs 15] [--before REF] [--json OUT]
 
-Stdlib only. Measure on an idle machine: the difference is tens of milliseconds.
+Measure on an idle machine: the difference is tens of milliseconds.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-DEV_ONLY_PLUGINS = ["-p", "no:hypothesispytest"]  # not in a user's install (bench_vs_reference)
+import benchkit as bk
 
 PLAIN_TEST = """
 import sys
@@ -43,21 +38,18 @@ def test_no_sdk_was_imported():
 
 
 def timed_run(python: str, cwd: Path, extra: list[str]) -> float:
-    argv = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *DEV_ONLY_PLUGINS, *extra]
-    started = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
-    elapsed = time.perf_counter() - started
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}")
-    return elapsed
+    argv = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *bk.DEV_ONLY_PLUGINS, *extra]
+    m = bk.measure(argv, cwd=cwd, output=cwd.parent / "pytest.out")
+    if m["rc"] != 0:
+        out = (cwd.parent / "pytest.out").read_text(errors="replace")
+        raise SystemExit(f"{' '.join(argv)} failed ({m['rc']}):\n{out[-2000:]}{m['stderr']}")
+    return m["wall"]
 
 
 def import_time(python: str, pythonpath: str | None = None) -> tuple[float, bool]:
     """Cumulative import time of the plugin module (s) once pytest is loaded, as in a
     pytest run, and whether it pulled in the SDK."""
-    env = dict(os.environ)
-    if pythonpath:
-        env["PYTHONPATH"] = pythonpath
+    env = dict(os.environ, **({"PYTHONPATH": pythonpath} if pythonpath else {}))
     proc = subprocess.run([python, "-X", "importtime", "-c",
                            "import pytest; import pytest_jaato_eval.plugin"],
                           capture_output=True, text=True, check=True, env=env,
@@ -74,7 +66,7 @@ def import_time(python: str, pythonpath: str | None = None) -> tuple[float, bool
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--python", default=str(REPO / ".venv/bin/python"))
+    ap.add_argument("--python", default=bk.OUR_PYTHON)
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--json", default=None)
     ap.add_argument("--before", default=None, metavar="REF",
@@ -82,8 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--imports", type=int, default=5, help="import-time samples (median)")
     args = ap.parse_args(argv)
 
-    with tempfile.TemporaryDirectory(prefix="jaato-bench-import-") as scratch:
-        root = Path(scratch)
+    before = None
+    with bk.scratch("jaato-bench-import-") as scratch:
+        root = scratch / "project"
+        root.mkdir()
         (root / "test_plain.py").write_text(PLAIN_TEST)
         (root / "pytest.ini").write_text("[pytest]\n")
         timed_run(args.python, root, [])  # warm the file cache once, unmeasured
@@ -91,25 +85,17 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.runs):  # alternate, so drift in machine load hits both alike
             with_plugin.append(timed_run(args.python, root, []))
             without.append(timed_run(args.python, root, ["-p", "no:jaato_eval"]))
-    own = statistics.median(import_time(args.python)[0] for _ in range(args.imports))
-    sdk = import_time(args.python)[1]
-    before = None
-    if args.before:
-        import io
-        import tarfile
-        with tempfile.TemporaryDirectory(prefix="jaato-bench-import-old-") as old:
-            data = subprocess.run(["git", "-C", str(REPO), "archive", args.before,
-                                   "pytest_jaato_eval"], capture_output=True, check=True).stdout
-            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-                tar.extractall(old, filter="data")
+        own = statistics.median(import_time(args.python)[0] for _ in range(args.imports))
+        sdk = import_time(args.python)[1]
+        if args.before:
+            old = str(bk.git_export(args.before, scratch / "old"))
             before = statistics.median(import_time(args.python, old)[0]
                                        for _ in range(args.imports))
     a, b = statistics.median(with_plugin), statistics.median(without)
     result = {"runs": args.runs, "with_plugin_s": round(a, 4), "without_plugin_s": round(b, 4),
               "added_ms": round((a - b) * 1000, 1), "ratio": round(a / b, 3),
               "plugin_import_s": round(own, 4), "plugin_import_pulls_sdk": sdk,
-              "plugin_import_before_s": before,
-              "load_average": os.getloadavg()[0]}
+              "plugin_import_before_s": before, "load_average": os.getloadavg()[0]}
     print(f"one-test pytest run, median of {args.runs} (alternating):")
     print(f"  with the plugin      {a * 1000:8.1f} ms")
     print(f"  -p no:jaato_eval     {b * 1000:8.1f} ms")
@@ -119,11 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     if before is not None:
         print(f"  the same import as of {args.before}: {before * 1000:.1f} ms "
               f"(now {own / before:.3f} of it)")
-    print(f"  load average at the end: {result['load_average']:.2f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"  at the end: {bk.load()}")
+    bk.write_json(args.json, result)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    bk.run_cli(main)

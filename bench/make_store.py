@@ -6,7 +6,7 @@ Every record is made by the plugin's own producer (`record.build_record` from an
 byte-for-byte what a run writes: PASS, FAIL and BLOCKED arms, graders with evidence
 (FAIL arms carry a failing script's output), usage, pins, a payload hash.
 
-    .venv/bin/python bench/make_store.py OUT.jsonl [--records 100000] [--seed 1]
+    ./dev python bench/make_store.py OUT.jsonl [--records 100000] [--seed 1]
 
 The default (100,000 records over 250 tasks x 4 profile sets x 100 repeats) is ~250 MB.
 """

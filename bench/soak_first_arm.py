@@ -8,7 +8,7 @@ When a run has a BLOCKED arm, its daemons' logs are kept (a conftest in the scra
 project copies them before the run folder is removed) and the lines naming the
 cause are printed.
 
-    python3 bench/soak_first_arm.py [--runs 25] [--workers 2] [--burners 2] [--json out.json]
+    ./dev python bench/soak_first_arm.py [--runs 25] [--workers 2] [--burners 2] [--json out.json]
 
 Burners are busy-looping Python processes this script starts and ends by PID.
 Reports the machine's load average before and after, because the machine is shared.
@@ -16,21 +16,13 @@ Reports the machine's load average before and after, because the machine is shar
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "bench"))
-sys.dont_write_bytecode = True
-import bench_vs_reference as bvr  # noqa: E402  (sibling script: /proc helper, --json writer)
-
-PY = REPO / ".venv" / "bin" / "python"
+import benchkit as bk
 
 # Loaded by the controller and by every xdist worker: before the plugin removes a run
 # folder, its daemon logs are copied to $SOAK_KEEP (only the logs; nothing else changes).
@@ -59,10 +51,6 @@ _worker.Worker.finish = _keep
 CAUSE_WORDS = ("Error reading from", "Traceback", "Client error", "ERROR", "LOOP_STALL")
 
 
-def burners(n: int) -> list[subprocess.Popen]:
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=25)
@@ -72,67 +60,57 @@ def main() -> int:
                     help="where the daemon logs of runs with a BLOCKED arm are copied")
     ap.add_argument("--json", default=None, help="write every run's raw numbers here")
     args = ap.parse_args()
-    base = Path(tempfile.mkdtemp(prefix="jsoak1-"))
-    shutil.copytree(REPO / "tasks", base / "tasks")
-    (base / "conftest.py").write_text(KEEPER)
     expected_arms = None
-    rows, spurious, burning = [], 0, burners(args.burners)
-    load_before = os.getloadavg()
-    print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; "
-          f"{args.burners} burners started; {os.cpu_count()} CPUs", flush=True)
+    rows: list[dict] = []
+    load_before = bk.load()
+    burning = [bk.spawn([sys.executable, "-c", "while True: pass"]) for _ in range(args.burners)]
+    print(f"before: {load_before}; {args.burners} burners started", flush=True)
     try:
-        for run in range(1, args.runs + 1):
-            store, tmp, keep = base / f"run{run}.jsonl", base / f"tmp{run}", base / f"logs{run}"
-            tmp.mkdir()
-            keep.mkdir()
-            t0 = time.monotonic()
-            proc = subprocess.run(
-                [str(PY), "-m", "pytest", "tasks", "-q", "-p", "no:cacheprovider",
-                 "-p", "no:hypothesispytest", "-n", str(args.workers), f"--jaato-out={store}"],
-                cwd=base, capture_output=True, text=True,
-                env={**os.environ, "TMPDIR": str(tmp), "SOAK_KEEP": str(keep)})
-            wall = time.monotonic() - t0
-            records = [json.loads(x) for x in store.read_text().splitlines() if x.strip()] if (
-                store.exists()) else []
-            expected_arms = expected_arms or len(records)
-            blocked = [r for r in records if r["state"] == "BLOCKED"]
-            spurious += len(blocked)
-            time.sleep(0.5)
-            left = bvr.processes_naming(str(tmp))
-            rows.append({"run": run, "exit": proc.returncode, "records": len(records),
-                         "blocked": len(blocked), "failed": sum(r["state"] == "FAIL" for r in records),
-                         "left_running": len(left), "wall": round(wall, 2),
-                         "reasons": [f"{r['arm_id']}: {r['blocked_reason']}" for r in blocked]})
-            print(f"run {run:2d}: exit {proc.returncode}, {len(records)} records, {wall:5.1f} s, "
-                  f"blocked {len(blocked)}, left {len(left)}, load {os.getloadavg()[0]:.2f}",
-                  flush=True)
-            for r in blocked:
-                print(f"        BLOCKED {r['arm_id']}: {r['blocked_reason'][:300]}")
-            if blocked:
-                for log in sorted(keep.iterdir()):
-                    lines = log.read_text(errors="replace").splitlines()
-                    hits = [x for x in lines if any(w in x for w in CAUSE_WORDS)]
-                    for x in hits[:12]:
-                        print(f"        {log.name}: {x[:300]}")
-                    saved = Path(args.keep_logs) / f"run{run}"
-                    saved.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(log, saved / log.name)
-            shutil.rmtree(keep, ignore_errors=True)
+        with bk.scratch("jsoak1-") as base:
+            shutil.copytree(bk.REPO / "tasks", base / "tasks")
+            (base / "conftest.py").write_text(KEEPER)
+            for run in range(1, args.runs + 1):
+                store, tmp, keep = base / f"run{run}.jsonl", base / f"tmp{run}", base / f"logs{run}"
+                tmp.mkdir()
+                keep.mkdir()
+                ran = bk.run(bk.our_pytest(bk.OUR_PYTHON, "tasks", store, "-n", str(args.workers)),
+                             cwd=base, log_path=base / f"run{run}.log", needle=str(tmp), settle=0.5,
+                             env={**os.environ, "TMPDIR": str(tmp), "SOAK_KEEP": str(keep)})
+                records = bk.read_records(store)
+                expected_arms = expected_arms or len(records)
+                blocked = [r for r in records if r["state"] == "BLOCKED"]
+                rows.append({"run": run, "exit": ran.rc, "records": len(records),
+                             "blocked": len(blocked), "failed": sum(r["state"] == "FAIL" for r in records),
+                             "left_running": len(ran.leftovers), "wall": round(ran.wall, 2),
+                             "reasons": [f"{r['arm_id']}: {r['blocked_reason']}" for r in blocked]})
+                print(f"run {run:2d}: exit {ran.rc}, {len(records)} records, {ran.wall:5.1f} s, "
+                      f"blocked {len(blocked)}, left {len(ran.leftovers)}, "
+                      f"load {os.getloadavg()[0]:.2f}", flush=True)
+                for r in blocked:
+                    print(f"        BLOCKED {r['arm_id']}: {r['blocked_reason'][:300]}")
+                if blocked:
+                    for log in sorted(keep.iterdir()):
+                        lines = log.read_text(errors="replace").splitlines()
+                        for x in [x for x in lines if any(w in x for w in CAUSE_WORDS)][:12]:
+                            print(f"        {log.name}: {x[:300]}")
+                        saved = Path(args.keep_logs) / f"run{run}"
+                        saved.mkdir(parents=True, exist_ok=True)
+                        shutil.copyfile(log, saved / log.name)
+                shutil.rmtree(keep, ignore_errors=True)
     finally:
-        for b in burning:
-            b.kill()
-            b.wait()
-        shutil.rmtree(base, ignore_errors=True)
-    load_after = os.getloadavg()
+        for proc, tree in burning:
+            tree.kill(0)
+            proc.wait()
     walls = [r["wall"] for r in rows]
+    spurious = sum(r["blocked"] for r in rows)
     print(f"\n{len(rows)} runs x {expected_arms} arms at -n {args.workers} beside {args.burners} "
           f"burners: spurious BLOCKED {spurious}, FAIL {sum(r['failed'] for r in rows)}, "
           f"processes left {sum(r['left_running'] for r in rows)}; wall {min(walls):.1f}-"
-          f"{max(walls):.1f} s; load average after {load_after[0]:.2f}")
-    bvr.write_report(args.json, {"runs": rows, "load_before": load_before,
-                                 "load_after": load_after, "burners": args.burners})
+          f"{max(walls):.1f} s; after: {bk.load()}")
+    bk.write_json(args.json, {"runs": rows, "load_before": load_before,
+                              "load_after": bk.load(), "burners": args.burners})
     return 0 if spurious == 0 else 1
 
 
 if __name__ == "__main__":
-    bvr.run_cli(main)
+    bk.run_cli(main)
