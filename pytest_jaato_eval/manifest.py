@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from .engine.files import yaml_loader
 from .render import safe_text
 from .task_tree import TaskTree, TreeError, list_tree, skipped_in_fixture
 
@@ -133,13 +134,6 @@ def load_task(path: Path | str) -> Task:
         graders=tuple(_grader_spec(g) for g in m.graders),
         budget=_budget(m.budget), repeats=m.repeats, marks=tuple(m.marks), tree=tree,
         env_passthrough=tuple(harness.env_passthrough), contamination=m.contamination)
-
-
-def yaml_loader():
-    """The safe YAML loader every reader of task and profile files uses."""
-    import yaml
-    # libyaml's parser when PyYAML was built with it: the same documents, ~7x faster.
-    return yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else yaml.SafeLoader
 
 
 def _directory(path: Path, value: str, where: str) -> Path:

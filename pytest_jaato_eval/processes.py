@@ -79,13 +79,21 @@ class Ident:
         return self.process() is not None
 
 
-def die_with_parent(sig: int = signal.SIGKILL) -> None:
-    """In a child before exec: get `sig` when the thread that started it dies (Linux)."""
+def _find_prctl():
     try:
         import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux
+        return None
+
+
+_prctl = _find_prctl()  # looked up once here, not in every forked child
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """In a child before exec: get `sig` when the thread that started it dies (Linux)."""
+    if _prctl is not None:
+        _prctl(1, sig)  # PR_SET_PDEATHSIG
 
 
 def descendants(pid: int) -> list[Ident]:
@@ -97,30 +105,41 @@ def descendants(pid: int) -> list[Ident]:
     return [i for i in (Ident.of(c.pid) for c in children) if i is not None]
 
 
-def marked(prefix: str) -> list[Ident]:
-    """Live processes of this user whose environment carries TREE_VAR starting `prefix`."""
+def born_since(since: float | None) -> list[Ident]:
+    """Live processes started at or after the stamp `since` (every one when None): a
+    tree's members cannot be older than its leader, and checking a stamp is far cheaper
+    than reading an environment."""
+    found = []
+    for pid in psutil.pids():
+        ident = Ident.of(pid)
+        if ident is not None and (since is None or ident.started >= since):
+            found.append(ident)
+    return found
+
+
+def marked(prefix: str, among: list[Ident] | None = None) -> list[Ident]:
+    """Live processes of this user (of `among` when given) whose environment carries
+    TREE_VAR starting `prefix`."""
     me, uid, found = os.getpid(), os.getuid(), []
-    for proc in psutil.process_iter(["pid", "uids"]):
+    for ident in born_since(None) if among is None else among:
         try:
-            if proc.pid == me or (proc.info["uids"] and proc.info["uids"].real != uid):
+            proc = psutil.Process(ident.pid)
+            if ident.pid == me or proc.uids().real != uid:
                 continue
-            value = proc.environ().get(TREE_VAR, "")
-            ident = Ident.of(proc.pid) if value.startswith(prefix) else None
-            if ident is not None:
+            if proc.environ().get(TREE_VAR, "").startswith(prefix):
                 found.append(ident)
         except (psutil.Error, OSError, ValueError, UnicodeError):
             continue
     return found
 
 
-def group_members(pgid: int) -> list[Ident]:
+def group_members(pgid: int, among: list[Ident] | None = None) -> list[Ident]:
     out = []
-    for proc in psutil.process_iter(["pid"]):
+    for ident in born_since(None) if among is None else among:
         try:
-            ident = Ident.of(proc.pid) if os.getpgid(proc.pid) == pgid else None
-            if ident is not None:
+            if os.getpgid(ident.pid) == pgid:
                 out.append(ident)
-        except (OSError, psutil.Error):
+        except OSError:
             continue
     return out
 
@@ -181,8 +200,9 @@ class Tree:
 
     def members(self) -> set[Ident]:
         found = {self.leader} | self.seen | set(descendants(self.leader.pid))
-        found |= set(group_members(self.leader.pid))  # its session's group id is its pid
-        found |= set(marked(self.marker))
+        younger = born_since(self.leader.started or None)  # none is older than its leader
+        found |= set(group_members(self.leader.pid, younger))  # its session's group id is its pid
+        found |= set(marked(self.marker, younger))
         return {i for i in found if i.pid != os.getpid()}
 
     def kill(self, grace: float = TERM_GRACE) -> None:

@@ -20,7 +20,7 @@ import yaml
 from jaato_sdk.client.ipc import IPCClient
 from jaato_sdk.events import ClientType, EventType
 
-from .files import read_bounded
+from .files import read_bounded, yaml_loader
 
 log = logging.getLogger(__name__)
 READ_WAIT = 5.0
@@ -103,7 +103,7 @@ def _load_profile(path: Path, config_root: Path) -> dict | None:
         return None
     try:
         text = raw.decode("utf-8")
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=yaml_loader())
     except (ValueError, yaml.YAMLError, RecursionError):
         return None
     return data if isinstance(data, dict) else None

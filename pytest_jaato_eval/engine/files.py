@@ -13,6 +13,13 @@ from pathlib import Path
 LOG_CAP = 16 * 1024 * 1024  # a session log or record larger than this is read in part
 
 
+def yaml_loader():
+    """The safe YAML loader every reader of task and profile files uses."""
+    import yaml
+    # libyaml's parser when PyYAML was built with it: the same documents, ~7x faster.
+    return yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else yaml.SafeLoader
+
+
 def inside(path: Path, root: Path) -> bool:
     """True when `path`, every link resolved, is `root` or below it."""
     try:
