@@ -18,8 +18,11 @@ session and is re-parented between two snapshots is not found. Only a cgroup
 from __future__ import annotations
 
 import atexit
+import errno
+import functools
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -261,14 +264,58 @@ def start(args, *, env: dict[str, str] | None = None, **popen) -> tuple[subproce
     """Popen `args` as a new tree: its own session, our marker, SIGKILL if we die first."""
     env, marker = new_tree_env(dict(os.environ if env is None else env))
     popen.setdefault("stdin", subprocess.DEVNULL)
-    proc = subprocess.Popen(args, env=env, start_new_session=True,
-                            preexec_fn=die_with_parent, **popen)
+    prefix = _pdeathsig_prefix()
+    if prefix is None:
+        proc = subprocess.Popen(args, env=env, start_new_session=True,
+                                preexec_fn=die_with_parent, **popen)
+    else:
+        argv = _argv(args, popen.pop("shell", False), env, popen.get("cwd"))
+        proc = subprocess.Popen(prefix + argv, env=env, start_new_session=True, **popen)
     return proc, adopt(proc.pid, marker)
+
+
+@functools.cache
+def _pdeathsig_prefix() -> list[str] | None:
+    """util-linux's `setpriv --pdeathsig KILL --`, where it works: the same parent-death
+    signal as `die_with_parent`, set without a Python preexec_fn, so subprocess can vfork
+    instead of copying this (large) process: several ms less per grader."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return None
+    prefix = [setpriv, "--pdeathsig", "KILL", "--"]
+    try:
+        ok = subprocess.run(prefix + ["true"], stdin=subprocess.DEVNULL, capture_output=True,
+                            timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return prefix if ok else None
+
+
+def _argv(args, shell: bool, env: dict[str, str], cwd) -> list[str]:
+    """The argument list Popen would exec, raising as Popen does when the program cannot
+    be run (setpriv would only report it as an exit code)."""
+    if shell:
+        return ["/bin/sh", "-c", args] if isinstance(args, str) else ["/bin/sh", "-c", *args]
+    argv = [os.fspath(a) for a in ([args] if isinstance(args, (str, os.PathLike)) else args)]
+    program = argv[0]
+    if os.sep in program:
+        path = os.path.join(os.fspath(cwd), program) if cwd else program
+    else:
+        path = shutil.which(program, path=env.get("PATH", os.defpath)) or ""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+    if not os.access(path, os.X_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
+    return argv  # setpriv looks `program` up on the same PATH
 
 
 def wait(proc, tree: Tree, timeout: float | None, poll: float = 0.2) -> int:
     """Wait for the leader, noting its descendants as it goes; TimeoutExpired past `timeout`."""
     deadline = None if not timeout else time.monotonic() + timeout
+    try:  # most graders end within milliseconds: no snapshot needed for those
+        return proc.wait(timeout=min(0.02, timeout) if timeout else 0.02)
+    except subprocess.TimeoutExpired:
+        pass
     while True:
         tree.snapshot()
         step = poll if deadline is None else min(poll, max(0.0, deadline - time.monotonic()))
