@@ -91,7 +91,8 @@ class TaskFile(pytest.File):
                 self, name=f"{name}[{param}]", originalname=name, callobj=run_task_arm,
                 callspec=CallSpec(_idlist=[param]), arm=arm, fixtureinfo=fixtureinfo)
             fixtureinfo = item._fixtureinfo
-            if wants_own_daemon(item) and not preflight.check(task, arm.profile_set):
+            if worker.may_start_early and wants_own_daemon(item) and not preflight.check(
+                    task, arm.profile_set):
                 worker.start_daemon_early()
             yield item
 
