@@ -11,8 +11,10 @@ Both trees are generated in a scratch directory (removed afterwards unless --kee
 - baselines, collected by the same interpreter with the same plugins:
   `one file`: one no-op test parametrised over N x S x R values;
   `N files`: N test files, each one no-op test parametrised over S x R values.
+  `N folders` (with --folders): the same N files, each in a folder of its own: the shape
+  of a task tree (pytest's per-folder work) with no task in it.
 
-Each of the three runs --runs times, interleaved, in fresh processes; the table gives the
+Each side runs --runs times, interleaved, in fresh processes; the table gives the
 median wall time and the median CPU time (user + system of the pytest process: steadier
 than wall time on a loaded machine) and the ratios ours / baseline.
 """
@@ -82,9 +84,11 @@ def make_tasks(root: Path, tasks: int, sets: int) -> None:
             (profiles / "writer.yaml").write_text(PROFILE)
 
 
-def make_baseline(root: Path, files: int, per_file: int) -> None:
+def make_baseline(root: Path, files: int, per_file: int, folders: bool = False) -> None:
     for i in range(files):
-        (root / f"test_noop_{i:04d}.py").write_text(BASELINE.format(n=per_file))
+        where = root / f"d{i:04d}" if folders else root
+        where.mkdir(exist_ok=True)
+        (where / f"test_noop_{i:04d}.py").write_text(BASELINE.format(n=per_file))
 
 
 def collect(python: str, args: list[str], cwd: Path, expect: int) -> tuple[float, float]:
@@ -113,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--python", default=bk.OUR_PYTHON, help="interpreter with the plugin")
     p.add_argument("--before", metavar="PYTHON", help="also collect our tasks with this "
                    "interpreter (another checkout of the plugin), interleaved, for a before/after")
+    p.add_argument("--folders", action="store_true", help="also collect the N-files baseline "
+                   "with each file in a folder of its own (the task tree's shape)")
     p.add_argument("--json", metavar="PATH", help="write every measurement here")
     p.add_argument("--keep", action="store_true", help="keep the generated trees")
     args = p.parse_args(argv)
@@ -120,11 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     arms = args.tasks * args.sets * args.repeats
     with bk.scratch("jaato-bench-co-", args.keep) as scratch:
         ours, files, one = scratch / "tasks", scratch / "files", scratch / "one"
-        for d in (ours, files, one):
+        folders = scratch / "folders"
+        for d in (ours, files, one, folders):
             d.mkdir()
         make_tasks(ours, args.tasks, args.sets)
         make_baseline(files, args.tasks, args.sets * args.repeats)
         make_baseline(one, 1, arms)
+        if args.folders:
+            make_baseline(folders, args.tasks, args.sets * args.repeats, folders=True)
         sets = ",".join(f"s{s}" for s in range(args.sets))
         ours_argv = [f"--profile-set={sets}", f"--jaato-repeats={args.repeats}", str(ours)]
         sides = {
@@ -132,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             **({"before": (ours_argv, f"the same, with {args.before}")} if args.before else {}),
             "one file": ([str(one)], f"{arms:,} parametrised no-op tests in one file"),
             "files": ([str(files)], f"{arms:,} parametrised no-op tests in {args.tasks:,} files"),
+            **({"folders": ([str(folders)], f"the same {args.tasks:,} files, one per folder")}
+               if args.folders else {}),
         }
         runs: dict[str, list[tuple[float, float]]] = {side: [] for side in sides}
         python = {side: args.before if side == "before" else args.python for side in sides}

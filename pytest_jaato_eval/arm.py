@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import contamination, preflight, workspace
+from .arms import Arm, arms_of
 from .engine.accounting import count_nudges
 from .engine.budget import profile_ceiling
 from .engine.daemon import DaemonError
@@ -23,32 +24,6 @@ from .manifest import DRIVER, Task
 from .results.record import build_record
 from .redact import Redactor
 from .verdict import BLOCKED, FAIL, PASS, roll_up
-
-DEFAULT_SET = "default"
-
-
-@dataclass(frozen=True)
-class Arm:
-    """(task, profile set, repeat). `profile_set` is the set the arm actually uses."""
-
-    task: Task
-    profile_set: str | None
-    repeat: int
-
-    @property
-    def set_name(self) -> str:
-        return self.profile_set or DEFAULT_SET
-
-    @property
-    def id(self) -> str:
-        return f"{self.task.id}@{self.set_name}#{self.repeat}"
-
-
-def arms_of(task: Task, profile_sets: list[str] | None, repeats: int | None) -> list[Arm]:
-    """X2: task x profile set x repeat. The CLI's sets win over the task's own."""
-    sets: list[str | None] = list(profile_sets) if profile_sets else [task.profile_set]
-    n = repeats if repeats is not None else task.repeats
-    return [Arm(task, s, r) for s in sets for r in range(n)]
 
 
 class Daemon(Protocol):

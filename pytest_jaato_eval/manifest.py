@@ -103,7 +103,9 @@ def load_task(path: Path | str) -> Task:
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(path, "", f"cannot read: {exc}") from None
     try:
-        doc = yaml.load(text, Loader=yaml_loader())
+        doc = _parsed.pop(raw, None)
+        if doc is None:
+            doc = yaml.load(text, Loader=yaml_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "yaml"
@@ -134,6 +136,25 @@ def load_task(path: Path | str) -> Task:
         graders=tuple(_grader_spec(g) for g in m.graders),
         budget=_budget(m.budget), repeats=m.repeats, marks=tuple(m.marks), tree=tree,
         env_passthrough=tuple(harness.env_passthrough), contamination=m.contamination)
+
+
+# Collection reads each task.yaml twice, the fence (never entering its fixture or config
+# root) just before the collector: the fence's document is handed on, by the exact bytes
+# it was parsed from and once, so each manifest is parsed once. Bounded: a few entries.
+_parsed: dict[bytes, Any] = {}
+_PARSED_KEPT = 16
+
+
+def parse_for_collection(raw: bytes) -> Any:
+    """The YAML document of a manifest's bytes (raising what the parser raises), kept for
+    the `load_task` that reads the same bytes next."""
+    import yaml
+    doc = yaml.load(raw.decode("utf-8"), Loader=yaml_loader())
+    if doc is not None:
+        while len(_parsed) >= _PARSED_KEPT:
+            del _parsed[next(iter(_parsed))]
+        _parsed[raw] = doc
+    return doc
 
 
 def _directory(path: Path, value: str, where: str) -> Path:

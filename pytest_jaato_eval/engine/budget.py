@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from jaato_sdk.client.ipc import IPCClient
-from jaato_sdk.events import ClientType, EventType
 
 from .files import read_bounded, yaml_loader
 
@@ -38,6 +36,9 @@ class PoolOwner:
     """One connection that declares task pools and reads them, for the whole run."""
 
     def __init__(self, socket_path: str, workspace: Path):
+        # The SDK only here: collecting a task reads this module's ceilings, not its pool.
+        from jaato_sdk.client.ipc import IPCClient
+        from jaato_sdk.events import ClientType, EventType
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="jaato-pool-owner",
                                        daemon=True)

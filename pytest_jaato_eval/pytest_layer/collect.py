@@ -7,6 +7,7 @@ for a test function, and its `[set-rN]` suffix is a real parametrisation id, so
 """
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import re
@@ -18,7 +19,7 @@ import pytest
 
 from . import outcome
 from .. import preflight
-from ..arm import Arm, arms_of
+from ..arms import Arm, arms_of
 from ..engine.budget import ceiling_warning
 from ..manifest import ManifestError, load_task
 from .run import ARM_KEY, HANDLE_KEY, arm_of, worker_of
@@ -31,6 +32,7 @@ except ImportError:  # pytest 8 names it CallSpec2
 MANIFEST_NAME = "task.yaml"
 
 
+@functools.lru_cache(maxsize=1024)  # the same few profile set names, once per arm
 def _node_safe(text: str) -> str:
     """Node names must not contain `::` or whitespace; keep everything else readable."""
     return re.sub(r"\s+", "_", text.replace("::", ":_:"))
@@ -78,12 +80,19 @@ class TaskFile(pytest.File):
             self.warn(pytest.PytestWarning(warning))
         for i, (name, args) in enumerate(getattr(task, "marks", ())):
             self.add_marker(task_mark(self.path, i, name, args, self))  # on every arm of the task
+        name = _node_safe(task.id)
+        # Every arm of a task has the same parent, marks and test function, so the same
+        # fixture closure: computed for the first arm, shared by the rest (as pytest shares
+        # one function's closure between its parametrised items).
+        fixtureinfo = None
         for arm in arms_of(task, settings.profile_sets, settings.repeats):
+            param = arm_param_id(arm)
             item = ArmItem.from_parent(
-                self, name=f"{_node_safe(task.id)}[{arm_param_id(arm)}]",
-                originalname=_node_safe(task.id), callobj=run_task_arm,
-                callspec=CallSpec(_idlist=[arm_param_id(arm)]), arm=arm)
-            if wants_own_daemon(item) and not preflight.check(task, arm.profile_set):
+                self, name=f"{name}[{param}]", originalname=name, callobj=run_task_arm,
+                callspec=CallSpec(_idlist=[param]), arm=arm, fixtureinfo=fixtureinfo)
+            fixtureinfo = item._fixtureinfo
+            if worker.may_start_early and wants_own_daemon(item) and not preflight.check(
+                    task, arm.profile_set):
                 worker.start_daemon_early()
             yield item
 
@@ -112,7 +121,7 @@ class ArmItem(pytest.Function):
         self.arm = arm
         self.stash[ARM_KEY] = arm
         self.user_properties.extend(outcome.identity_properties(arm))
-        self.add_marker(pytest.mark.jaato)
+        self.add_marker(jaato_mark())
         self.extra_keyword_matches.update({arm.task.id, arm.set_name, arm.id})
 
     def setup(self) -> None:
@@ -134,6 +143,12 @@ class ArmItem(pytest.Function):
 
     def reportinfo(self):
         return self.path, 0, self.arm.id
+
+
+@functools.cache
+def jaato_mark():
+    """The `jaato` mark every arm carries: one immutable mark, shared."""
+    return pytest.mark.jaato
 
 
 def task_mark(path, index: int, name: str, args: Any, node=None):

@@ -11,7 +11,9 @@ pytest loads a directory's conftest only when it collects that directory.
 """
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from functools import lru_cache
 from pathlib import Path
 
@@ -22,36 +24,56 @@ _ANCESTORS = 64  # how far up a link target is searched for the task that owns i
 
 
 def ignored(path: Path) -> bool:
-    """True when collection must not enter `path` (a directory, or a file inside one)."""
-    parent = path.parent
-    if not _is_task_dir(parent):
-        return _link_into_fenced(path) if _is_dir_link(path) else False
-    if _is_dir_link(path):
+    """True when collection must not enter `path` (a directory, or a file inside one).
+
+    Asked by pytest for every path it meets, in every run: plain `os` calls on strings,
+    one stat of the parent's task.yaml and one lstat of the path in the common case.
+    """
+    name = os.fspath(path)
+    parent = os.path.dirname(name)
+    stamp = _manifest_stamp(parent)
+    if stamp is None:
+        return _link_into_fenced(Path(name)) if _is_dir_link(name) else False
+    if _is_dir_link(name):
         return True  # a task folder's own links are never followed (`fixture/../x -> /`)
-    return path.name in fenced_names(parent)
+    return os.path.basename(name) in _fenced_names(parent, stamp)
 
 
-def _is_dir_link(path: Path) -> bool:
+# What pathlib's is_symlink()/is_dir()/is_file() read as "no": the path is simply not there.
+_ABSENT = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
+
+
+def _is_dir_link(path: str) -> bool:
     try:
-        return path.is_symlink() and path.is_dir()
-    except OSError:
-        return True  # a link that cannot even be resolved is not walked either
+        if not stat.S_ISLNK(os.lstat(path).st_mode):
+            return False
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError as exc:
+        # A link that cannot even be resolved is not walked either.
+        return exc.errno not in _ABSENT
+    except ValueError:
+        return False
+
+
+def _manifest_stamp(directory: str) -> int | None:
+    """The mtime of the directory's task.yaml when it is a regular file (a task folder)."""
+    try:
+        st = os.stat(os.path.join(directory, MANIFEST))
+    except (OSError, ValueError):
+        return None
+    return st.st_mtime_ns if stat.S_ISREG(st.st_mode) else None
 
 
 def _is_task_dir(directory: Path) -> bool:
-    try:
-        return (directory / MANIFEST).is_file()
-    except OSError:
-        return False
+    return _manifest_stamp(os.fspath(directory)) is not None
 
 
 def fenced_names(task_dir: Path) -> frozenset[str]:
     """Names of the task folder's children never collected: declared and default roots."""
-    try:
-        stamp = (task_dir / MANIFEST).stat().st_mtime_ns
-    except OSError:
+    stamp = _manifest_stamp(os.fspath(task_dir))
+    if stamp is None:
         return frozenset(DEFAULT_ROOTS)
-    return _fenced_names(str(task_dir), stamp)
+    return _fenced_names(os.fspath(task_dir), stamp)
 
 
 @lru_cache(maxsize=256)
@@ -71,10 +93,8 @@ def _declared_roots(task_dir: Path) -> list[str]:
     if raw is None:
         return []
     try:
-        import yaml
-
-        from ..manifest import yaml_loader
-        data = yaml.load(raw.decode("utf-8"), Loader=yaml_loader())
+        from ..manifest import parse_for_collection
+        data = parse_for_collection(raw)
     except Exception:  # noqa: BLE001 - a bad manifest is reported by its collector, not here
         return []
     env = data.get("environment") if isinstance(data, dict) else None

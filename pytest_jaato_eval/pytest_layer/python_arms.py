@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ..arm import arms_of
+from ..arms import arms_of
 from .collect import arm_param_id, wants_own_daemon
 from ..manifest import SESSION, Task
 from .run import worker_of

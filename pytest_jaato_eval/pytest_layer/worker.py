@@ -75,13 +75,18 @@ class Worker:
                                              env={**os.environ, "TMPDIR": str(tmp)})
         return self._daemon
 
+    @property
+    def may_start_early(self) -> bool:
+        """Whether start_daemon_early would still start anything (asked once per arm)."""
+        return not self.settings.socket and self._prestart is None
+
     def start_daemon_early(self) -> None:
         """Start the private daemon in the background while pytest goes on collecting.
 
         The process is spawned from a thread that lives until the run ends: Linux's
         parent-death signal follows the spawning thread, not the process.
         """
-        if self.settings.socket or self._prestart is not None:
+        if not self.may_start_early:
             return
         self.sigterm.install()
         self._prestart = threading.Thread(target=self._keep_daemon, name="jaato-daemon-start",
