@@ -90,7 +90,7 @@ class TaskFile(pytest.File):
             item = ArmItem.from_parent(
                 self, name=f"{name}[{param}]", originalname=name, callobj=run_task_arm,
                 callspec=CallSpec(_idlist=[param]), arm=arm, fixtureinfo=fixtureinfo)
-            fixtureinfo = item._fixtureinfo
+            fixtureinfo = getattr(item, "_fixtureinfo", None)  # pytest's own; none: each computes
             if worker.may_start_early and wants_own_daemon(item) and not preflight.check(
                     task, arm.profile_set):
                 worker.start_daemon_early()
