@@ -18,11 +18,8 @@ session and is re-parented between two snapshots is not found. Only a cgroup
 from __future__ import annotations
 
 import atexit
-import errno
-import functools
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -97,6 +94,14 @@ def die_with_parent(sig: int = signal.SIGKILL) -> None:
     """In a child before exec: get `sig` when the thread that started it dies (Linux)."""
     if _prctl is not None:
         _prctl(1, sig)  # PR_SET_PDEATHSIG
+
+
+def _dies_with(parent: int):
+    def preexec() -> None:
+        die_with_parent()
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os.kill(os.getpid(), signal.SIGKILL)
+    return preexec
 
 
 def descendants(pid: int) -> list[Ident]:
@@ -261,52 +266,13 @@ def wait_gone(idents: Iterable[Ident], timeout: float) -> bool:
 
 
 def start(args, *, env: dict[str, str] | None = None, **popen) -> tuple[subprocess.Popen, Tree]:
-    """Popen `args` as a new tree: its own session, our marker, SIGKILL if we die first."""
+    """Popen `args` as a new tree: its own session, our marker, SIGKILL if we die first
+    (set before the program runs: once this returns, the tree dies with this thread)."""
     env, marker = new_tree_env(dict(os.environ if env is None else env))
     popen.setdefault("stdin", subprocess.DEVNULL)
-    prefix = _pdeathsig_prefix()
-    if prefix is None:
-        proc = subprocess.Popen(args, env=env, start_new_session=True,
-                                preexec_fn=die_with_parent, **popen)
-    else:
-        argv = _argv(args, popen.pop("shell", False), env, popen.get("cwd"))
-        proc = subprocess.Popen(prefix + argv, env=env, start_new_session=True, **popen)
+    proc = subprocess.Popen(args, env=env, start_new_session=True,
+                            preexec_fn=_dies_with(os.getpid()), **popen)
     return proc, adopt(proc.pid, marker)
-
-
-@functools.cache
-def _pdeathsig_prefix() -> list[str] | None:
-    """util-linux's `setpriv --pdeathsig KILL --`, where it works: the same parent-death
-    signal as `die_with_parent`, set without a Python preexec_fn, so subprocess can vfork
-    instead of copying this (large) process: several ms less per grader."""
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        return None
-    prefix = [setpriv, "--pdeathsig", "KILL", "--"]
-    try:
-        ok = subprocess.run(prefix + ["true"], stdin=subprocess.DEVNULL, capture_output=True,
-                            timeout=10).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        ok = False
-    return prefix if ok else None
-
-
-def _argv(args, shell: bool, env: dict[str, str], cwd) -> list[str]:
-    """The argument list Popen would exec, raising as Popen does when the program cannot
-    be run (setpriv would only report it as an exit code)."""
-    if shell:
-        return ["/bin/sh", "-c", args] if isinstance(args, str) else ["/bin/sh", "-c", *args]
-    argv = [os.fspath(a) for a in ([args] if isinstance(args, (str, os.PathLike)) else args)]
-    program = argv[0]
-    if os.sep in program:
-        path = os.path.join(os.fspath(cwd), program) if cwd else program
-    else:
-        path = shutil.which(program, path=env.get("PATH", os.defpath)) or ""
-    if not os.path.isfile(path):
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
-    if not os.access(path, os.X_OK):
-        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
-    return argv  # setpriv looks `program` up on the same PATH
 
 
 def wait(proc, tree: Tree, timeout: float | None, poll: float = 0.2) -> int:

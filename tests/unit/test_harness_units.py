@@ -158,14 +158,10 @@ def test_a_tree_finds_a_double_forked_child_by_its_marker_and_ends_it():
     assert processes.wait_gone(escaped, 5)
 
 
-@pytest.mark.parametrize("way", ["setpriv", "preexec_fn"])
-def test_a_tree_dies_with_the_process_that_started_it(way):
-    """A harness killed outright (SIGKILL: no clean-up runs) leaves no grader running:
-    every tree gets the parent-death signal, through setpriv or a preexec_fn."""
-    if way == "setpriv" and processes._pdeathsig_prefix() is None:
-        pytest.skip("util-linux's setpriv is not on this machine")
-    choose = "processes._pdeathsig_prefix = lambda: None; " if way == "preexec_fn" else ""
-    code = ("import time; from pytest_jaato_eval import processes; " + choose +
+def test_a_tree_dies_with_the_process_that_started_it():
+    """A harness killed outright (SIGKILL: no clean-up runs) leaves no grader running: the
+    parent-death signal is armed before the grader's program starts."""
+    code = ("import time; from pytest_jaato_eval import processes; "
             "proc, tree = processes.start(['sleep', '4302']); print(proc.pid, flush=True); "
             "time.sleep(60)")
     starter = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -173,17 +169,13 @@ def test_a_tree_dies_with_the_process_that_started_it(way):
         grader = processes.Ident.of(int(starter.stdout.readline()))
         assert grader is not None and grader.alive()
     finally:
-        starter.kill()
+        starter.kill()  # at once: no time for anything but what start() already did
         starter.wait()
     assert processes.wait_gone([grader], 5), "the grader outlived the harness"
 
 
-@pytest.mark.parametrize("way", ["setpriv", "preexec_fn"])
-def test_a_program_that_cannot_run_is_refused_at_start(tmp_path, monkeypatch, way):
-    """Popen's own errors, whichever way the tree is started: a grader says "could not
-    start", never a misleading exit code."""
-    if way == "preexec_fn":
-        monkeypatch.setattr(processes, "_pdeathsig_prefix", lambda: None)
+def test_a_program_that_cannot_run_is_refused_at_start(tmp_path):
+    """Popen's own errors reach the caller: a grader says "could not start"."""
     with pytest.raises(FileNotFoundError):
         processes.start(["no-such-program-4303"])
     plain = tmp_path / "not-executable"
