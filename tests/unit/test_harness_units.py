@@ -158,10 +158,14 @@ def test_a_tree_finds_a_double_forked_child_by_its_marker_and_ends_it():
     assert processes.wait_gone(escaped, 5)
 
 
-def test_a_tree_dies_with_the_process_that_started_it():
-    """A harness killed outright (SIGKILL: no clean-up runs) leaves no grader running: the
-    parent-death signal is armed before the grader's program starts."""
-    code = ("import time; from pytest_jaato_eval import processes; "
+@pytest.mark.parametrize("way", ["setpriv", "preexec_fn"])
+def test_a_tree_dies_with_the_process_that_started_it(way):
+    """A harness killed outright (SIGKILL: no clean-up runs) the moment a grader started
+    leaves no grader running: the parent-death signal is armed before start() returns."""
+    if way == "setpriv" and processes._setpriv() is None:
+        pytest.skip("util-linux's setpriv is not on this machine")
+    choose = "processes._setpriv = lambda: None; " if way == "preexec_fn" else ""
+    code = ("import time; from pytest_jaato_eval import processes; " + choose +
             "proc, tree = processes.start(['sleep', '4302']); print(proc.pid, flush=True); "
             "time.sleep(60)")
     starter = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -174,8 +178,12 @@ def test_a_tree_dies_with_the_process_that_started_it():
     assert processes.wait_gone([grader], 5), "the grader outlived the harness"
 
 
-def test_a_program_that_cannot_run_is_refused_at_start(tmp_path):
-    """Popen's own errors reach the caller: a grader says "could not start"."""
+@pytest.mark.parametrize("way", ["setpriv", "preexec_fn"])
+def test_a_program_that_cannot_run_is_refused_at_start(tmp_path, monkeypatch, way):
+    """Popen's own errors reach the caller, whichever way the tree starts: a grader says
+    "could not start", never a misleading exit code."""
+    if way == "preexec_fn":
+        monkeypatch.setattr(processes, "_setpriv", lambda: None)
     with pytest.raises(FileNotFoundError):
         processes.start(["no-such-program-4303"])
     plain = tmp_path / "not-executable"
