@@ -286,7 +286,27 @@ def kind(ident: Ident) -> str:
     return Path(cmd[0]).name if cmd else "?"
 
 
-class MemorySampler:
+class Background:
+    """A daemon thread running `self._loop()` from the `with` block's start to its end
+    (`self._stop` is set at the end)."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+class MemorySampler(Background):
     """Peak of the summed RSS of every process below the roots, sampled every `interval` s.
 
     A process seen once stays counted while it lives (its pid and start time), so a runner
@@ -299,16 +319,7 @@ class MemorySampler:
         self.peak, self.peak_procs, self.samples = 0, 0, 0
         self.breakdown: dict[str, dict[str, float]] = {}
         self._seen: dict[Ident, str] = {}  # every process counted, and what it is
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self) -> "MemorySampler":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        super().__init__()
 
     def _loop(self) -> None:
         while True:
@@ -349,7 +360,7 @@ class MemorySampler:
                 "peak_breakdown": self.breakdown, "mem_samples": self.samples}
 
 
-class StoreWatcher:
+class StoreWatcher(Background):
     """Timestamps each record as it lands in a JSONL store, from outside the process.
 
     Both engines append and flush one line per arm as it finishes, so the gaps between
@@ -361,16 +372,10 @@ class StoreWatcher:
     def __init__(self, path: Path, started: float) -> None:
         self.path, self.started = path, started
         self.landed: list[float] = []  # seconds since the command started, one per line
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self) -> "StoreWatcher":
-        self._thread.start()
-        return self
+        super().__init__()
 
     def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        super().__exit__(*exc)
         self._poll()  # whatever landed in the last poll interval
 
     def _poll(self) -> None:
