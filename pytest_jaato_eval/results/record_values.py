@@ -39,8 +39,14 @@ def _fine_number(value: Any) -> bool:
     return t is float and math.isfinite(value)
 
 
-def _fine(value: Any) -> bool:
-    """True when no number in `value` needs cleaning (the common case, checked cheaply)."""
+MAX_DEPTH = 64  # deeper than any record we write: a store built to overflow the stack is cut
+
+
+def _fine(value: Any, depth: int = 0) -> bool:
+    """True when no number in `value` needs cleaning and it is not nested deeper than
+    MAX_DEPTH (the common case, checked cheaply)."""
+    if depth > MAX_DEPTH:
+        return False
     t = type(value)
     if t is dict:
         value = value.values()
@@ -56,21 +62,27 @@ def _fine(value: Any) -> bool:
         elif t is float:
             if not math.isfinite(v):
                 return False
-        elif not _fine(v):
+        elif not _fine(v, depth + 1):
             return False
     return True
 
 
-def clean(value: Any, where: str, problems: list[str] | None) -> Any:
+def clean(value: Any, where: str, problems: list[str] | None, depth: int = 0) -> Any:
     """A JSON value with every number no reader could show (Infinity, NaN, an int of
-    400 digits) replaced by None. Small structures only: ceilings, pools, provenance."""
-    if _fine(value):
+    400 digits) replaced by None, and anything nested deeper than MAX_DEPTH cut to None.
+    Small structures only: ceilings, pools, provenance."""
+    if depth <= MAX_DEPTH and _fine(value, depth):
         return value
+    if depth > MAX_DEPTH:
+        if problems is not None:
+            problems.append(f"{where}: nested deeper than {MAX_DEPTH} levels; cut")
+        return None
     t = type(value)
     if t is dict:
-        return {k: clean(v, f"{where}.{k}" if where else k, problems) for k, v in value.items()}
+        return {k: clean(v, f"{where}.{k}" if where else k, problems, depth + 1)
+                for k, v in value.items()}
     if t is list:
-        return [clean(v, f"{where}[{i}]", problems) for i, v in enumerate(value)]
+        return [clean(v, f"{where}[{i}]", problems, depth + 1) for i, v in enumerate(value)]
     if problems is not None:
         problems.append(f"{where}: expected a finite number, got {shown_type(value)}")
     return None

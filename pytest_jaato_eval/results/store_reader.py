@@ -22,11 +22,18 @@ class Line:
     problems: list[str] | None = None  # the record's own (only with check=True)
 
 
+class TooDeep(ValueError):
+    """A line nested deeper than a parser recurses: read as not JSON, never a traceback."""
+
+
 def _json_loads(raw: bytes) -> Any:
     try:
-        return json.loads(raw)
-    except UnicodeDecodeError:  # invalid UTF-8 in some text: read it, shown replaced
-        return json.loads(raw.decode("utf-8", errors="replace"))
+        try:
+            return json.loads(raw)
+        except UnicodeDecodeError:  # invalid UTF-8 in some text: read it, shown replaced
+            return json.loads(raw.decode("utf-8", errors="replace"))
+    except RecursionError:
+        raise TooDeep("nested too deeply") from None
 
 
 def fields_loader(names: tuple[str, ...] | None = None) -> Callable[[bytes], Any]:
@@ -59,6 +66,8 @@ def fields_loader(names: tuple[str, ...] | None = None) -> Callable[[bytes], Any
             return decode(raw)
         except msgspec.MsgspecError:
             return _json_loads(raw)
+        except RecursionError:
+            raise TooDeep("nested too deeply") from None
     return load
 
 

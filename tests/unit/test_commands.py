@@ -266,6 +266,30 @@ def test_a_hostile_store_sends_no_control_character_to_the_terminal(tmp_path, co
     assert "write-file\\x1b]0;pwned\\x07" in out  # shown, not swallowed
 
 
+@pytest.mark.parametrize("command", ["report", "report-html", "compare", "validate"])
+def test_a_store_nested_to_overflow_the_stack_is_read_without_a_traceback(tmp_path, command):
+    """Lines built to exhaust a parser's recursion (200,000 levels: no parser takes it) or
+    the reader's own (950 levels under a known key and an unknown one): the first is not
+    JSON, the second a record whose too-deep part is cut; never a traceback."""
+    good = json.dumps(arm("t", "s", 0, "PASS"))
+    huge = ('{"arm_id": "t@s#1", "task_id": "t", "state": "PASS", "x": '
+            + "[" * 200_000 + "]" * 200_000 + "}")
+    deep = ('{"arm_id": "t@s#2", "task_id": "t", "profile_set": "s", "state": "FAIL", "x": '
+            + "[" * 950 + "]" * 950 + ', "usage": ' + '{"a": ' * 950 + "1" + "}" * 950 + "}")
+    store = tmp_path / "deep.jsonl"
+    store.write_text("\n".join([good, huge, deep]) + "\n")
+    args = {"report": ("report", store), "report-html": ("report", store, "--html",
+                                                         tmp_path / "r.html"),
+            "compare": ("compare", store, store), "validate": ("validate", store)}[command]
+    result = run_cli(*args)
+    assert "Traceback" not in result.stderr and result.returncode in (0, 1, 2), result.stderr
+    if command == "validate":
+        assert f"{store}:2: not JSON" in result.stdout + result.stderr
+        assert "nested deeper than 64 levels; cut" in result.stdout + result.stderr
+    if command == "report-html":
+        assert (tmp_path / "r.html").exists()
+
+
 # -- report's exit status: the verdict vocabulary --------------------------------------------
 @pytest.mark.parametrize("states, code", [(["PASS", "PASS"], 0), (["PASS", "FAIL"], 1),
                                           (["PASS", "BLOCKED"], 2), (["FAIL", "BLOCKED"], 1),
