@@ -274,7 +274,7 @@ def start(args, *, env: dict[str, str] | None = None, **popen) -> tuple[subproce
     env, marker = new_tree_env(dict(os.environ if env is None else env))
     popen.setdefault("stdin", subprocess.DEVNULL)
     setpriv = _setpriv()
-    if setpriv is None:
+    if setpriv is None or "executable" in popen:
         proc = subprocess.Popen(args, env=env, start_new_session=True,
                                 preexec_fn=_dies_with(os.getpid()), **popen)
     else:
@@ -323,8 +323,11 @@ def _argv(args, shell: bool, env: dict[str, str], cwd) -> list[str]:
     program = argv[0]
     if os.sep in program:
         path = os.path.join(os.fspath(cwd), program) if cwd else program
-    else:
-        path = shutil.which(program, path=env.get("PATH", os.defpath)) or ""
+    else:  # relative PATH entries ("" too) are the child's: found from its cwd, as Popen does
+        dirs = env.get("PATH", os.defpath).split(os.pathsep)
+        if cwd:
+            dirs = [os.path.join(os.fspath(cwd), d) for d in dirs]
+        path = shutil.which(program, path=os.pathsep.join(d or os.curdir for d in dirs)) or ""
     if not os.path.isfile(path):
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
     if not os.access(path, os.X_OK):

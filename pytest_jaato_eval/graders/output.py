@@ -27,6 +27,7 @@ class TailReader:
     def __init__(self, stream: IO[bytes], limit: int = TAIL_BYTES):
         self.limit = limit
         self.total = 0
+        self.abandoned = False  # a process we could not end still holds the pipe
         self._buf = bytearray()
         self._stream = stream
         self._thread = threading.Thread(target=self._pump, daemon=True)
@@ -49,7 +50,11 @@ class TailReader:
         return not self._thread.is_alive()
 
     def tail(self) -> bytes:
-        return bytes(self._buf[-self.limit:])
+        data = bytes(self._buf[-self.limit:])
+        if self.abandoned:
+            data += (b"\n[the output was still held open by a process that left the grader's "
+                     b"tree; it was not read further]")
+        return data
 
 
 def evidence(tail: bytes, total: int, mask: Callable[[str], str] | None = None,
@@ -100,5 +105,8 @@ def run_bounded(args, *, timeout: float | None, **popen) -> Finished:
                 out.join(DRAIN_WAIT)
     finally:
         tree.kill()
-        proc.stdout.close()
+        if out.join(0):
+            proc.stdout.close()
+        else:  # an escaped holder: closing would wait on the reader's lock for as long as
+            out.abandoned = True  # it lives; leave the pipe to the reader thread instead
     return Finished(code, out)

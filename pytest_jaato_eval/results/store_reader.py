@@ -4,6 +4,7 @@ line with."""
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -26,12 +27,22 @@ class TooDeep(ValueError):
     """A line nested deeper than a parser recurses: read as not JSON, never a traceback."""
 
 
+def _int(text: str) -> int | float:
+    """A JSON integer. One longer than Python converts (4,300 digits) is still a number,
+    read as +/-inf (a number no reader can show: unknown), as msgspec does when it skips
+    it, so the fast and the whole readers agree on which lines are records."""
+    limit = sys.get_int_max_str_digits()
+    if limit and len(text) - text.startswith("-") > limit:
+        return float(text)
+    return int(text)
+
+
 def _json_loads(raw: bytes) -> Any:
     try:
         try:
-            return json.loads(raw)
+            return json.loads(raw, parse_int=_int)
         except UnicodeDecodeError:  # invalid UTF-8 in some text: read it, shown replaced
-            return json.loads(raw.decode("utf-8", errors="replace"))
+            return json.loads(raw.decode("utf-8", errors="replace"), parse_int=_int)
     except RecursionError:
         raise TooDeep("nested too deeply") from None
 
@@ -44,7 +55,8 @@ def fields_loader(names: tuple[str, ...] | None = None) -> Callable[[bytes], Any
     keys (a failed verdict's evidence is most of a line) while still checking the whole
     line is JSON: about five times faster. A line it does not take (NaN, a number out of
     range, a lone surrogate, invalid UTF-8...) is read by `json`, so every line means what
-    `json.loads` says it means.
+    `json.loads` says it means (an integer of more than 4,300 digits: a number out of range,
+    where `json.loads` alone would refuse the line).
     """
     try:
         import msgspec

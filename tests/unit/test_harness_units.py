@@ -194,6 +194,41 @@ def test_a_program_that_cannot_run_is_refused_at_start(tmp_path, monkeypatch, wa
     assert processes.wait(proc, tree, 10) == 3
 
 
+def test_a_grader_whose_escaped_child_holds_its_output_still_returns():
+    """The documented limit (a child that clears its environment and leaves the session
+    before any snapshot is not found) must not become a hang: the grader's verdict comes
+    from its exit code, and its evidence says the output was abandoned."""
+    import psutil
+
+    from pytest_jaato_eval.graders.output import DRAIN_WAIT, run_bounded
+    since = time.time() - 1
+    started = time.monotonic()
+    done = run_bounded("(setsid env -i sleep 4306 &) ; exit 0", timeout=5, shell=True)
+    took = time.monotonic() - started
+    try:
+        assert done.code == 0 and done.out.abandoned
+        assert b"still held open" in done.out.tail()
+        assert took < 5 + 3 * DRAIN_WAIT
+    finally:  # ours, found by what we started and when: ended by pid
+        for proc in psutil.process_iter(["cmdline", "create_time"]):
+            if proc.info["cmdline"] == ["sleep", "4306"] and proc.info["create_time"] >= since:
+                proc.kill()
+
+
+@pytest.mark.parametrize("way", ["setpriv", "preexec_fn"])
+def test_a_program_is_found_on_a_relative_path_from_the_childs_folder(tmp_path, monkeypatch, way):
+    if way == "preexec_fn":
+        monkeypatch.setattr(processes, "_setpriv", lambda: None)
+    (tmp_path / "bin").mkdir()
+    prog = tmp_path / "bin" / "prog"
+    prog.write_text("#!/bin/sh\nexit 7\n")
+    prog.chmod(0o755)
+    monkeypatch.chdir("/")
+    for cwd, path in ((tmp_path, "bin"), (tmp_path / "bin", "")):
+        proc, tree = processes.start(["prog"], cwd=cwd, env={"PATH": path})
+        assert processes.wait(proc, tree, 10) == 7
+
+
 # -- collection fence -------------------------------------------------------------------------
 
 def test_fence_names_declared_and_default_roots(tmp_path):
