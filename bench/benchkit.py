@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import psutil
 
-from pytest_jaato_eval import processes
+from pytest_jaato_eval import launch, processes
 from pytest_jaato_eval.processes import Ident
 
 HERE = Path(__file__).resolve().parent
@@ -220,7 +220,7 @@ def spawn(cmd: Sequence[str], *, env: dict[str, str] | None = None,
     env, marker = processes.new_tree_env(dict(os.environ if env is None else env))
     popen.setdefault("stdin", subprocess.DEVNULL)
     proc = subprocess.Popen(list(cmd), env=env, start_new_session=True,
-                            preexec_fn=lambda: processes.die_with_parent(death_signal), **popen)
+                            preexec_fn=lambda: launch.die_with_parent(death_signal), **popen)
     return proc, processes.adopt(proc.pid, marker)
 
 

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import processes
+from .. import launch, processes
 
 
 class DaemonError(Exception):
@@ -142,7 +142,7 @@ class PrivateDaemon:
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 cwd=self.run_dir, env=env,
                 start_new_session=True,  # its own group: Ctrl-C reaches us, we stop it
-                preexec_fn=lambda: processes.die_with_parent(signal.SIGTERM),
+                preexec_fn=lambda: launch.die_with_parent(signal.SIGTERM),
             )
         except OSError as exc:
             raise DaemonError(f"daemon: could not start {self.python} -m jaato_server: {exc}") from exc

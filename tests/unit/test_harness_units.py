@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_jaato_eval import processes, sweep
+from pytest_jaato_eval import launch, processes, sweep
 from pytest_jaato_eval.pytest_layer import fence
 from pytest_jaato_eval.engine.accounting import count_nudges, tracker_record
 from pytest_jaato_eval.engine.budget import profile_ceiling
@@ -162,10 +162,10 @@ def test_a_tree_finds_a_double_forked_child_by_its_marker_and_ends_it():
 def test_a_tree_dies_with_the_process_that_started_it(way):
     """A harness killed outright (SIGKILL: no clean-up runs) the moment a grader started
     leaves no grader running: the parent-death signal is armed before start() returns."""
-    if way == "setpriv" and processes._setpriv() is None:
+    if way == "setpriv" and launch._setpriv() is None:
         pytest.skip("util-linux's setpriv is not on this machine")
-    choose = "processes._setpriv = lambda: None; " if way == "preexec_fn" else ""
-    code = ("import time; from pytest_jaato_eval import processes; " + choose +
+    choose = "launch._setpriv = lambda: None; " if way == "preexec_fn" else ""
+    code = ("import time; from pytest_jaato_eval import launch, processes; " + choose +
             "proc, tree = processes.start(['sleep', '4302']); print(proc.pid, flush=True); "
             "time.sleep(60)")
     starter = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -183,7 +183,7 @@ def test_a_program_that_cannot_run_is_refused_at_start(tmp_path, monkeypatch, wa
     """Popen's own errors reach the caller, whichever way the tree starts: a grader says
     "could not start", never a misleading exit code."""
     if way == "preexec_fn":
-        monkeypatch.setattr(processes, "_setpriv", lambda: None)
+        monkeypatch.setattr(launch, "_setpriv", lambda: None)
     with pytest.raises(FileNotFoundError):
         processes.start(["no-such-program-4303"])
     plain = tmp_path / "not-executable"
@@ -218,7 +218,7 @@ def test_a_grader_whose_escaped_child_holds_its_output_still_returns():
 @pytest.mark.parametrize("way", ["setpriv", "preexec_fn"])
 def test_a_program_is_found_on_a_relative_path_from_the_childs_folder(tmp_path, monkeypatch, way):
     if way == "preexec_fn":
-        monkeypatch.setattr(processes, "_setpriv", lambda: None)
+        monkeypatch.setattr(launch, "_setpriv", lambda: None)
     (tmp_path / "bin").mkdir()
     prog = tmp_path / "bin" / "prog"
     prog.write_text("#!/bin/sh\nexit 7\n")
