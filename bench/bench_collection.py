@@ -96,7 +96,7 @@ def collect(python: str, args: list[str], cwd: Path, expect: int) -> tuple[float
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "JAATO_EVAL"))}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     # No bytecode cache for the baseline's test files either: both sides parse every run.
-    cmd = [python, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesis",
+    cmd = [python, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
            *args]
     m = bk.measure(cmd, cwd=cwd, env=env, output=cwd / "collect.out")
     out = (cwd / "collect.out").read_text(errors="replace")

@@ -127,7 +127,7 @@ def load_task(path: Path | str) -> Task:
     harness, inp = m.harness, m.input
     driver = harness.kind == DRIVER
     return Task(
-        id=m.id, manifest=path.resolve(), description=m.description, fixture=fixture,
+        id=m.id, manifest=Path(os.path.realpath(path)), description=m.description, fixture=fixture,
         config_root=config_root, kind=harness.kind, profile=harness.profile,
         profile_set=harness.profile_set, run=harness.run,
         prompt=None if driver else inp.prompt, agent=None if driver else inp.agent,
@@ -158,8 +158,8 @@ def parse_for_collection(raw: bytes) -> Any:
 
 
 def _directory(path: Path, value: str, where: str) -> Path:
-    try:
-        resolved = (path.parent / value).resolve()
+    try:  # os.path on strings: pathlib's resolve() costs twice as much, once per task
+        resolved = Path(os.path.realpath(os.path.join(os.path.dirname(path), value)))
         mode = os.stat(resolved).st_mode
     except FileNotFoundError:
         mode = None

@@ -19,6 +19,7 @@ import pytest
 
 from .pytest_layer.fixtures import (  # noqa: F401 - pytest finds fixtures in the plugin module
     jaato_arm, jaato_daemon, jaato_workspace, scripted_model)
+from .pytest_layer.heap import HEAP_KEY, install as install_heap
 from .pytest_layer.options import UsageError, add_options, read_settings
 from .pytest_layer.run import CONTEXT_KEY, WORKER_KEY, RunContext, arm_of, new_run_id
 
@@ -34,6 +35,7 @@ def pytest_configure(config):
         "markers", "jaato(config_root, fixture, profile, profile_set=None, repeats=1): an arm "
                    "of a jaato task; on a test taking `jaato_arm`, the test is an arm written in "
                    "Python (docs/python-arms.md)")
+    install_heap(config)
     try:
         settings = read_settings(config)
     except UsageError as exc:
@@ -64,6 +66,15 @@ def pytest_ignore_collect(collection_path, config):
     return ignored(collection_path) or None  # never a fixture or config root
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's own Dir
+def pytest_collect_directory(path, parent):
+    from .pytest_layer.fence import is_task_dir
+    if is_task_dir(path):  # one stat per folder walked, in every run
+        from .pytest_layer.task_folder import collect_task_folder
+        return collect_task_folder(path, parent)
+    return None
+
+
 def pytest_collect_file(file_path, parent):
     if file_path.name == MANIFEST_NAME:
         from .pytest_layer.collect import collect_file
@@ -84,20 +95,27 @@ def pytest_collection_modifyitems(config, items):
         select_shard(config, items)  # every machine splits the same collection
 
 
+def pytest_collection_finish(session):
+    heap = session.config.stash.get(HEAP_KEY, None)
+    if heap is not None:
+        heap.settle()  # the collector runs again; what collection built is frozen
+
+
 def pytest_itemcollected(item):
     callspec = getattr(item, "callspec", None)
     if callspec is not None and "jaato_arm" in callspec.params and arm_of(item) is None:
-        from .pytest_layer.outcome import identity_properties
         from .pytest_layer.run import ARM_KEY
-        arm = callspec.params["jaato_arm"]
-        item.stash[ARM_KEY] = arm
-        item.user_properties.extend(identity_properties(arm))
+        item.stash[ARM_KEY] = callspec.params["jaato_arm"]
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
+    arm = arm_of(item)
+    if arm is not None:
+        from .pytest_layer.outcome import label
+        label(item, arm)  # before the report copies the item's user properties
     report = yield
-    if arm_of(item) is not None:
+    if arm is not None:
         from .pytest_layer.outcome import on_report
         on_report(item, call, report, item.config.stash[WORKER_KEY])
     return report

@@ -22,6 +22,7 @@ from .. import preflight
 from ..arms import Arm, arms_of
 from ..engine.budget import ceiling_warning
 from ..manifest import ManifestError, load_task
+from .heap import HEAP_KEY
 from .run import ARM_KEY, HANDLE_KEY, arm_of, worker_of
 
 try:
@@ -78,8 +79,11 @@ class TaskFile(pytest.File):
         warning = ceiling_warning(task.id, task.budget, settings.ceiling.seconds)
         if warning:  # B4
             self.warn(pytest.PytestWarning(warning))
+        # Marks and keywords every arm of the task shares are the file's: arms inherit them.
+        self.add_marker(jaato_mark())
+        self.extra_keyword_matches.add(task.id)
         for i, (name, args) in enumerate(getattr(task, "marks", ())):
-            self.add_marker(task_mark(self.path, i, name, args, self))  # on every arm of the task
+            self.add_marker(task_mark(self.path, i, name, args, self))
         name = _node_safe(task.id)
         # Every arm of a task has the same parent, marks and test function, so the same
         # fixture closure: computed for the first arm, shared by the rest (as pytest shares
@@ -120,9 +124,7 @@ class ArmItem(pytest.Function):
         super().__init__(**kwargs)
         self.arm = arm
         self.stash[ARM_KEY] = arm
-        self.user_properties.extend(outcome.identity_properties(arm))
-        self.add_marker(jaato_mark())
-        self.extra_keyword_matches.update({arm.task.id, arm.set_name, arm.id})
+        self.extra_keyword_matches.update((arm.set_name, arm.id))
 
     def setup(self) -> None:
         # Preflight before any fixture: an arm that cannot run starts no daemon.
@@ -220,5 +222,8 @@ def deselect_resumed(config, items, done: dict) -> None:
 def collect_file(file_path, parent):
     """pytest_collect_file: only files named task.yaml are tasks."""
     if file_path.name == MANIFEST_NAME:
+        heap = parent.config.stash.get(HEAP_KEY, None)
+        if heap is not None:
+            heap.pause()  # a task run: no collector passes until collection ends
         return TaskFile.from_parent(parent, path=file_path)
     return None

@@ -36,7 +36,10 @@ def ignored(path: Path) -> bool:
         return _link_into_fenced(Path(name)) if _is_dir_link(name) else False
     if _is_dir_link(name):
         return True  # a task folder's own links are never followed (`fixture/../x -> /`)
-    return os.path.basename(name) in _fenced_names(parent, stamp)
+    base = os.path.basename(name)
+    if base == MANIFEST:
+        return False  # the task itself (a root is a folder, never its manifest): no parse
+    return base in _fenced_names(parent, stamp)
 
 
 # What pathlib's is_symlink()/is_dir()/is_file() read as "no": the path is simply not there.
@@ -64,7 +67,8 @@ def _manifest_stamp(directory: str) -> int | None:
     return st.st_mtime_ns if stat.S_ISREG(st.st_mode) else None
 
 
-def _is_task_dir(directory: Path) -> bool:
+def is_task_dir(directory: Path) -> bool:
+    """Whether the folder holds a task.yaml (one stat)."""
     return _manifest_stamp(os.fspath(directory)) is not None
 
 
@@ -113,7 +117,7 @@ def _link_into_fenced(link: Path) -> bool:
         return True  # a link to `/` is never walked
     child, up = target, target.parent
     for _ in range(_ANCESTORS):
-        if _is_task_dir(up) and child.name in fenced_names(up):
+        if is_task_dir(up) and child.name in fenced_names(up):
             return True
         if up == up.parent:
             break

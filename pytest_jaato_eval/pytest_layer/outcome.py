@@ -11,6 +11,8 @@ import json
 import time
 from typing import Any
 
+import pytest
+
 from ..render import safe_text
 from ..verdict import BLOCKED, FAIL
 
@@ -123,6 +125,18 @@ def identity(arm: Any) -> dict[str, str]:
 def identity_properties(arm: Any) -> list[tuple[str, str]]:
     values = identity(arm)
     return [(prop, values[key]) for prop, key in IDENTITY]
+
+
+_LABELLED = pytest.StashKey[bool]()
+
+
+def label(item, arm: Any) -> None:
+    """The arm's identity as its item's user properties, which every report of it copies
+    (JUnit, pytest-html, the controller under -n). Added once, at the first report, not
+    at collection: `--co` of thousands of arms never needs them."""
+    if not item.stash.get(_LABELLED, False):
+        item.stash[_LABELLED] = True
+        item.user_properties.extend(identity_properties(arm))
 
 
 def arm_identity(report: Any) -> dict[str, str] | None:

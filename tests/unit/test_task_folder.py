@@ -1,0 +1,101 @@
+"""A task folder holding only its task is collected without a folder node of its own
+(docs/running.md, "Collecting large task trees"). The node ids, the hooks a task.yaml goes
+through and conftest scoping must be exactly what pytest's own folder node gives."""
+from __future__ import annotations
+
+import textwrap
+
+import yaml
+
+COMMON = ("-p", "no:cacheprovider", "--co", "--profile-set=s0,s1", "--jaato-repeats=2")
+
+
+def task(root, name: str, environment: dict | None = None, roots=("fixture", ".jaato")) -> None:
+    d = root / "tasks" / name
+    for r in roots:
+        (d / r).mkdir(parents=True)
+    (d / roots[1] / "profiles" / "s0").mkdir(parents=True, exist_ok=True)
+    (d / roots[1] / "profiles" / "s1").mkdir(parents=True, exist_ok=True)
+    (d / "task.yaml").write_text(yaml.safe_dump({
+        "id": name, "environment": environment or {"fixture": "fixture", "config_root": ".jaato"},
+        "input": {"prompt": "p"}, "harness": {"profile": "w"},
+        "graders": [{"kind": "script", "run": "true"}]}))
+
+
+def ids(name: str) -> list[str]:
+    return [f"tasks/{name}/task.yaml::{name}[{s}-r{r}]" for s in ("s0", "s1") for r in (0, 1)]
+
+
+def test_a_plain_task_folder_has_no_folder_node_and_the_same_node_ids(pytester):
+    task(pytester.path, "alpha")
+    task(pytester.path, "bravo", environment={"fixture": "env/repo", "config_root": "env/cfg"},
+         roots=("env/repo", "env/cfg"))  # a declared root's top folder is fenced too
+    tree = pytester.runpytest(*COMMON, "tasks")
+    assert tree.ret == 0, tree.stdout.str()
+    tree.stdout.fnmatch_lines(["*<Dir tasks>", "*<TaskFile alpha/task.yaml>",
+                               "*<ArmItem alpha[[]s0-r0]>", "*<TaskFile bravo/task.yaml>"])
+    tree.stdout.no_fnmatch_line("*<Dir alpha>*")
+    tree.stdout.no_fnmatch_line("*<Dir bravo>*")
+    listed = pytester.runpytest(*COMMON, "-q", "tasks")
+    assert [line for line in listed.outlines if "::" in line] == ids("alpha") + ids("bravo")
+    marked = pytester.runpytest(*COMMON, "-q", "-m", "jaato", "-k", "alpha and s1", "tasks")
+    marked.stdout.fnmatch_lines(["tasks/alpha/task.yaml::alpha[[]s1-r0]",
+                                 "tasks/alpha/task.yaml::alpha[[]s1-r1]",
+                                 "2/8 tests collected (6 deselected)*"])
+
+
+def test_anything_else_in_a_task_folder_keeps_pytests_folder_node(pytester):
+    for name in ("plain", "with_conftest", "with_readme", "with_test", "package"):
+        task(pytester.path, name)
+    tasks = pytester.path / "tasks"
+    (tasks / "with_conftest" / "conftest.py").write_text(textwrap.dedent("""
+        def pytest_itemcollected(item):
+            item.add_marker("from_folder_conftest")
+    """))
+    (tasks / "with_readme" / "README.md").write_text("# a task\n")
+    (tasks / "with_test" / "test_extra.py").write_text("def test_extra():\n    pass\n")
+    (tasks / "package" / "__init__.py").write_text("")
+    tree = pytester.runpytest(*COMMON, "-W", "ignore::pytest.PytestUnknownMarkWarning", "tasks")
+    assert tree.ret == 0, tree.stdout.str()
+    tree.stdout.fnmatch_lines(["*<TaskFile plain/task.yaml>"])
+    for name in ("with_conftest", "with_readme", "with_test"):
+        tree.stdout.fnmatch_lines([f"*<Dir {name}>", "*<TaskFile task.yaml>"])
+    tree.stdout.fnmatch_lines(["*<Package package>"])
+    tree.stdout.fnmatch_lines(["*<Module test_extra.py>", "*<Function test_extra>"])
+    # The folder's conftest.py was loaded for its own arms, and only for them.
+    marked = pytester.runpytest(*COMMON, "-q", "-m", "from_folder_conftest",
+                                "-W", "ignore::pytest.PytestUnknownMarkWarning", "tasks")
+    assert [line for line in marked.outlines if "::" in line] == ids("with_conftest")
+
+
+def test_a_target_inside_a_task_folder_is_still_found(pytester):
+    task(pytester.path, "a")
+    task(pytester.path, "b")
+    for target, expected in [
+            ("tasks/a", ids("a")),
+            ("tasks/a/task.yaml", ids("a")),
+            ("tasks/a/task.yaml::a[s1-r0]", ["tasks/a/task.yaml::a[s1-r0]"]),
+    ]:
+        result = pytester.runpytest(*COMMON, "-q", target)
+        assert result.ret == 0, (target, result.stdout.str())
+        assert [line for line in result.outlines if "::" in line] == expected, target
+
+
+def test_ignore_options_and_the_parent_conftest_still_reach_a_task_yaml(pytester):
+    task(pytester.path, "a")
+    task(pytester.path, "b")
+    for option in ("--ignore=tasks/a/task.yaml", "--ignore-glob=*/a/task.yaml", "--ignore=tasks/a"):
+        result = pytester.runpytest(*COMMON, "-q", option, "tasks")
+        assert [line for line in result.outlines if "::" in line] == ids("b"), option
+    # The tasks folder's conftest.py scopes over the folded task folders: its
+    # collect_ignore and its hooks (looked up by the arm's folder) apply to them.
+    (pytester.path / "tasks" / "conftest.py").write_text(textwrap.dedent("""
+        collect_ignore = ["a/task.yaml"]
+
+        def pytest_itemcollected(item):
+            item.add_marker("from_tasks_conftest")
+    """))
+    result = pytester.runpytest(*COMMON, "-q", "-m", "from_tasks_conftest",
+                                "-W", "ignore::pytest.PytestUnknownMarkWarning", "tasks")
+    assert [line for line in result.outlines if "::" in line] == ids("b")
+    result.stdout.fnmatch_lines(["4 tests collected*"])
