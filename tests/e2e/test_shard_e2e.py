@@ -15,7 +15,7 @@ import pytest
 
 from pytest_jaato_eval.results.commands import main
 from pytest_jaato_eval.results.pivot import build_cells
-from jaato_project import short_tmpdir
+from jaato_project import short_tmpdir, unused_plugins
 
 FAILING = [{"kind": "script", "run": "grep -qx NOPE answer.txt"}]
 
@@ -53,6 +53,7 @@ def test_three_concurrent_shards_merge_into_the_unsharded_run(project, capsys):
             tmps.append(tmp)
             stores.append(root / f"shard-{i}.jsonl")
             argv = [sys.executable, "-m", "pytest", "tasks", "-p", "no:cacheprovider",
+                    *unused_plugins(["-n"] if i == 1 else []),
                     f"--jaato-shard={i}/3", f"--jaato-out={stores[-1]}"]
             if i == 1:  # composes with -n: this shard spreads its arms over two workers
                 argv += ["-n", "2"]

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from jaato_project import SCHEMA, processes_mentioning, signer
+from jaato_project import SCHEMA, processes_mentioning, signer, unused_plugins
 
 from pytest_jaato_eval.results.record import RECORD_KEYS
 from pytest_jaato_eval.testing.model_server import Turn
@@ -170,7 +170,7 @@ def test_signal_mid_sweep_then_resume(project, sig):
     project.task("many", repeats=4)
     env = dict(os.environ, TMPDIR=str(project.tmp))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tasks",
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *unused_plugins([]), "tasks",
          f"--jaato-out={project.store}"], cwd=project.root, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120

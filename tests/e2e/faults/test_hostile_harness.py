@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from jaato_project import processes_mentioning
+from jaato_project import processes_mentioning, unused_plugins
 
 from pytest_jaato_eval.processes import TREE_VAR, Ident
 
@@ -120,7 +120,7 @@ def test_sigterm_to_pytest_mid_arm_under_xdist_leaves_no_process(project):
     driver_task(project, "driving", "(trap '' TERM; exec sleep 4122) & sleep 4123")
     env = dict(os.environ, TMPDIR=str(project.tmp))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tasks", "-n", "2",
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *unused_plugins(["-n"]), "tasks", "-n", "2",
          f"--jaato-out={project.store}", CEILING], cwd=project.root, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
