@@ -71,11 +71,11 @@ class TaskFile(pytest.File):
             raise ManifestError(self.path, "id", f"task id {task.id!r} is also declared by "
                                                  f"{first}; task ids must be unique")
         settings = worker.settings
-        for done in worker.context.resumed.values():  # R3: resuming on a changed task would mix two tasks
-            if done.get("task_id") == task.id and done.get("task_hash") not in (None, task.content_hash):
-                raise ManifestError(self.path, "resume", (
-                    f"task {task.id!r} changed since {settings.store} was written (its manifest, "
-                    f"fixture or config root differs); run without --resume to start a new store"))
+        stored = worker.context.resumed_hashes.get(task.id)
+        if stored and stored != {task.content_hash}:  # R3: resuming a changed task mixes two
+            raise ManifestError(self.path, "resume", (
+                f"task {task.id!r} changed since {settings.store} was written (its manifest, "
+                f"fixture or config root differs); run without --resume to start a new store"))
         warning = ceiling_warning(task.id, task.budget, settings.ceiling.seconds)
         if warning:  # B4
             self.warn(pytest.PytestWarning(warning))

@@ -61,6 +61,17 @@ class RunContext:
     def done(self) -> dict[str, dict]:
         return done_arms(self.resumed, self.settings.retry_blocked)
 
+    @functools.cached_property
+    def resumed_hashes(self) -> dict[str, set[str]]:
+        """Task id -> the task hashes its stored arms carry: R3's check, one lookup per
+        task instead of a pass over the whole store per task."""
+        out: dict[str, set[str]] = {}
+        for record in self.resumed.values():
+            task, digest = record.get("task_id"), record.get("task_hash")
+            if isinstance(task, str) and digest is not None:  # a hand-edited store: any type
+                out.setdefault(task, set()).add(digest if isinstance(digest, str) else repr(digest))
+        return out
+
 
 CONTEXT_KEY = pytest.StashKey[RunContext]()
 WORKER_KEY = pytest.StashKey["Worker"]()
