@@ -66,8 +66,7 @@ def pytest_ignore_collect(collection_path, config):
     return ignored(collection_path) or None  # never a fixture or config root
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest's own Dir
-def pytest_collect_directory(path, parent):
+def pytest_collect_directory(path, parent):  # before pytest's own Dir, after conftests
     from .pytest_layer.fence import is_task_dir
     if is_task_dir(path):  # one stat per folder walked, in every run
         from .pytest_layer.task_folder import collect_task_folder

@@ -64,6 +64,9 @@ class TaskFile(pytest.File):
     """One task.yaml. A bad manifest is this file's collection error: one line (M2)."""
 
     def collect(self):
+        heap = self.config.stash.get(HEAP_KEY, None)
+        if heap is not None:
+            heap.pause()  # a task is collected: no collector passes until collection ends
         task = load_task(self.path)
         worker = worker_of(self.config)
         first = worker.task_paths.setdefault(task.id, self.path)
@@ -222,8 +225,5 @@ def deselect_resumed(config, items, done: dict) -> None:
 def collect_file(file_path, parent):
     """pytest_collect_file: only files named task.yaml are tasks."""
     if file_path.name == MANIFEST_NAME:
-        heap = parent.config.stash.get(HEAP_KEY, None)
-        if heap is not None:
-            heap.pause()  # a task run: no collector passes until collection ends
         return TaskFile.from_parent(parent, path=file_path)
     return None

@@ -4,19 +4,23 @@ Collecting thousands of arms allocates a few hundred thousand objects that live 
 the whole session: the items, their marks and fixture closures, the tasks. Each time
 enough of them pile up, the cyclic collector walks all of them again for garbage that
 is not there, and pytest's own `gc.collect()` passes at the end walk them once more:
-measured, a third of the CPU of `pytest --co` on 15,000 arms (bench/RESULTS.md). So,
-only in a process that collects a task.yaml:
+measured, about a third of the CPU of `pytest --co` on 15,000 arms (bench/RESULTS.md).
+So, only in a process that collects a task.yaml:
 
-- from the first task collected to the end of collection, the collector is paused;
-- at the end of collection, everything alive is frozen (`gc.freeze()`): left out of
-  every later pass; what the arms allocate afterwards is collected as usual;
-- as pytest's last clean-up, after its own final passes, everything is unfrozen, so
-  the interpreter's last collection at exit (or the caller of `pytest.main()`, when
-  it goes on) still finds and finalises it.
+- from the first task collected to the end of collection, automatic collections are
+  paused (generation 0's threshold set to 0; `gc.isenabled()` is left alone, so a
+  `gc.disable()` made meanwhile by anyone else stands);
+- at the end of collection, one young-generation pass frees what collection threw
+  away, and what is left alive is frozen (`gc.freeze()`): out of every later pass,
+  pytest's final ones included; what the arms allocate is collected as usual;
+- as pytest's last clean-up, after its own final passes, it is unfrozen, so the
+  interpreter's last collection at exit (or the program that called `pytest.main()`,
+  when it goes on) still finds and finalises it.
 
-Where the collector is already off, nothing is touched. `gc.unfreeze()` has no
-partial form: it also returns what was frozen before the run (CPython 3.12 starts with a
-few hundred interpreter objects frozen), which only makes them visible to the collector.
+`gc.unfreeze()` has no partial form, so nothing is frozen where someone else already
+froze objects after this module was imported (a program's own `gc.freeze()`, or the
+outer run of a nested, in-process pytest run): their frozen objects stay frozen. Where
+automatic collection is already off, nothing is touched.
 """
 from __future__ import annotations
 
@@ -24,36 +28,47 @@ import gc
 
 import pytest
 
+# What was frozen before any run here: CPython itself starts with a few hundred objects
+# frozen. More than this at collection's end means someone else froze objects.
+_FROZEN_AT_IMPORT = gc.get_freeze_count()
+
 
 class CollectionHeap:
     """One pytest run's pause and freeze of the collector; `release` undoes both."""
 
     def __init__(self) -> None:
-        self._paused = False
+        self._thresholds: tuple[int, ...] | None = None  # set while paused
         self._frozen = False
+        self._done = False
 
     def pause(self) -> None:
-        """A task is being collected: no collector passes until collection ends."""
-        if self._paused or self._frozen:
+        """A task is being collected: no automatic passes until collection ends."""
+        if self._thresholds is not None or self._done:
             return
-        if gc.isenabled():
-            gc.disable()
-            self._paused = True
+        thresholds = gc.get_threshold()
+        if gc.isenabled() and thresholds[0] > 0:
+            self._thresholds = thresholds
+            gc.set_threshold(0, *thresholds[1:])
 
     def settle(self) -> None:
-        """Collection is over: freeze what it built, and let the collector run again."""
-        if not self._paused:
+        """Collection is over: free its garbage, freeze what lives, collect again as before."""
+        if self._thresholds is None:
             return
-        self._paused = False
-        gc.freeze()
-        self._frozen = True
-        gc.enable()
+        thresholds, self._thresholds = self._thresholds, None
+        self._done = True
+        gc.collect(0)
+        if gc.get_freeze_count() <= _FROZEN_AT_IMPORT:
+            gc.freeze()
+            self._frozen = True
+        if gc.get_threshold()[0] == 0:  # unless someone set their own meanwhile
+            gc.set_threshold(*thresholds)
 
     def release(self) -> None:
-        """The run is over: everything frozen goes back to the collector."""
-        if self._paused:
-            self._paused = False
-            gc.enable()
+        """The run is over: the collector as it was, everything frozen given back."""
+        if self._thresholds is not None:  # collection never finished (Ctrl-C, an error)
+            thresholds, self._thresholds = self._thresholds, None
+            if gc.get_threshold()[0] == 0:
+                gc.set_threshold(*thresholds)
         if self._frozen:
             self._frozen = False
             gc.unfreeze()

@@ -23,11 +23,13 @@ seen = {"before": gc.get_freeze_count()}
 
 def pytest_itemcollected(item):
     seen.setdefault("collecting", gc.isenabled())
+    seen.setdefault("threshold_collecting", gc.get_threshold()[0])
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session):
     seen["after_collection"] = gc.isenabled()
+    seen["threshold_after_collection"] = gc.get_threshold()[0]
     seen["frozen_after_collection"] = gc.get_freeze_count()
 
 
@@ -38,24 +40,39 @@ def pytest_unconfigure(config):
 
 @pytest.fixture
 def collector_restored():
-    enabled = gc.isenabled()
+    enabled, thresholds = gc.isenabled(), gc.get_threshold()
     yield
     (gc.enable if enabled else gc.disable)()
+    gc.set_threshold(*thresholds)
+    gc.unfreeze()
+
+
+def make_task(root, rel: str) -> None:
+    d = root / rel
+    (d / "fixture").mkdir(parents=True)
+    (d / ".jaato").mkdir()
+    (d / "task.yaml").write_text(yaml.safe_dump({
+        "id": d.name, "environment": {"fixture": "fixture", "config_root": ".jaato"},
+        "input": {"prompt": "p"}, "harness": {"profile": "w"},
+        "graders": [{"kind": "script", "run": "true"}]}))
 
 
 def test_pause_settle_release(collector_restored):
     gc.enable()
+    gc.set_threshold(700, 10, 10)
     heap = CollectionHeap()
     heap.pause()
-    assert not gc.isenabled()
+    assert gc.isenabled() and gc.get_threshold() == (0, 10, 10)
     built = [[] for _ in range(1000)]  # tracked objects made while paused
     before = gc.get_freeze_count()
     heap.settle()
-    assert gc.isenabled() and gc.get_freeze_count() >= before + len(built)
+    assert gc.get_threshold() == (700, 10, 10)
+    assert gc.get_freeze_count() >= before + len(built)
     heap.release()
-    assert gc.isenabled() and gc.get_freeze_count() < len(built)  # (CPython keeps a few frozen)
+    assert gc.get_threshold() == (700, 10, 10)
+    assert gc.get_freeze_count() < len(built)  # (CPython keeps a few frozen)
     heap.release()  # idempotent
-    assert gc.isenabled()
+    assert gc.get_threshold() == (700, 10, 10)
 
 
 def test_a_collector_already_off_is_left_alone(collector_restored):
@@ -64,45 +81,77 @@ def test_a_collector_already_off_is_left_alone(collector_restored):
     heap = CollectionHeap()
     heap.pause()
     heap.settle()
-    assert not gc.isenabled() and gc.get_freeze_count() == frozen
     heap.release()
     assert not gc.isenabled() and gc.get_freeze_count() == frozen
+    gc.enable()
+    gc.set_threshold(0)  # automatic collection off the other way
+    heap = CollectionHeap()
+    heap.pause()
+    heap.settle()
+    assert gc.get_threshold()[0] == 0 and gc.get_freeze_count() == frozen
 
 
 def test_release_after_a_collection_that_never_finished(collector_restored):
-    gc.enable()
+    gc.set_threshold(700, 10, 10)
     heap = CollectionHeap()
     heap.pause()
     heap.release()  # e.g. Ctrl-C during collection: no settle came
-    assert gc.isenabled()
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_someone_elses_frozen_objects_stay_frozen(collector_restored):
+    gc.set_threshold(700, 10, 10)
+    kept = [[] for _ in range(1000)]
+    gc.freeze()  # e.g. the outer run of a nested pytest run, or the program's own
+    frozen = gc.get_freeze_count()
+    heap = CollectionHeap()
+    heap.pause()
+    heap.settle()
+    heap.release()
+    assert gc.get_freeze_count() >= frozen >= len(kept)
 
 
 def test_a_task_run_pauses_the_collector_only_while_collecting(pytester, collector_restored):
     gc.enable()
-    d = pytester.path / "tasks" / "a"
-    (d / "fixture").mkdir(parents=True)
-    (d / ".jaato").mkdir()
-    (d / "task.yaml").write_text(yaml.safe_dump({
-        "id": "a", "environment": {"fixture": "fixture", "config_root": ".jaato"},
-        "input": {"prompt": "p"}, "harness": {"profile": "w"},
-        "graders": [{"kind": "script", "run": "true"}]}))
+    gc.unfreeze()
+    make_task(pytester.path, "tasks/a")
     pytester.makeconftest(textwrap.dedent(WATCH))
+    threshold = gc.get_threshold()[0]
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--co", "-q", "tasks")
     assert result.ret == 0, result.stdout.str()
     seen = json.loads((pytester.path / "gc.json").read_text())
-    assert seen["collecting"] is False and seen["after_collection"] is True
+    assert seen["collecting"] is True and seen["threshold_collecting"] == 0
+    assert seen["threshold_after_collection"] == threshold
     assert seen["frozen_after_collection"] > seen["before"]
     # Given back at the run's end (CPython itself keeps a few hundred objects frozen).
-    assert gc.isenabled() and gc.get_freeze_count() < seen["frozen_after_collection"]
+    assert gc.get_threshold()[0] == threshold
+    assert gc.get_freeze_count() < seen["frozen_after_collection"]
+
+
+def test_a_gc_disable_made_during_collection_stands(pytester, collector_restored):
+    gc.enable()
+    make_task(pytester.path, "tasks/a")
+    make_task(pytester.path, "tasks/zgroup/b")
+    (pytester.path / "tasks" / "zgroup" / "conftest.py").write_text(
+        "import gc\ngc.disable()\n")  # imported after a's task.yaml was collected
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--co", "-q", "tasks")
+    assert result.ret == 0, result.stdout.str()
+    assert not gc.isenabled()
 
 
 def test_a_run_without_tasks_leaves_the_collector_alone(pytester, collector_restored):
     gc.enable()
     pytester.makepyfile(test_plain="def test_one():\n    pass\n")
+    # A test inside a task's fixture, named on the command line: pytest walks the task
+    # folder on the way and builds its task.yaml's node, but no task is collected.
+    make_task(pytester.path, "tasks/a")
+    (pytester.path / "tasks" / "a" / "fixture" / "test_fx.py").write_text(
+        "def test_fx():\n    pass\n")
     pytester.makeconftest(textwrap.dedent(WATCH))
-    frozen = gc.get_freeze_count()
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-q")
-    assert result.ret == 0, result.stdout.str()
-    seen = json.loads((pytester.path / "gc.json").read_text())
-    assert seen["collecting"] is True and seen["frozen_after_collection"] == frozen
-    assert gc.isenabled()
+    threshold = gc.get_threshold()[0]
+    for args in (["test_plain.py"], ["tasks/a/fixture/test_fx.py"]):
+        result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-q", *args)
+        assert result.ret == 0, result.stdout.str()
+        seen = json.loads((pytester.path / "gc.json").read_text())
+        assert seen["threshold_collecting"] == threshold, args  # never paused: never frozen
+        assert gc.isenabled() and gc.get_threshold()[0] == threshold

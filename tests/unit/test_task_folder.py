@@ -99,3 +99,77 @@ def test_ignore_options_and_the_parent_conftest_still_reach_a_task_yaml(pytester
                                 "-W", "ignore::pytest.PytestUnknownMarkWarning", "tasks")
     assert [line for line in result.outlines if "::" in line] == ids("b")
     result.stdout.fnmatch_lines(["4 tests collected*"])
+
+
+def test_a_conftest_makes_its_own_folder_nodes_first(pytester):
+    task(pytester.path, "a")
+    task(pytester.path, "b")
+    (pytester.path / "tasks" / "conftest.py").write_text(textwrap.dedent("""
+        import pytest
+
+        class MyDir(pytest.Dir.__mro__[1]):  # a Directory of the project's own
+            def collect(self):
+                return [self.ihook.pytest_collect_file(file_path=self.path / "task.yaml",
+                                                       parent=self)[0]]
+
+        def pytest_collect_directory(path, parent):
+            if path.name == "a":
+                return MyDir.from_parent(parent, path=path)
+    """))
+    tree = pytester.runpytest(*COMMON, "tasks")
+    assert tree.ret == 0, tree.stdout.str()
+    tree.stdout.fnmatch_lines(["*<MyDir a>", "*<TaskFile task.yaml>", "*<TaskFile b/task.yaml>"])
+
+
+def test_a_conftest_that_wants_a_fixture_collected_gets_it(pytester):
+    task(pytester.path, "a")
+    (pytester.path / "tasks" / "a" / "fixture" / "test_f.py").write_text(
+        "def test_in_fixture():\n    pass\n")
+    pytester.makeconftest(textwrap.dedent("""
+        import pytest
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_ignore_collect(collection_path):
+            if collection_path.name == "fixture":
+                return False  # collect it, fence or no fence
+    """))
+    result = pytester.runpytest(*COMMON, "-q", "tasks")
+    assert [line for line in result.outlines if "::" in line] == [
+        "tasks/a/fixture/test_f.py::test_in_fixture", *ids("a")]
+
+
+def test_each_path_is_asked_once_when_the_manifest_is_ignored(pytester):
+    task(pytester.path, "a")
+    task(pytester.path, "b")
+    pytester.makeconftest(textwrap.dedent("""
+        from pathlib import Path
+
+        def pytest_ignore_collect(collection_path):
+            with open(Path(__file__).parent / "asked.log", "a") as log:
+                log.write(f"{collection_path.relative_to(Path(__file__).parent)}\\n")
+    """))
+    result = pytester.runpytest(*COMMON, "-q", "--ignore=tasks/a/task.yaml", "tasks")
+    assert [line for line in result.outlines if "::" in line] == ids("b")
+    asked = (pytester.path / "asked.log").read_text().splitlines()
+    assert len(asked) == len(set(asked)), asked
+    assert {"tasks/a", "tasks/a/task.yaml", "tasks/a/fixture", "tasks/b/task.yaml"} <= set(asked)
+
+
+def test_a_pytest_without_the_conftest_call_gets_pytests_own_folders():
+    """pytest 8.0 has no `consider_namespace_packages` ini key (getini raises ValueError).
+    That pytest cannot be installed beside this suite's, so its config is imitated here."""
+    from pathlib import Path
+
+    from pytest_jaato_eval.pytest_layer.task_folder import _scope_conftests
+
+    class Pytest80Config:
+        rootpath = Path("/")
+        pluginmanager = type("PM", (), {"_loadconftestmodules": lambda *a, **k: None})()
+
+        def getoption(self, name):
+            return "prepend"
+
+        def getini(self, name):
+            raise ValueError(f"unknown configuration value: {name!r}")
+
+    assert _scope_conftests(Path("/tmp"), Pytest80Config()) is False
