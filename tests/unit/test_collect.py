@@ -120,3 +120,29 @@ def test_resume_refuses_exactly_the_tasks_whose_stored_hash_differs(pytester):
     assert "tasks/c/task.yaml: resume" not in out
     assert result.ret == 2, out
     result.stdout.fnmatch_lines(["*(2 deselected), 1 error*"])  # b's and c's stored arms kept
+
+
+def test_an_arms_callspec_is_its_id_alone_and_read_only(pytester):
+    task(pytester.path, "a")
+    (pytester.path / "tasks" / "conftest.py").write_text(textwrap.dedent("""
+        import json
+        from pathlib import Path
+
+        def pytest_collection_modifyitems(items):
+            out = []
+            for item in items:
+                spec = item.callspec
+                try:
+                    spec.params["x"] = 1
+                    writable = True
+                except TypeError:
+                    writable = False
+                out.append([item.nodeid, spec.id, dict(spec.params), list(spec.marks), writable])
+            Path("specs.json").write_text(json.dumps(out))
+    """))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--co", "-q",
+                                           "--profile-set=s0,s1", "tasks")
+    assert result.ret == 0, result.stdout.str()
+    specs = json.loads((pytester.path / "specs.json").read_text())
+    assert specs == [[f"tasks/a/task.yaml::a[{s}-r0]", f"{s}-r0", {}, [], False]
+                     for s in ("s0", "s1")]
