@@ -4,7 +4,8 @@
                     (@pytest.mark.jaato tests), fixtures.py (jaato_daemon, jaato_workspace,
                     jaato_arm), outcome.py (PASS/FAIL/BLOCKED on reports), run.py (the run's
                     context), worker.py (daemon, pools, workspaces), controller.py (store
-                    writer, pivot printer, exit status), fence.py, shard.py, pytest_html.py
+                    writer, pivot printer, exit status), fence.py, task_folder.py,
+                    heap.py (collecting thousands of tasks), shard.py, pytest_html.py
     arm.py          one arm, end to end, without pytest (engine/, graders/ below it)
     results/        the arm record, the store, the pivot; report/compare/validate/merge
     report/         the HTML/PDF documents
