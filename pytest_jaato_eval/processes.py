@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -41,8 +42,12 @@ TERM_GRACE = 2.0
 def start_stamp(pid: int) -> float | None:
     """When `pid` started: clock ticks since boot from /proc where there is one (exact and
     stable), else psutil's wall-clock create time."""
-    try:
-        raw = open(f"/proc/{pid}/stat", "rb").read()
+    try:  # os.open, not open(): read for every process on every tree clean-up
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+        try:
+            raw = os.read(fd, 4096)
+        finally:
+            os.close(fd)
         return float(raw.rsplit(b")", 1)[1].split()[19])
     except FileNotFoundError:
         if os.path.isdir("/proc/self"):
@@ -254,18 +259,50 @@ def start(args, *, env: dict[str, str] | None = None, **popen) -> tuple[subproce
 def wait(proc, tree: Tree, timeout: float | None, poll: float = 0.2) -> int:
     """Wait for the leader, noting its descendants as it goes; TimeoutExpired past `timeout`."""
     deadline = None if not timeout else time.monotonic() + timeout
-    try:  # most graders end within milliseconds: no snapshot needed for those
-        return proc.wait(timeout=min(0.02, timeout) if timeout else 0.02)
-    except subprocess.TimeoutExpired:
-        pass
-    while True:
-        tree.snapshot()
-        step = poll if deadline is None else min(poll, max(0.0, deadline - time.monotonic()))
-        try:
-            return proc.wait(timeout=step)
-        except subprocess.TimeoutExpired:
+    with _ExitWatch(proc) as ended:
+        # Most graders end within milliseconds: no snapshot needed for those.
+        if ended(min(0.02, timeout) if timeout else 0.02):
+            return proc.wait()
+        while True:
+            tree.snapshot()
+            step = poll if deadline is None else min(poll, max(0.0, deadline - time.monotonic()))
+            if ended(step):
+                return proc.wait()
             if deadline is not None and time.monotonic() >= deadline:
-                raise
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+
+
+class _ExitWatch:
+    """`ended(seconds)`: whether the child has exited, waiting at most `seconds`. Woken by
+    the kernel the moment it exits (a pidfd, Linux >= 5.3) where Popen.wait(timeout)
+    polls with growing sleeps: a 4 ms grader would be seen at 7.5 ms."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self._proc = proc
+        self._fd: int | None = None
+
+    def __enter__(self):
+        if self._proc.returncode is None and hasattr(os, "pidfd_open"):
+            try:
+                self._fd = os.pidfd_open(self._proc.pid)
+            except OSError:  # an old kernel, or a sandbox without the call: poll instead
+                self._fd = None
+        return self.ended
+
+    def __exit__(self, *exc) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+
+    def ended(self, seconds: float) -> bool:
+        if self._fd is None or self._proc.returncode is not None:
+            try:
+                self._proc.wait(timeout=seconds)
+                return True
+            except subprocess.TimeoutExpired:
+                return False
+        watch = select.poll()  # not select(): no limit on the descriptor's number
+        watch.register(self._fd, select.POLLIN)
+        return bool(watch.poll(max(0, int(seconds * 1000))))
 
 
 async def start_async(cmd: str, *, env: dict[str, str], **kw):

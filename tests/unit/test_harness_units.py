@@ -158,6 +158,29 @@ def test_a_tree_finds_a_double_forked_child_by_its_marker_and_ends_it():
     assert processes.wait_gone(escaped, 5)
 
 
+@pytest.mark.parametrize("watch", ["pidfd", "polling"])
+def test_wait_returns_the_exit_code_notes_children_and_times_out(monkeypatch, watch):
+    """The leader's wait, woken by its pidfd or (a kernel without one) by polling: the exit
+    code of a quick and of a slower leader, descendants noted while it runs, and a leader
+    still running at its timeout raises TimeoutExpired, unreaped."""
+    if watch == "polling":
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    elif not hasattr(os, "pidfd_open"):
+        pytest.skip("no os.pidfd_open here")
+    proc, tree = processes.start("exit 7", shell=True)
+    assert processes.wait(proc, tree, 10) == 7
+    proc, tree = processes.start("sleep 4304 & sleep 0.4; exit 5", shell=True)
+    assert processes.wait(proc, tree, 10) == 5
+    assert any(i.pid != proc.pid for i in tree.seen), "the child seen while the leader ran"
+    tree.kill(grace=0.3)
+    proc, tree = processes.start(["sleep", "4305"])
+    with pytest.raises(subprocess.TimeoutExpired):
+        processes.wait(proc, tree, 0.3)
+    assert proc.returncode is None and proc.poll() is None
+    tree.kill(grace=0.3)
+    assert proc.wait(5) < 0  # ended by the clean-up's signal
+
+
 @pytest.mark.parametrize("way", ["setpriv", "preexec_fn"])
 def test_a_tree_dies_with_the_process_that_started_it(way):
     """A harness killed outright (SIGKILL: no clean-up runs) the moment a grader started

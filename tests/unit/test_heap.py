@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import sys
 import textwrap
 
 import pytest
@@ -14,6 +15,7 @@ from pytest_jaato_eval.pytest_layer.heap import CollectionHeap
 WATCH = """
 import gc
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -155,3 +157,45 @@ def test_a_run_without_tasks_leaves_the_collector_alone(pytester, collector_rest
         seen = json.loads((pytester.path / "gc.json").read_text())
         assert seen["threshold_collecting"] == threshold, args  # never paused: never frozen
         assert gc.isenabled() and gc.get_threshold()[0] == threshold
+
+
+def test_kept_frozen_when_only_the_exit_follows(collector_restored):
+    gc.set_threshold(700, 10, 10)
+    heap = CollectionHeap(process_ends_with_run=True)
+    heap.pause()
+    built = [[] for _ in range(1000)]
+    heap.settle()
+    frozen = gc.get_freeze_count()
+    heap.release()
+    assert gc.get_threshold() == (700, 10, 10)  # the collector itself is given back
+    assert gc.get_freeze_count() == frozen >= len(built)
+
+
+AT_EXIT = """
+import atexit
+import gc
+
+log = open("flushed.txt", "w")  # never closed: the exit still flushes a module global
+log.write("written at import\\n")
+atexit.register(lambda: print("frozen at exit:", gc.get_freeze_count()))
+"""
+
+
+@pytest.mark.parametrize("how", ["command", "program"])
+def test_frozen_through_the_exit_only_for_the_pytest_command(pytester, how):
+    make_task(pytester.path, "tasks/a")
+    (pytester.path / "tasks" / "conftest.py").write_text(AT_EXIT)
+    args = ["-p", "no:cacheprovider", "--co", "-q", "tasks"]
+    if how == "command":  # `python -m pytest`: pytest's console entry point
+        result = pytester.run(sys.executable, "-m", "pytest", *args)
+    else:  # a program calling pytest.main() and going on
+        result = pytester.run(sys.executable, "-c", "import gc, sys, pytest\n"
+                              f"pytest.main({args!r})\n"
+                              "print('after main:', gc.get_freeze_count())")
+    frozen = int(result.stdout.str().split("frozen at exit:")[1].split()[0])
+    if how == "command":
+        assert frozen > 10_000  # the collection's objects: the exit does not walk them
+    else:
+        assert frozen < 1_000  # (CPython keeps a few frozen of its own)
+        assert "after main:" in result.stdout.str()
+    assert (pytester.path / "flushed.txt").read_text() == "written at import\n"
