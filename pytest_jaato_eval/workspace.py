@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 import shutil
 import stat
+import threading
 from pathlib import Path
 from urllib.parse import quote
 
@@ -92,3 +94,36 @@ def discard(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
     for stray in path.parent.glob(f".{path.name}-*-state"):
         shutil.rmtree(stray, ignore_errors=True)
+
+
+class Bin:
+    """Workspaces removed on a thread of their own: an arm's teardown hands its workspace
+    over and goes on to the next arm instead of waiting for its tree to be deleted.
+    `empty()` waits, boundedly, until everything handed over is gone."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Path | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def put(self, path: Path) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._drain, daemon=True,
+                                                name="jaato-workspace-bin")
+                self._thread.start()
+            self._queue.put(path)
+
+    def _drain(self) -> None:
+        while (path := self._queue.get()) is not None:
+            discard(path)
+
+    def empty(self, timeout: float) -> bool:
+        """True when every workspace handed over has been removed within `timeout`."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+            if thread is None:
+                return True
+            self._queue.put(None)
+        thread.join(timeout)
+        return not thread.is_alive()

@@ -45,8 +45,7 @@ def jaato_workspace(request) -> Iterator[Path]:
     request.node.stash[WORKSPACE_KEY] = ws
     yield ws
     if ws not in settings.kept:
-        from ..workspace import discard
-        discard(ws)
+        worker.discard(ws)
 
 
 @pytest.fixture

@@ -19,6 +19,9 @@ from .run import RunContext, arm_of, has_kept_workspaces, own_folder
 from .sigterm import SigtermAsInterrupt
 
 
+BIN_WAIT = 60.0  # for the background removal of workspaces at the run's end
+
+
 class Worker:
     """Runs arms: owns the daemon, the task pools and the workspaces of this process."""
 
@@ -31,6 +34,7 @@ class Worker:
         self._arm_settings = None
         self._pools: dict[str, tuple[str, str | None]] = {}
         self._pool_owner: Any = None
+        self._bin: Any = None  # workspaces being removed in the background
         self._lock = threading.Lock()
         self._prestart: threading.Thread | None = None
         self._release = threading.Event()  # ends the thread that spawned the daemon
@@ -59,6 +63,13 @@ class Worker:
                 workspace_root=root, keep_workspaces=self.settings.keep_workspaces,
                 ceiling=self.settings.ceiling, run_id=self.context.run_id)
         return self._arm_settings
+
+    def discard(self, ws: Path) -> None:
+        """An arm is done with its workspace: removed in the background; finish() waits."""
+        if self._bin is None:
+            from ..workspace import Bin
+            self._bin = Bin()
+        self._bin.put(ws)
 
     # -- the daemon --------------------------------------------------------------
     @property
@@ -205,6 +216,8 @@ class Worker:
             self._daemon.stop()
         self._release.set()
         self.sigterm.restore()
+        if self._bin is not None:
+            self._bin.empty(BIN_WAIT)  # past it, the loop below removes what is left
         if self._arm_settings is not None:  # now the daemon can no longer write into them
             from .. import sweep, workspace
             for ws in set(self._arm_settings.made) - set(self._arm_settings.kept):

@@ -1,7 +1,9 @@
 """Arms end to end against a real jaato daemon (echo provider): PASS, FAIL, BLOCKED."""
 from __future__ import annotations
 
+import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +35,27 @@ def test_shipped_tasks_pass_on_a_private_daemon(project):
     # The private daemon and its run folder are gone.
     assert project.run_dirs() == []
     assert processes_mentioning(str(project.tmp)) == []
+
+
+def test_discarded_workspaces_are_gone_and_a_failed_one_is_kept(project):
+    """W4 with the removal in the background: after the run a user-chosen workspace root
+    holds the FAIL arm's workspace, which its record names, and nothing of the PASS arms."""
+    project.task("good", repeats=3)
+    project.task("bad", graders=[{"kind": "script", "run": "grep -qx STEADY answer.txt"}])
+    root = project.tmp / "ws"
+    # A private daemon: stopped before the run's end, it cannot write into a removed one.
+    result = project.run("tasks", f"--jaato-workspaces={root}", "--keep-failed-workspaces",
+                         shared_daemon=False)
+    result.assert_outcomes(passed=3, failed=1)
+    states = {r["arm_id"]: (r["state"], r["workspace"]) for r in project.records()}
+    (kept,) = [ws for state, ws in states.values() if state == "FAIL"]
+    assert all(ws is None for state, ws in states.values() if state == "PASS")
+    # The kept workspace, and the daemon's state folder beside it.
+    names = {p.name for p in root.resolve().iterdir()}
+    assert "bad@echo#0" in names
+    assert all(re.fullmatch(r"\.bad@echo#0-\w+-state", n) for n in names - {"bad@echo#0"}), names
+    assert str(root.resolve() / "bad@echo#0") == kept
+    assert (Path(kept) / "answer.txt").read_text() == "READY\n"
 
 
 def test_grader_expecting_other_content_fails_with_the_verdict_table(project):

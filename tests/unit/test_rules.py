@@ -146,6 +146,31 @@ def test_workspace_names_are_injective_and_stay_under_the_root(tmp_path):
         assert len(n) <= 120
 
 
+def test_the_bin_removes_every_workspace_handed_over_and_its_state(tmp_path):
+    """W4 off the arm's path: teardown hands the workspace to a background thread; the run's
+    end waits until all of them are gone, links inside removed, never followed."""
+    assert workspace.Bin().empty(5)  # nothing handed over: nothing to wait for
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not the arm's")
+    bin_ = workspace.Bin()
+    made = []
+    for i in range(20):
+        ws = tmp_path / "root" / f"arm-{i}"
+        (ws / "deep" / "er").mkdir(parents=True)
+        (ws / "deep" / "er" / "f.txt").write_text("x" * 1000)
+        (ws / "link").symlink_to(outside)
+        (tmp_path / "root" / f".arm-{i}-s1-state").mkdir()
+        made.append(ws)
+        bin_.put(ws)
+        if i == 9:
+            assert bin_.empty(30)  # and a bin emptied once takes more
+    assert bin_.empty(30)
+    assert not any(ws.exists() for ws in made)
+    assert list((tmp_path / "root").iterdir()) == []
+    assert (outside / "keep.txt").read_text() == "not the arm's"
+
+
 def test_materialise_copies_links_as_links_skips_junk_and_never_reuses(tmp_path):
     fixture = tmp_path / "fixture"
     (fixture / ".git").mkdir(parents=True)
