@@ -83,23 +83,32 @@ class CollectionHeap:
 HEAP_KEY = pytest.StashKey[CollectionHeap]()
 
 
-def _console_entry_points() -> frozenset:
+def _entry_points() -> tuple[frozenset, frozenset]:
+    """The code of pytest's entry functions: (all of them, the console's alone)."""
     import _pytest.config as pytest_config
 
-    return frozenset(getattr(pytest_config, name).__code__ for name in
-                     ("console_main", "_console_main") if hasattr(pytest_config, name))
+    def codes(*names: str) -> frozenset:
+        return frozenset(getattr(pytest_config, n).__code__ for n in names
+                         if hasattr(pytest_config, n))
+
+    console = codes("console_main", "_console_main")
+    return console | codes("main", "_main"), console
 
 
 def process_ends_with_run(config) -> bool:
     """Whether only the interpreter's exit follows this run: an xdist worker, or the
-    `pytest` command (pytest's console entry point, which pytest documents as not for
-    programmatic use, is on the stack). `pytest.main()` from a program is not."""
+    `pytest` command. The innermost chain of pytest's entry functions on the stack is this
+    run's; it ends the process when it starts at the console entry point, which pytest
+    documents as not for programmatic use. A program's `pytest.main()`, a nested run
+    inside a test (pytester's in-process runs) included, does not."""
     if hasattr(config, "workerinput"):
         return True
-    entry_points = _console_entry_points()
+    entry, console = _entry_points()
     frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code in entry_points:
+    while frame is not None and frame.f_code not in entry:
+        frame = frame.f_back
+    while frame is not None and frame.f_code in entry:
+        if frame.f_code in console:
             return True
         frame = frame.f_back
     return False

@@ -181,21 +181,28 @@ atexit.register(lambda: print("frozen at exit:", gc.get_freeze_count()))
 """
 
 
-@pytest.mark.parametrize("how", ["command", "program"])
+@pytest.mark.parametrize("how", ["command", "program", "nested"])
 def test_frozen_through_the_exit_only_for_the_pytest_command(pytester, how):
     make_task(pytester.path, "tasks/a")
     (pytester.path / "tasks" / "conftest.py").write_text(AT_EXIT)
     args = ["-p", "no:cacheprovider", "--co", "-q", "tasks"]
+    inner = (f"pytest.main({args!r})\n"
+             "print('after main:', gc.get_freeze_count())\n")
     if how == "command":  # `python -m pytest`: pytest's console entry point
         result = pytester.run(sys.executable, "-m", "pytest", *args)
-    else:  # a program calling pytest.main() and going on
-        result = pytester.run(sys.executable, "-c", "import gc, sys, pytest\n"
-                              f"pytest.main({args!r})\n"
-                              "print('after main:', gc.get_freeze_count())")
+    elif how == "program":  # a program calling pytest.main() and going on
+        result = pytester.run(sys.executable, "-c", "import gc, sys, pytest\n" + inner)
+    else:  # a run inside a test of a `pytest` command that itself has no task
+        (pytester.path / "test_outer.py").write_text(
+            "import gc\nimport pytest\n\n\ndef test_outer():\n" +
+            textwrap.indent(inner, "    "))
+        result = pytester.run(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s",
+                              "test_outer.py")
     frozen = int(result.stdout.str().split("frozen at exit:")[1].split()[0])
     if how == "command":
         assert frozen > 10_000  # the collection's objects: the exit does not walk them
-    else:
-        assert frozen < 1_000  # (CPython keeps a few frozen of its own)
-        assert "after main:" in result.stdout.str()
+    else:  # given back when the run ends (CPython keeps a few frozen of its own)
+        assert frozen < 1_000
+        after = int(result.stdout.str().split("after main:")[1].split()[0])
+        assert after < 1_000
     assert (pytester.path / "flushed.txt").read_text() == "written at import\n"
