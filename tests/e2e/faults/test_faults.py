@@ -172,7 +172,9 @@ def test_signal_mid_sweep_then_resume(project, sig):
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *unused_plugins([]), "tasks",
          f"--jaato-out={project.store}"], cwd=project.root, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        # A suite started as a background job inherits SIGINT ignored, and so would this run.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(project.records()) < 2:
         time.sleep(0.2)
