@@ -98,7 +98,7 @@ def pytest_collection_modifyitems(config, items):
 def pytest_collection_finish(session):
     heap = session.config.stash.get(HEAP_KEY, None)
     if heap is not None:
-        heap.settle()  # the collector runs again; what collection built is frozen
+        heap.settle(session)  # the collector runs again; what collection built is frozen
 
 
 def pytest_itemcollected(item):

@@ -6,6 +6,7 @@ import os
 import queue
 import shutil
 import stat
+import subprocess
 import threading
 from pathlib import Path
 from urllib.parse import quote
@@ -88,12 +89,36 @@ def materialise(root: Path, arm_id: str, fixture: Path, profile_set: str | None)
     return dest
 
 
+RM_WAIT = 300.0  # for coreutils' rm on a tree too deep for shutil.rmtree
+_SYSTEM_PATH = "/usr/bin:/bin"
+
+
 def discard(path: Path) -> None:
-    """W4: remove a workspace (and the daemon's state folders written beside it)."""
+    """W4: remove a workspace (and the daemon's state folders written beside it). Never
+    raises: whatever the agent left there, links are removed, not followed."""
     path = Path(path)
-    shutil.rmtree(path, ignore_errors=True)
+    _remove_tree(path)
     for stray in path.parent.glob(f".{path.name}-*-state"):
-        shutil.rmtree(stray, ignore_errors=True)
+        _remove_tree(stray)
+
+
+def _remove_tree(path: Path) -> None:
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        # Python 3.12's rmtree recurses once per level; an agent can nest folders deeper
+        # than that. coreutils' rm walks any depth with a bounded number of descriptors,
+        # never following a link, and stays on the workspace's file system.
+        rm = shutil.which("rm", path=_SYSTEM_PATH)
+        if rm is None:
+            return
+        try:
+            subprocess.run([rm, "-rf", "--one-file-system", "--", str(path)],
+                           env={"PATH": _SYSTEM_PATH, "LC_ALL": "C"}, timeout=RM_WAIT,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, check=False)
+        except (OSError, subprocess.SubprocessError):
+            pass
 
 
 class Bin:
@@ -116,7 +141,10 @@ class Bin:
 
     def _drain(self) -> None:
         while (path := self._queue.get()) is not None:
-            discard(path)
+            try:
+                discard(path)
+            except Exception:  # noqa: BLE001 - one workspace must not stop the others'
+                pass  # the run's end tries it again
 
     def empty(self, timeout: float) -> bool:
         """True when every workspace handed over has been removed within `timeout`."""

@@ -151,7 +151,11 @@ def grade_judge(spec: GraderSpec, ctx: GraderContext) -> Verdict:
         return Verdict.blocked(spec.id, claim, gated)
     if not ctx.socket_path:
         return Verdict.blocked(spec.id, claim, "no daemon socket: the arm ran on none")
-    own = Path(tempfile.mkdtemp(prefix="jaato-judge-"))
+    # Beside the arm's workspace, named as the daemon's state folders are: the daemon may
+    # write into the judge's view after its session, so whatever removes the workspace's
+    # state folders (the arm's discard, the run's end) removes this one too.
+    own = Path(tempfile.mkdtemp(prefix=f".{ctx.workspace.name}-judge", suffix="-state",
+                                dir=ctx.workspace.parent))
     try:
         env_file = own / "judge.env"
         env_file.write_text(f"JAATO_PROFILE_SET={ctx.profile_set}\n" if ctx.profile_set else "",

@@ -32,8 +32,10 @@ def test_shipped_tasks_pass_on_a_private_daemon(project):
         assert r["provenance"]["jaato_sdk_version"]
     result.stdout.fnmatch_lines(["*jaato-eval pivot*", "config-file*echo*100%*1*0*0*",
                                  "write-file*echo*100%*2*0*0*"])
-    # The private daemon and its run folder are gone.
+    # The private daemon and its run folder are gone, and nothing else was left in TMPDIR
+    # (the judge's view of the workspace included, which the daemon writes into late).
     assert project.run_dirs() == []
+    assert list(project.tmp.iterdir()) == []
     assert processes_mentioning(str(project.tmp)) == []
 
 

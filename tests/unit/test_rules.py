@@ -171,6 +171,46 @@ def test_the_bin_removes_every_workspace_handed_over_and_its_state(tmp_path):
     assert (outside / "keep.txt").read_text() == "not the arm's"
 
 
+def test_a_workspace_deeper_than_pythons_recursion_is_removed(tmp_path):
+    """An agent can nest folders deeper than shutil.rmtree can recurse (RecursionError,
+    which ignore_errors does not catch): discard still removes it, links not followed."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not the arm's")
+    ws = tmp_path / "root" / "deep-arm"
+    ws.mkdir(parents=True)
+    fd = os.open(ws, os.O_RDONLY)
+    for _ in range(1500):  # one level at a time: the whole path is past PATH_MAX
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.symlink(outside, "link", dir_fd=fd)
+    os.close(os.open("f.txt", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+    os.close(fd)
+    workspace.discard(ws)
+    assert not ws.exists()
+    assert (outside / "keep.txt").read_text() == "not the arm's"
+
+
+def test_one_workspace_that_cannot_be_removed_does_not_stop_the_bin(tmp_path, monkeypatch):
+    real = workspace.discard
+
+    def failing(path):
+        if path.name == "bad":
+            raise RuntimeError("cannot")
+        real(path)
+
+    monkeypatch.setattr(workspace, "discard", failing)
+    bin_ = workspace.Bin()
+    made = [tmp_path / name for name in ("a", "bad", "b", "c")]
+    for ws in made:
+        ws.mkdir()
+        bin_.put(ws)
+    assert bin_.empty(30)
+    assert [ws.name for ws in made if ws.exists()] == ["bad"]
+
+
 def test_materialise_copies_links_as_links_skips_junk_and_never_reuses(tmp_path):
     fixture = tmp_path / "fixture"
     (fixture / ".git").mkdir(parents=True)
