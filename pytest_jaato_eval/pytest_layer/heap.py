@@ -13,11 +13,12 @@ So, only in a process that collects a task.yaml:
 - at the end of collection, one young-generation pass frees what collection threw
   away, and what is left alive is frozen (`gc.freeze()`): out of every later pass,
   pytest's final ones included; what the arms allocate is collected as usual;
-- as pytest's last clean-up, after its own final passes, it is unfrozen, the session
-  lets go of its list of items (a new empty list: whoever else holds the old one keeps
-  it), and one full pass frees the items with the nodes and tasks only they held. Left
-  alive until the interpreter's exit, they would be walked by each of the exit's
-  passes before the last one frees them: about 0.4 s more at 15,000 arms.
+- as pytest's last clean-up, after its own final passes, it is unfrozen, and the
+  session lets go of its list of items (a new empty list: whoever else holds the old
+  one keeps it), so the items, with the nodes and tasks only they held, are garbage
+  the next full pass frees: the interpreter's first one at exit. Left reachable until
+  the exit's module teardown, they would be walked by each of its passes before the
+  last one freed them: about 0.4 s more at 15,000 arms.
 
 `gc.unfreeze()` has no partial form, so nothing is frozen where someone else already
 froze objects after this module was imported (a program's own `gc.freeze()`, or the
@@ -69,7 +70,7 @@ class CollectionHeap:
 
     def release(self) -> None:
         """The run is over: the collector as it was, everything frozen given back, the
-        session's items freed."""
+        session's items let go."""
         if self._thresholds is not None:  # collection never finished (Ctrl-C, an error)
             thresholds, self._thresholds = self._thresholds, None
             if gc.get_threshold()[0] == 0:
@@ -78,9 +79,8 @@ class CollectionHeap:
             self._frozen = False
             gc.unfreeze()
         session, self._session = self._session, None
-        if session is not None and gc.isenabled():
-            session.items = []
-            gc.collect()
+        if session is not None:
+            session.items = []  # a new list: whoever holds the old one keeps it
 
 
 HEAP_KEY = pytest.StashKey[CollectionHeap]()

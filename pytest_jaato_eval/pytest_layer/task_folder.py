@@ -81,9 +81,18 @@ def _scope_conftests(path: Path, config) -> bool:
     """Record the folder's conftest scope (its parents' conftest.py files), as pytest does
     when it collects a folder node: hooks and `collect_ignore` for the task.yaml and its
     arms are looked up by folder. pytest's own call (a private one, see
-    docs/architecture.md); False where this pytest does not have it as we know it."""
+    docs/architecture.md); False where this pytest does not have it as we know it.
+
+    The folder holds no conftest.py (the fast path's condition), so its scope is its
+    parent's: where pytest has already recorded the parent's, it is shared, which spares
+    looking for a conftest.py in every folder up to the root again, once per task."""
+    pm = config.pluginmanager
+    known = getattr(pm, "_dirpath2confmods", None)
+    if isinstance(known, dict) and path.parent in known:
+        known[path] = known[path.parent]
+        return True
     try:
-        config.pluginmanager._loadconftestmodules(
+        pm._loadconftestmodules(
             path, config.getoption("importmode"), rootpath=config.rootpath,
             consider_namespace_packages=config.getini("consider_namespace_packages"))
     except (AttributeError, TypeError, ValueError):  # pytest 8.0: no such ini key
