@@ -101,6 +101,33 @@ def test_ignore_options_and_the_parent_conftest_still_reach_a_task_yaml(pytester
     result.stdout.fnmatch_lines(["4 tests collected*"])
 
 
+def test_a_folded_folder_has_exactly_its_parents_conftest_scope(pytester):
+    """A folded task folder shares its parent's conftest list: a group's conftest.py
+    reaches the group's tasks and no other group's, whatever order they are collected in."""
+    task(pytester.path, "g1/a")
+    task(pytester.path, "g2/b")
+    task(pytester.path, "g2/c")
+    (pytester.path / "tasks" / "g2" / "conftest.py").write_text(textwrap.dedent("""
+        import pytest
+
+        @pytest.fixture(autouse=True)
+        def from_g2():
+            pass
+
+        def pytest_itemcollected(item):
+            item.add_marker("from_g2_conftest")
+    """))
+    result = pytester.runpytest(*COMMON, "-q", "-m", "from_g2_conftest",
+                                "-W", "ignore::pytest.PytestUnknownMarkWarning", "tasks")
+    assert [line for line in result.outlines if "::" in line] == ids("g2/b") + ids("g2/c")
+    used = pytester.runpytest("-p", "no:cacheprovider", "--fixtures-per-test",
+                              "-W", "ignore::pytest.PytestUnknownMarkWarning",
+                              "--profile-set=s0", "tasks").stdout.str()
+    per_arm = used.split("fixtures used by ")[1:]
+    assert [chunk.split()[0] for chunk in per_arm if "from_g2" in chunk] == [
+        "g2/b[s0-r0]", "g2/c[s0-r0]"], used
+
+
 def test_a_conftest_makes_its_own_folder_nodes_first(pytester):
     task(pytester.path, "a")
     task(pytester.path, "b")
