@@ -121,13 +121,19 @@ def load_task(path: Path | str) -> Task:
     except task_schema.Invalid as exc:
         raise ManifestError(path, exc.where or "top level", exc.reason) from None
 
-    fixture = _directory(path, m.environment.fixture, "environment.fixture")
-    config_root = _directory(path, m.environment.config_root, "environment.config_root")
+    try:  # the task's folder, resolved once for its manifest, fixture and config root
+        folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+        manifest = Path(_resolved_in(folder, path.name)[0])
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise ManifestError(path, "", f"cannot resolve its folder: {exc}") from None
+    fixture = _directory(path, folder, m.environment.fixture, "environment.fixture")
+    config_root = _directory(path, folder, m.environment.config_root,
+                             "environment.config_root")
     tree = _tree(path, raw, fixture, config_root)
     harness, inp = m.harness, m.input
     driver = harness.kind == DRIVER
     return Task(
-        id=m.id, manifest=Path(os.path.realpath(path)), description=m.description, fixture=fixture,
+        id=m.id, manifest=manifest, description=m.description, fixture=fixture,
         config_root=config_root, kind=harness.kind, profile=harness.profile,
         profile_set=harness.profile_set, run=harness.run,
         prompt=None if driver else inp.prompt, agent=None if driver else inp.agent,
@@ -157,10 +163,28 @@ def parse_for_collection(raw: bytes) -> Any:
     return doc
 
 
-def _directory(path: Path, value: str, where: str) -> Path:
+def _resolved_in(folder: str, value: str) -> tuple[str, os.stat_result | None]:
+    """os.path.realpath(join(folder, value)) for a `folder` already resolved, and the
+    result's lstat where it was taken: a plain name that is no link is itself, found
+    with one lstat, where realpath would walk every folder from the root again."""
+    joined = os.path.join(folder, value)
+    if value in ("", ".", "..") or os.sep in value or (os.altsep and os.altsep in value):
+        return os.path.realpath(joined), None
+    try:
+        found = os.lstat(joined)
+    except FileNotFoundError:
+        return joined, None  # what realpath gives for a missing last part
+    if stat.S_ISLNK(found.st_mode):
+        return os.path.realpath(joined), None
+    return joined, found
+
+
+def _directory(path: Path, folder: str, value: str, where: str) -> Path:
+    """The folder `value` names, relative to the task's resolved `folder`, resolved."""
     try:  # os.path on strings: pathlib's resolve() costs twice as much, once per task
-        resolved = Path(os.path.realpath(os.path.join(os.path.dirname(path), value)))
-        mode = os.stat(resolved).st_mode
+        found_at, found = _resolved_in(folder, value)
+        resolved = Path(found_at)
+        mode = (found or os.stat(found_at)).st_mode
     except FileNotFoundError:
         mode = None
     except (OSError, RuntimeError, ValueError) as exc:  # a name too long, a symlink loop

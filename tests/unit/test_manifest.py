@@ -329,3 +329,24 @@ def test_the_schema_command_prints_the_schema(capsys):
     assert schema["title"] == "jaato task (task.yaml)"
     assert {"id", "environment", "harness", "graders", "marks", "repeats"} <= set(schema["properties"])
     assert schema["properties"]["repeats"]["maximum"] == 1000
+
+
+def test_a_task_folder_is_resolved_once_and_the_same_as_realpath(tmp_path):
+    """The fixture, config root and manifest are resolved from the task folder's own
+    realpath with one lstat each; whatever the names are, the result is realpath's."""
+    from pytest_jaato_eval.manifest import _resolved_in
+
+    real = tmp_path / "real"
+    (real / "fx").mkdir(parents=True)
+    (real / "elsewhere").mkdir()
+    (real / "task.yaml").write_text("id: x\n")
+    (real / "linked-fx").symlink_to(real / "elsewhere")
+    (real / "loop").symlink_to(real / "loop")
+    (tmp_path / "via-link").symlink_to(real)  # the task folder itself reached by a link
+    (real / "linked.yaml").symlink_to(real / "task.yaml")
+    for folder in (real, tmp_path / "via-link"):
+        resolved = os.path.realpath(folder)
+        for value in ("fx", "linked-fx", "missing", ".", "..", "fx/../elsewhere",
+                      str(real / "fx"), "task.yaml", "linked.yaml", "loop"):
+            expected = os.path.realpath(os.path.join(folder, value))
+            assert _resolved_in(resolved, value)[0] == expected, (folder, value)
