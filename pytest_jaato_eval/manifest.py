@@ -122,7 +122,7 @@ def load_task(path: Path | str) -> Task:
         raise ManifestError(path, exc.where or "top level", exc.reason) from None
 
     try:  # the task's folder, resolved once for its manifest, fixture and config root
-        folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+        folder = os.path.realpath(os.path.dirname(path) or os.curdir)
         manifest = Path(_resolved_in(folder, path.name)[0])
     except (OSError, RuntimeError, ValueError) as exc:
         raise ManifestError(path, "", f"cannot resolve its folder: {exc}") from None

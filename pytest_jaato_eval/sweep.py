@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -93,6 +92,7 @@ def sweep_dead_runs(tmp_root: str | Path | None = None, keep: tuple[Path, ...] =
 
 def _remove_run_folder(folder: Path) -> None:
     """Everything but kept workspaces (a user asked for those); the folder if then empty."""
+    from .workspace import remove_tree
     for child in list(folder.iterdir()):
         if child.name == "workspaces" and child.is_dir() and not child.is_symlink() and any(
                 child.iterdir()):
@@ -101,7 +101,7 @@ def _remove_run_folder(folder: Path) -> None:
             if (child / "workspaces").is_dir():  # an xdist worker's folder
                 _remove_run_folder(child)
             else:
-                shutil.rmtree(child, ignore_errors=True)
+                remove_tree(child)
         else:
             child.unlink(missing_ok=True)
     try:
@@ -130,7 +130,8 @@ def remove_session_tmp(sessions: list[tuple[str, Path]], tmp_root: str | Path | 
                 continue
         except OSError:
             continue
-        shutil.rmtree(folder, ignore_errors=True)
+        from .workspace import remove_tree
+        remove_tree(folder)
         removed += 1
     return removed
 

@@ -97,28 +97,33 @@ def discard(path: Path) -> None:
     """W4: remove a workspace (and the daemon's state folders written beside it). Never
     raises: whatever the agent left there, links are removed, not followed."""
     path = Path(path)
-    _remove_tree(path)
+    remove_tree(path)
     for stray in path.parent.glob(f".{path.name}-*-state"):
-        _remove_tree(stray)
+        remove_tree(stray)
 
 
-def _remove_tree(path: Path) -> None:
+def remove_tree(path: Path | str) -> None:
+    """shutil.rmtree that a tree the agent shaped cannot defeat. Never raises."""
     try:
         shutil.rmtree(path, ignore_errors=True)
     except RecursionError:
-        # Python 3.12's rmtree recurses once per level; an agent can nest folders deeper
-        # than that. coreutils' rm walks any depth with a bounded number of descriptors,
-        # never following a link, and stays on the workspace's file system.
-        rm = shutil.which("rm", path=_SYSTEM_PATH)
-        if rm is None:
-            return
-        try:
-            subprocess.run([rm, "-rf", "--one-file-system", "--", str(path)],
-                           env={"PATH": _SYSTEM_PATH, "LC_ALL": "C"}, timeout=RM_WAIT,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, check=False)
-        except (OSError, subprocess.SubprocessError):
-            pass
+        pass
+    if not os.path.lexists(path):
+        return
+    # Python 3.12's rmtree recurses, and holds a descriptor, once per level: an agent can
+    # nest folders deeper than the recursion limit or the descriptor limit allows (or
+    # leave what rmtree cannot remove). coreutils' rm walks any depth with a bounded
+    # number of descriptors, never following a link, and stays on the file system.
+    rm = shutil.which("rm", path=_SYSTEM_PATH)
+    if rm is None:
+        return
+    try:
+        subprocess.run([rm, "-rf", "--one-file-system", "--", os.fspath(path)],
+                       env={"PATH": _SYSTEM_PATH, "LC_ALL": "C"}, timeout=RM_WAIT,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.SubprocessError):
+        pass
 
 
 class Bin:

@@ -29,6 +29,7 @@ from ..engine.session import Ceiling, SessionArmSpec, run_session_arm
 from ..manifest import GraderSpec
 from ..results.review import NEEDS_HUMAN
 from ..verdict import PASS, Verdict
+from ..workspace import remove_tree
 from .context import GraderContext
 
 LISTING_LIMIT = 200
@@ -175,7 +176,7 @@ def grade_judge(spec: GraderSpec, ctx: GraderContext) -> Verdict:
             ceiling=Ceiling(opts["timeout_seconds"], f"{spec.id} timeout_seconds",
                             what="judge session", remedy="raise the judge's timeout_seconds")))
     finally:
-        shutil.rmtree(own, ignore_errors=True)
+        remove_tree(own)  # a copy of what the agent left: any depth
     evidence = [f"judge session {run.session_id or '—'} ({run.model or '—'})"]
     if run.blocked_reason:
         return Verdict.blocked(spec.id, claim, f"judge session: {run.blocked_reason}", evidence)

@@ -134,7 +134,8 @@ class Controller:
             # A crashed worker never re-swept its discarded workspaces: unless the user
             # keeps some, nothing in its folder is wanted.
             if self.settings.keep_workspaces == "never" or not has_kept_workspaces(child):
-                shutil.rmtree(child, ignore_errors=True)
+                from ..workspace import remove_tree
+                remove_tree(child)
         if [p.name for p in root.iterdir()] in ([], [sweep.OWNER_FILE]):
             shutil.rmtree(root, ignore_errors=True)
 

@@ -89,7 +89,7 @@ def _scope_conftests(path: Path, config) -> bool:
     pm = config.pluginmanager
     known = getattr(pm, "_dirpath2confmods", None)
     if isinstance(known, dict) and path.parent in known:
-        known[path] = known[path.parent]
+        known[path] = list(known[path.parent])  # its own list: pytest appends to each
         return True
     try:
         pm._loadconftestmodules(

@@ -237,7 +237,8 @@ class Worker:
         for child in list(run_dir.iterdir()):
             if child != kept or not has_kept:
                 if child.is_dir() and not child.is_symlink():
-                    shutil.rmtree(child, ignore_errors=True)
+                    from ..workspace import remove_tree
+                    remove_tree(child)
                 else:
                     child.unlink(missing_ok=True)
         if not has_kept:

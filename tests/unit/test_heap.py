@@ -168,8 +168,8 @@ class _Node:
         self.me = self
 
 
-def run_heap(session, nodes: int) -> list[weakref.ref]:
-    heap = CollectionHeap()
+def run_heap(session, nodes: int, ends_process: bool = True) -> list[weakref.ref]:
+    heap = CollectionHeap(process_ends_with_run=ends_process)
     heap.pause()
     session.items = [_Node() for _ in range(nodes)]
     probes = [weakref.ref(n) for n in session.items]
@@ -205,9 +205,16 @@ def test_release_gives_the_session_a_new_list_and_leaves_the_old_one(collector_r
     assert all(p() is not None for p in probes)
 
 
+def test_a_program_keeps_its_sessions_items(collector_restored):
+    session = types.SimpleNamespace(items=[])
+    probes = run_heap(session, 10, ends_process=False)
+    gc.collect()
+    assert len(session.items) == 10 and all(p() is not None for p in probes)
+
+
 def test_no_pass_at_release_for_a_run_that_was_never_paused(collector_restored):
     session = types.SimpleNamespace(items=[_Node()])
-    heap = CollectionHeap()
+    heap = CollectionHeap(process_ends_with_run=True)
     heap.settle(session)  # no task was collected: no pause came
     heap.release()
     assert len(session.items) == 1
@@ -258,3 +265,65 @@ def test_nothing_stays_frozen_and_the_exit_finalises_as_usual(pytester, how):
         assert int(out.split("after main:")[1].split()[0]) < 1_000
     assert (pytester.path / "flushed.txt").read_text() == "written at import\n"
     assert (pytester.path / "summary.txt").read_text() == "2 collected\n"
+
+
+ENDS = """
+import pytest
+from pytest_jaato_eval.pytest_layer.heap import process_ends_with_run
+
+
+def pytest_configure(config):
+    ends = process_ends_with_run(config)
+    print("ends with run:", ends)
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker:  # a worker's output is not shown: it says so in a file
+        with open("worker-ends.txt", "a") as out:
+            out.write(f"{worker} {ends}\\n")
+"""
+
+
+@pytest.mark.parametrize("how, ends", [("command", True), ("program", False),
+                                       ("nested", False), ("xdist worker", True)])
+def test_only_the_pytest_command_and_a_worker_end_with_their_run(pytester, how, ends):
+    pytester.makeconftest(ENDS)
+    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    args = ["-p", "no:cacheprovider", "-s", "test_one.py"]
+    if how == "command":
+        result = pytester.run(sys.executable, "-m", "pytest", *args)
+    elif how == "program":
+        result = pytester.run(sys.executable, "-c", f"import pytest; pytest.main({args!r})")
+    elif how == "xdist worker":
+        result = pytester.run(sys.executable, "-m", "pytest", *args, "-n", "1")
+    else:  # a pytest command whose test runs pytest in-process, and builds a config itself
+        (pytester.path / "test_outer.py").write_text(textwrap.dedent(f"""
+            import pytest
+            from pytest_jaato_eval.pytest_layer.heap import process_ends_with_run
+
+            pytest_plugins = ["pytester"]
+
+
+            def test_outer(pytester):
+                pytester.makeconftest({ENDS!r})
+                pytester.makepyfile(test_in="def test_in():\\n    pass\\n")
+                assert pytest.main(["-p", "no:cacheprovider", "-s", "test_in.py"]) == 0
+                config = pytester.parseconfigure("test_in.py")
+                print("ends with run:", process_ends_with_run(config))
+        """))
+        result = pytester.run(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s",
+                              "test_outer.py")
+    said = [line for line in result.outlines if line.startswith("ends with run:")]
+    if how == "xdist worker":
+        assert said == ["ends with run: True"], result.outlines  # the controller's
+        assert (pytester.path / "worker-ends.txt").read_text() == "gw0 True\n"
+    elif how == "nested":  # the outer command's, then the two inner ones
+        assert said == ["ends with run: True", "ends with run: False",
+                        "ends with run: False"], result.outlines
+    else:
+        assert said == [f"ends with run: {ends}"], result.outlines
+
+
+def test_a_hook_recorder_still_sees_the_sessions_items(pytester):
+    """pytester's in-process run keeps the session it recorded as it was."""
+    make_task(pytester.path, "tasks/a")
+    rec = pytester.inline_run("-p", "no:cacheprovider", "--co", "--profile-set=s0", "tasks")
+    assert len(rec.getcall("pytest_collection_finish").session.items) == 1

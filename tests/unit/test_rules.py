@@ -193,6 +193,30 @@ def test_a_workspace_deeper_than_pythons_recursion_is_removed(tmp_path):
     assert (outside / "keep.txt").read_text() == "not the arm's"
 
 
+def test_a_deep_tree_is_removed_when_rmtree_runs_out_of_descriptors(tmp_path):
+    """Before its recursion limit, rmtree can run out of file descriptors (one per level):
+    it then returns with the tree still there, and rm removes it."""
+    import resource
+
+    ws = tmp_path / "deep"
+    ws.mkdir()
+    fd = os.open(ws, os.O_RDONLY)
+    for _ in range(300):
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    used = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (used + 50, hard))  # rmtree needs 300
+    try:
+        workspace.remove_tree(ws)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert not ws.exists()
+
+
 def test_one_workspace_that_cannot_be_removed_does_not_stop_the_bin(tmp_path, monkeypatch):
     real = workspace.discard
 

@@ -128,6 +128,23 @@ def test_a_folded_folder_has_exactly_its_parents_conftest_scope(pytester):
         "g2/b[s0-r0]", "g2/c[s0-r0]"], used
 
 
+def test_a_conftest_that_appears_during_collection_is_loaded_once(pytester):
+    """pytest adds a conftest.py found late to the scope list of every folder below it;
+    a folded folder's list is its own copy of its parent's, so nothing is added twice."""
+    task(pytester.path, "a")
+    (pytester.path / "tasks" / "z").mkdir()
+    (pytester.path / "tasks" / "z" / "test_z.py").write_text("def test_z():\n    pass\n")
+    pytester.makepyfile(latecf=textwrap.dedent("""
+        def pytest_collect_directory(path, parent):
+            if path.name == "z":
+                (path.parent / "conftest.py").write_text("LATE = 1\\n")
+    """))
+    pytester.syspathinsert()
+    result = pytester.runpytest(*COMMON, "-p", "latecf", "-q", "tasks")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["5 tests collected*"])
+
+
 def test_a_conftest_makes_its_own_folder_nodes_first(pytester):
     task(pytester.path, "a")
     task(pytester.path, "b")
