@@ -42,12 +42,12 @@ _FROZEN_AT_IMPORT = gc.get_freeze_count()
 class CollectionHeap:
     """One pytest run's pause and freeze of the collector; `release` undoes both."""
 
-    def __init__(self, *, process_ends_with_run: bool = False) -> None:
+    def __init__(self, *, process_ends_with_run: bool | None = None) -> None:
         self._thresholds: tuple[int, ...] | None = None  # set while paused
         self._frozen = False
         self._done = False
         self._session = None  # whose items are let go at release
-        self._ends_process = process_ends_with_run
+        self._ends_process = process_ends_with_run  # None: asked when tasks were collected
 
     def pause(self) -> None:
         """A task is being collected: no automatic passes until collection ends."""
@@ -65,6 +65,8 @@ class CollectionHeap:
         thresholds, self._thresholds = self._thresholds, None
         self._done = True
         self._session = session
+        if self._ends_process is None and session is not None:
+            self._ends_process = process_ends_with_run(session.config)
         gc.collect(0)
         if gc.get_freeze_count() <= _FROZEN_AT_IMPORT:
             gc.freeze()
@@ -123,7 +125,6 @@ def process_ends_with_run(config) -> bool:
 def install(config) -> CollectionHeap:
     """The run's heap, released by a clean-up registered now, at configure: pytest runs
     clean-ups last-in first-out, so this one runs after pytest's own final collections."""
-    heap = config.stash[HEAP_KEY] = CollectionHeap(
-        process_ends_with_run=process_ends_with_run(config))
+    heap = config.stash[HEAP_KEY] = CollectionHeap()
     config.add_cleanup(heap.release)
     return heap

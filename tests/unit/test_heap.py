@@ -327,3 +327,28 @@ def test_a_hook_recorder_still_sees_the_sessions_items(pytester):
     make_task(pytester.path, "tasks/a")
     rec = pytester.inline_run("-p", "no:cacheprovider", "--co", "--profile-set=s0", "tasks")
     assert len(rec.getcall("pytest_collection_finish").session.items) == 1
+
+
+LATE_READER = """
+seen = {}
+
+
+def pytest_configure(config):  # registered before the plugin's: runs after it
+    config.add_cleanup(lambda: print("items at the end:", len(seen["session"].items)))
+
+
+def pytest_sessionstart(session):
+    seen["session"] = session
+"""
+
+
+@pytest.mark.parametrize("how, left", [("command", 0), ("program", 1)])
+def test_the_pytest_command_lets_go_of_its_items_a_program_does_not(pytester, how, left):
+    make_task(pytester.path, "tasks/a")
+    pytester.makeconftest(LATE_READER)
+    args = ["-p", "no:cacheprovider", "--co", "-q", "--profile-set=s0", "tasks"]
+    if how == "command":
+        result = pytester.run(sys.executable, "-m", "pytest", *args)
+    else:
+        result = pytester.run(sys.executable, "-c", f"import pytest; pytest.main({args!r})")
+    assert f"items at the end: {left}" in result.stdout.str(), result.stdout.str()
