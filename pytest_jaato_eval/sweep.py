@@ -24,6 +24,7 @@ from pathlib import Path
 
 from . import processes
 from .engine.files import read_bounded
+from .workspace import remove_tree
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,6 @@ def sweep_dead_runs(tmp_root: str | Path | None = None, keep: tuple[Path, ...] =
 
 def _remove_run_folder(folder: Path) -> None:
     """Everything but kept workspaces (a user asked for those); the folder if then empty."""
-    from .workspace import remove_tree
     for child in list(folder.iterdir()):
         if child.name == "workspaces" and child.is_dir() and not child.is_symlink() and any(
                 child.iterdir()):
@@ -130,7 +130,6 @@ def remove_session_tmp(sessions: list[tuple[str, Path]], tmp_root: str | Path | 
                 continue
         except OSError:
             continue
-        from .workspace import remove_tree
         remove_tree(folder)
         removed += 1
     return removed

@@ -234,10 +234,10 @@ class Worker:
         # discarded workspace (a session's trackers), which must not pass for a kept one.
         has_kept = any(ws.parent == kept.resolve() for ws in self._arm_settings.kept) if (
             self._arm_settings is not None) else has_kept_workspaces(run_dir)
+        from ..workspace import remove_tree
         for child in list(run_dir.iterdir()):
             if child != kept or not has_kept:
                 if child.is_dir() and not child.is_symlink():
-                    from ..workspace import remove_tree
                     remove_tree(child)
                 else:
                     child.unlink(missing_ok=True)
