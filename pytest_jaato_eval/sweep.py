@@ -12,6 +12,11 @@ pid and start time in the folder itself, is gone).
   stays. Every run folder holds an owner file; a later run removes the folders of
   owners that are gone, after ending the processes that run left (found by their
   run marker, see processes.py). A live run's folder is never touched.
+- A daemon that is not ours (`--jaato-socket`) may write a session's trackers into its
+  workspace after the run removed the whole folder, making the path again, owner file
+  and all gone. Such a remnant is removed by a later run once it is old enough that
+  no daemon still writes there, and only when it holds nothing but `.jaato/` files in
+  workspace folders.
 """
 from __future__ import annotations
 
@@ -19,7 +24,9 @@ import json
 import logging
 import os
 import re
+import stat
 import tempfile
+import time
 from pathlib import Path
 
 from . import processes
@@ -31,6 +38,8 @@ log = logging.getLogger(__name__)
 OWNER_FILE = "owner.json"
 RUN_PREFIX = "jaato-eval-"
 TRACE_CAP = 8 * 1024 * 1024
+REMNANT_AGE = 600.0  # seconds: past any daemon's unload grace (jaato's default is 60 s)
+REMNANT_FILES = 64
 _SESSION_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
 
@@ -81,6 +90,10 @@ def sweep_dead_runs(tmp_root: str | Path | None = None, keep: tuple[Path, ...] =
                 continue
         except OSError:
             continue
+        if is_late_remnant(folder):
+            remove_tree(folder)
+            removed.append(folder)
+            continue
         if not owner_gone(folder):
             continue
         run_id = (_owner(folder) or {}).get("run_id")
@@ -89,6 +102,29 @@ def sweep_dead_runs(tmp_root: str | Path | None = None, keep: tuple[Path, ...] =
         _remove_run_folder(folder)
         removed.append(folder)
     return removed
+
+
+def is_late_remnant(folder: Path, now: float | None = None) -> bool:
+    """A run folder an outside daemon made again after the run removed it: no owner file,
+    nothing but files under `workspaces/<arm>/.jaato/`, none changed for REMNANT_AGE."""
+    oldest_change = (time.time() if now is None else now) - REMNANT_AGE
+    try:
+        if (folder / OWNER_FILE).exists() or folder.lstat().st_mtime > oldest_change:
+            return False
+        seen = 0
+        for path in folder.rglob("*"):
+            st = path.lstat()
+            seen += 1
+            if seen > REMNANT_FILES or st.st_mtime > oldest_change or stat.S_ISLNK(st.st_mode):
+                return False
+            parts = path.relative_to(folder).parts
+            if parts[0] != "workspaces" or (len(parts) > 2 and parts[2] != ".jaato") or (
+                    len(parts) > 3 and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(
+                        st.st_mode)) or (len(parts) <= 3 and not stat.S_ISDIR(st.st_mode)):
+                return False
+        return seen > 0
+    except OSError:
+        return False
 
 
 def _remove_run_folder(folder: Path) -> None:

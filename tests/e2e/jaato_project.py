@@ -6,6 +6,7 @@ import json
 import os
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import yaml
@@ -119,3 +120,10 @@ def processes_mentioning(text: str) -> list[str]:
         if text in cmd and proc.info["pid"] != os.getpid():
             out.append(cmd)
     return out
+
+
+def late_remnant(run_dir: Path) -> bool:
+    """The run folder only as a daemon that is not the run's remakes it when it writes a
+    session's trackers late: the shape a later run sweeps (sweep.is_late_remnant), of any age."""
+    from pytest_jaato_eval import sweep
+    return sweep.is_late_remnant(run_dir, now=time.time() + 2 * sweep.REMNANT_AGE)

@@ -145,6 +145,43 @@ def test_owner_gone_only_for_a_named_owner_that_no_longer_runs(tmp_path):
     assert sweep.owner_gone(dead)
 
 
+
+def _age(folder: Path, seconds: float) -> None:
+    then = time.time() - seconds
+    for p in [*folder.rglob("*"), folder]:
+        os.utime(p, (then, then), follow_symlinks=False)
+
+
+def test_a_late_remnant_of_an_outside_daemon_is_swept_and_nothing_else_is(tmp_path):
+    """An outside daemon's tracker written after the run removed its folder: no owner file,
+    only `workspaces/<arm>/.jaato/` files. Swept once old; a fresh one, an owned folder, a
+    kept workspace's file, a link or a file elsewhere are not remnants."""
+    def remnant(name: str, extra: str | None = None) -> Path:
+        folder = tmp_path / f"jaato-eval-{name}"
+        (folder / "workspaces" / "a@echo#0" / ".jaato" / "sessions").mkdir(parents=True)
+        (folder / "workspaces" / "a@echo#0" / ".jaato" / ".artifact_tracker.json").write_text("{}")
+        if extra:
+            (folder / extra).parent.mkdir(parents=True, exist_ok=True)
+            (folder / extra).write_text("x")
+        return folder
+
+    old = remnant("old")
+    fresh = remnant("fresh")
+    kept_file = remnant("kept", "workspaces/a@echo#0/answer.txt")
+    elsewhere = remnant("elsewhere", "daemon/daemon.log")
+    owned = remnant("owned")
+    sweep.write_owner(owned, "live-run")
+    linked = remnant("linked")
+    (linked / "workspaces" / "a@echo#0" / ".jaato" / "link").symlink_to("/etc")
+    for folder in (old, kept_file, elsewhere, owned, linked):
+        _age(folder, sweep.REMNANT_AGE + 60)
+    assert sweep.is_late_remnant(old)
+    assert [sweep.is_late_remnant(f) for f in (fresh, kept_file, elsewhere, owned, linked)] == [
+        False] * 5
+    assert sweep.sweep_dead_runs(tmp_path) == [old]
+    assert not old.exists()
+    assert all(f.exists() for f in (fresh, kept_file, elsewhere, owned, linked))
+
 # -- process trees ----------------------------------------------------------------------------
 
 def test_a_tree_finds_a_double_forked_child_by_its_marker_and_ends_it():
