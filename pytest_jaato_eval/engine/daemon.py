@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ def can_connect(path: str, timeout: float = 1.0) -> bool:
         s.close()
 
 
+ABANDONED = "daemon: its start was abandoned: the run ended before it needed the daemon"
 GREETING_WAIT = 10.0  # a daemon greets a new client at once; a loaded one within seconds
 
 
@@ -87,6 +89,9 @@ class ExternalDaemon:
     def stop(self) -> None:
         pass
 
+    def abandon_start(self) -> None:
+        pass
+
 
 class PrivateDaemon:
     """A daemon this run starts lazily, on its own files, and always stops."""
@@ -106,6 +111,7 @@ class PrivateDaemon:
         self.starts = 0
         self._stop_asked: float | None = None  # when request_stop sent SIGTERM
         self._family: list[processes.Ident] = []
+        self._abandoned = threading.Event()
 
     @property
     def pid(self) -> int | None:
@@ -116,6 +122,8 @@ class PrivateDaemon:
 
     def ensure(self) -> str:
         """Start the daemon if it is not running (again, if it died); return its socket."""
+        if self._abandoned.is_set():
+            raise DaemonError(ABANDONED)
         if self._stop_asked is not None:  # asked to go: let it, then start afresh
             self.stop()
         if self.alive():
@@ -156,9 +164,16 @@ class PrivateDaemon:
                                   f"starting; {self._log_tail()}")
             if can_connect(self.socket_path, 0.5):
                 return self.socket_path
-            time.sleep(0.1)
+            if self._abandoned.wait(0.1):
+                self._kill_group()
+                raise DaemonError(ABANDONED)
         self._kill_group()
         raise DaemonError(f"daemon: not ready after {self.ready_timeout:.0f} s; {self._log_tail()}")
+
+    def abandon_start(self) -> None:
+        """The run will not use this daemon: a start still waiting for it to answer ends it
+        now, and none begins after (a worker xdist gave no arm, a collection that failed)."""
+        self._abandoned.set()
 
     def _log_tail(self) -> str:
         for name in ("daemon.out", "daemon.log"):

@@ -100,14 +100,15 @@ class Worker:
         if not self.may_start_early:
             return
         self.sigterm.install()
-        self._prestart = threading.Thread(target=self._keep_daemon, name="jaato-daemon-start",
-                                          daemon=True)
+        # Made here, not in the thread, so the run can abandon the start while it boots.
+        self._prestart = threading.Thread(target=self._keep_daemon, args=(self.daemon,),
+                                          name="jaato-daemon-start", daemon=True)
         self._prestart.start()
 
-    def _keep_daemon(self) -> None:
+    def _keep_daemon(self, daemon) -> None:
         try:
             with self._lock:
-                self.daemon.ensure()
+                daemon.ensure()
         except BaseException as exc:  # noqa: BLE001 - handed to the first arm's fixture
             self._prestart_error = exc
         self._release.wait()
@@ -135,6 +136,7 @@ class Worker:
     def stop_unused_daemon(self) -> None:
         """Collection ended with no arm left to run (deselected, interrupted)."""
         if self._prestart is not None:
+            self.daemon.abandon_start()
             with self._lock:
                 pass
             if self._daemon is not None:
@@ -202,6 +204,7 @@ class Worker:
             self._pool_owner.close()
             self._pool_owner = None
         if self._daemon is not None:
+            self._daemon.abandon_start()  # still booting: no arm ran here (xdist gave none)
             with self._lock:
                 self._daemon.request_stop()
 

@@ -349,3 +349,41 @@ def test_the_daemons_family_is_killed_by_pid_and_start_time_never_a_successor():
     finally:
         if child.poll() is None:
             child.kill()
+
+
+def test_a_daemon_start_the_run_abandons_ends_at_once_and_none_begins_after(tmp_path):
+    """A worker xdist gives no arm, or a collection that failed, abandons the daemon it
+    started early: a start still waiting for the socket ends at once, its process killed,
+    and a later ensure() starts nothing. (A stand-in interpreter that never listens is
+    the daemon here: a real one answers too fast to be caught booting.)"""
+    import threading
+
+    from pytest_jaato_eval.engine.daemon import ABANDONED, DaemonError, PrivateDaemon
+    from pytest_jaato_eval.processes import Ident
+
+    never_listens = tmp_path / "python"
+    never_listens.write_text("#!/bin/sh\nexec sleep 4306\n")
+    never_listens.chmod(0o755)
+    daemon = PrivateDaemon(tmp_path / "d", python=str(never_listens), ready_timeout=120)
+    raised: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            daemon.ensure()
+        except DaemonError as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    while daemon.proc is None and thread.is_alive():
+        thread.join(0.05)
+    assert daemon.proc is not None, raised
+    booting = Ident.of(daemon.proc.pid)
+    assert booting is not None and booting.alive() and not raised
+    daemon.abandon_start()
+    thread.join(30)
+    assert not thread.is_alive() and [str(e) for e in raised] == [ABANDONED]
+    assert daemon.proc.poll() is not None and not booting.alive()
+    with pytest.raises(DaemonError, match="abandoned"):
+        daemon.ensure()
+    assert daemon.starts == 1
