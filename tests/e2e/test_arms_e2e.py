@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from jaato_project import REPO, WRITER, processes_mentioning
+from jaato_project import REPO, SCHEMA, processes_mentioning
 
 from pytest_jaato_eval.results.record import RECORD_KEYS
+from pytest_jaato_eval.testing.model_server import Turn
 
 
 def test_shipped_tasks_pass_on_a_private_daemon(project):
@@ -101,13 +102,15 @@ def test_missing_profile_is_blocked_by_preflight_naming_set_and_folder(project):
 
 
 @pytest.mark.slow
-def test_arm_cut_by_the_ceiling_is_blocked_and_its_session_stopped(project):
-    runaway = dict(WRITER, name="runaway")
-    runaway["plugin_configs"] = dict(WRITER["plugin_configs"], echo={
-        # echo re-emits this call forever: an agent that never stops on its own
-        "tool_call": {"name": "readFile", "args": {"path": "seed.txt"}},
-        "retry_tool_call": True})
-    project.task("slow", profile=runaway)
+def test_arm_cut_by_the_ceiling_is_blocked_and_its_session_stopped(project, scripted_model):
+    # An agent that never stops on its own: it reads a file every half second, forever (a
+    # script repeats its last turn). Paced, so waiting out the ceiling costs the machine
+    # nothing; echo's own endless re-emission would spin a core for the whole ceiling.
+    model = scripted_model([Turn.tool("readFile", path="seed.txt").after(0.5)])
+    path = project.task("slow")
+    model.write_profile(path.parent / ".jaato", "runaway", profile_set="echo",
+                        completion_payload_schema=SCHEMA)
+    path.write_text(path.read_text().replace("profile: writer", "profile: runaway"))
     project.task("quick")
     # Generous enough for the quick arm on a loaded 2-core machine; the runaway never ends.
     result = project.run("tasks", "--arm-timeout=20")
@@ -122,6 +125,7 @@ def test_arm_cut_by_the_ceiling_is_blocked_and_its_session_stopped(project):
     assert "not the task pool's budget.seconds" in slow["blocked_reason"]
     assert slow["session_id"], "the session id is kept even though the arm was cut"
     assert slow["turns"] >= 0
+    assert len(model.chat_requests) >= 5, "the agent was still at work when it was cut"
     assert by_id["quick@echo#0"]["state"] == "PASS"
     assert processes_mentioning(str(project.tmp)) == []
 
