@@ -165,10 +165,18 @@ class PrivateDaemon:
             if can_connect(self.socket_path, 0.5):
                 return self.socket_path
             if self._abandoned.wait(0.1):
-                self._kill_group()
+                self._end_start()
                 raise DaemonError(ABANDONED)
-        self._kill_group()
+        self._end_start()
         raise DaemonError(f"daemon: not ready after {self.ready_timeout:.0f} s; {self._log_tail()}")
+
+    def _end_start(self) -> None:
+        """End a daemon that never became ready, and the runners it already started (each in
+        a session of its own, so outside its group)."""
+        assert self.proc is not None
+        family = processes.descendants(self.proc.pid)
+        self._kill_group()
+        processes.kill_all(family, grace=0)
 
     def abandon_start(self) -> None:
         """The run will not use this daemon: a start still waiting for it to answer ends it

@@ -357,12 +357,14 @@ def test_a_daemon_start_the_run_abandons_ends_at_once_and_none_begins_after(tmp_
     and a later ensure() starts nothing. (A stand-in interpreter that never listens is
     the daemon here: a real one answers too fast to be caught booting.)"""
     import threading
+    import time
 
     from pytest_jaato_eval.engine.daemon import ABANDONED, DaemonError, PrivateDaemon
-    from pytest_jaato_eval.processes import Ident
+    from pytest_jaato_eval.processes import Ident, descendants, kill_all, wait_gone
 
     never_listens = tmp_path / "python"
-    never_listens.write_text("#!/bin/sh\nexec sleep 4306\n")
+    # It starts a child in a session of its own, as the daemon starts its runners.
+    never_listens.write_text("#!/bin/sh\nsetsid sleep 4307 &\nexec sleep 4306\n")
     never_listens.chmod(0o755)
     daemon = PrivateDaemon(tmp_path / "d", python=str(never_listens), ready_timeout=120)
     raised: list[BaseException] = []
@@ -380,10 +382,18 @@ def test_a_daemon_start_the_run_abandons_ends_at_once_and_none_begins_after(tmp_
     assert daemon.proc is not None, raised
     booting = Ident.of(daemon.proc.pid)
     assert booting is not None and booting.alive() and not raised
+    deadline = time.monotonic() + 30
+    while not (runner := descendants(daemon.proc.pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(runner) == 1 and runner[0].alive()
     daemon.abandon_start()
     thread.join(30)
     assert not thread.is_alive() and [str(e) for e in raised] == [ABANDONED]
     assert daemon.proc.poll() is not None and not booting.alive()
+    try:
+        assert wait_gone(runner, 10), "the runner in its own session was ended too"
+    finally:
+        kill_all(runner, grace=0)
     with pytest.raises(DaemonError, match="abandoned"):
         daemon.ensure()
     assert daemon.starts == 1
