@@ -15,8 +15,7 @@ pid and start time in the folder itself, is gone).
 - A daemon that is not ours (`--jaato-socket`) may write a session's trackers into its
   workspace after the run removed the whole folder, making the path again, owner file
   and all gone. Such a remnant is removed by a later run once it is old enough that
-  no daemon still writes there, and only when it holds nothing but `.jaato/` files in
-  workspace folders.
+  no daemon still writes there, and only when it holds nothing but those trackers.
 """
 from __future__ import annotations
 
@@ -39,7 +38,8 @@ OWNER_FILE = "owner.json"
 RUN_PREFIX = "jaato-eval-"
 TRACE_CAP = 8 * 1024 * 1024
 REMNANT_AGE = 600.0  # seconds: past any daemon's unload grace (jaato's default is 60 s)
-REMNANT_FILES = 64
+REMNANT_FILES = 20_000  # entries looked at before a folder is judged not a remnant
+LATE_TRACKER = ".artifact_tracker.json"
 _SESSION_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
 
@@ -106,23 +106,31 @@ def sweep_dead_runs(tmp_root: str | Path | None = None, keep: tuple[Path, ...] =
 
 def is_late_remnant(folder: Path, now: float | None = None) -> bool:
     """A run folder an outside daemon made again after the run removed it: no owner file,
-    nothing but files under `workspaces/<arm>/.jaato/`, none changed for REMNANT_AGE."""
+    nothing in it but the trackers such a daemon writes late
+    (`[jaato-eval-<worker>/]workspaces/<arm>/.jaato/.artifact_tracker.json`) and the folders
+    on their paths, and nothing changed for REMNANT_AGE. A kept workspace always holds
+    more (its session record, the fixture, `.env`), so it never matches."""
     oldest_change = (time.time() if now is None else now) - REMNANT_AGE
     try:
         if (folder / OWNER_FILE).exists() or folder.lstat().st_mtime > oldest_change:
             return False
-        seen = 0
-        for path in folder.rglob("*"):
+        folders: set[Path] = set()
+        on_a_tracker_path: set[Path] = set()
+        for seen, path in enumerate(folder.rglob("*")):
             st = path.lstat()
-            seen += 1
-            if seen > REMNANT_FILES or st.st_mtime > oldest_change or stat.S_ISLNK(st.st_mode):
+            if seen >= REMNANT_FILES or st.st_mtime > oldest_change:
                 return False
             parts = path.relative_to(folder).parts
-            if parts[0] != "workspaces" or (len(parts) > 2 and parts[2] != ".jaato") or (
-                    len(parts) > 3 and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(
-                        st.st_mode)) or (len(parts) <= 3 and not stat.S_ISDIR(st.st_mode)):
-                return False
-        return seen > 0
+            if parts[0].startswith(RUN_PREFIX):  # an xdist worker's folder in the run's
+                parts = parts[1:]
+            if stat.S_ISDIR(st.st_mode):
+                folders.add(path)
+            elif (stat.S_ISREG(st.st_mode) and len(parts) == 4 and parts[0] == "workspaces"
+                  and parts[2:] == (".jaato", LATE_TRACKER)):
+                on_a_tracker_path.update(p for p in path.parents if p != folder)
+            else:
+                return False  # a link, a FIFO, or any other file
+        return bool(on_a_tracker_path) and folders <= on_a_tracker_path
     except OSError:
         return False
 

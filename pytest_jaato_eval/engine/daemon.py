@@ -24,6 +24,11 @@ class DaemonError(Exception):
     """The daemon could not be started or reached; arms on it are BLOCKED."""
 
 
+class StartAbandoned(DaemonError):
+    """The run abandoned a start it no longer needed; an arm that needs the daemon after
+    all starts it afresh."""
+
+
 def can_connect(path: str, timeout: float = 1.0) -> bool:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
@@ -122,8 +127,9 @@ class PrivateDaemon:
 
     def ensure(self) -> str:
         """Start the daemon if it is not running (again, if it died); return its socket."""
-        if self._abandoned.is_set():
-            raise DaemonError(ABANDONED)
+        if self._abandoned.is_set():  # abandoned before it began: this start is the one
+            self._abandoned.clear()
+            raise StartAbandoned(ABANDONED)
         if self._stop_asked is not None:  # asked to go: let it, then start afresh
             self.stop()
         if self.alive():
@@ -165,8 +171,9 @@ class PrivateDaemon:
             if can_connect(self.socket_path, 0.5):
                 return self.socket_path
             if self._abandoned.wait(0.1):
+                self._abandoned.clear()
                 self._end_start()
-                raise DaemonError(ABANDONED)
+                raise StartAbandoned(ABANDONED)
         self._end_start()
         raise DaemonError(f"daemon: not ready after {self.ready_timeout:.0f} s; {self._log_tail()}")
 
@@ -179,8 +186,8 @@ class PrivateDaemon:
         processes.kill_all(family, grace=0)
 
     def abandon_start(self) -> None:
-        """The run will not use this daemon: a start still waiting for it to answer ends it
-        now, and none begins after (a worker xdist gave no arm, a collection that failed)."""
+        """The run does not need the daemon now (a worker xdist gave no arm, a collection
+        that failed): the start under way, or the next one if none is, ends at once."""
         self._abandoned.set()
 
     def _log_tail(self) -> str:

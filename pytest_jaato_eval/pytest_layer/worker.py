@@ -119,7 +119,8 @@ class Worker:
             with self._lock:  # the early start holds it until the daemon answers
                 pass
         error, self._prestart_error = self._prestart_error, None
-        if error is not None:
+        from ..engine.daemon import StartAbandoned
+        if error is not None and not isinstance(error, StartAbandoned):
             raise error
         return self.ensure()
 
@@ -173,8 +174,12 @@ class Worker:
         deselect_resumed(config, items, self.context.done)
 
     def pytest_collection_finish(self, session) -> None:
-        if not any(arm_of(item) is not None for item in session.items) or (
-                session.testsfailed and not session.config.option.continue_on_collection_errors):
+        # A collection error interrupts pytest, but not an xdist worker: the controller
+        # still sends it the arms that were collected.
+        interrupted = session.testsfailed and not (
+            session.config.option.continue_on_collection_errors
+            or hasattr(session.config, "workerinput"))
+        if interrupted or not any(arm_of(item) is not None for item in session.items):
             self.stop_unused_daemon()
 
     @pytest.hookimpl(wrapper=True)

@@ -153,34 +153,46 @@ def _age(folder: Path, seconds: float) -> None:
 
 
 def test_a_late_remnant_of_an_outside_daemon_is_swept_and_nothing_else_is(tmp_path):
-    """An outside daemon's tracker written after the run removed its folder: no owner file,
-    only `workspaces/<arm>/.jaato/` files. Swept once old; a fresh one, an owned folder, a
-    kept workspace's file, a link or a file elsewhere are not remnants."""
-    def remnant(name: str, extra: str | None = None) -> Path:
+    """An outside daemon's tracker written after the run removed its folder (in an xdist
+    worker's folder too): no owner file, only `workspaces/<arm>/.jaato/.artifact_tracker.json`.
+    Swept once old. A fresh one, an owned folder, a kept workspace's other files (even only
+    under `.jaato/`), an empty workspace, a link or a file elsewhere are not remnants."""
+    def remnant(name: str, *extra: str, inside: str = "") -> Path:
         folder = tmp_path / f"jaato-eval-{name}"
-        (folder / "workspaces" / "a@echo#0" / ".jaato" / "sessions").mkdir(parents=True)
-        (folder / "workspaces" / "a@echo#0" / ".jaato" / ".artifact_tracker.json").write_text("{}")
-        if extra:
-            (folder / extra).parent.mkdir(parents=True, exist_ok=True)
-            (folder / extra).write_text("x")
+        jaato = folder / inside / "workspaces" / "a@echo#0" / ".jaato"
+        jaato.mkdir(parents=True)
+        (jaato / ".artifact_tracker.json").write_text("{}")
+        for path in extra:  # a path ending in "/" is a folder
+            if path.endswith("/"):
+                (folder / path).mkdir(parents=True)
+            else:
+                (folder / path).parent.mkdir(parents=True, exist_ok=True)
+                (folder / path).write_text("x")
         return folder
 
     old = remnant("old")
+    in_worker = remnant("xdist", inside="jaato-eval-gw0")
     fresh = remnant("fresh")
     kept_file = remnant("kept", "workspaces/a@echo#0/answer.txt")
+    kept_jaato_only = remnant("kept2", "workspaces/b@echo#0/.jaato/profiles/p.yaml")
+    session_record = remnant("rec", "workspaces/a@echo#0/.jaato/sessions/s1.json")
+    empty_workspace = remnant("empty", "workspaces/b@echo#0/")
     elsewhere = remnant("elsewhere", "daemon/daemon.log")
     owned = remnant("owned")
     sweep.write_owner(owned, "live-run")
     linked = remnant("linked")
     (linked / "workspaces" / "a@echo#0" / ".jaato" / "link").symlink_to("/etc")
-    for folder in (old, kept_file, elsewhere, owned, linked):
-        _age(folder, sweep.REMNANT_AGE + 60)
-    assert sweep.is_late_remnant(old)
-    assert [sweep.is_late_remnant(f) for f in (fresh, kept_file, elsewhere, owned, linked)] == [
-        False] * 5
-    assert sweep.sweep_dead_runs(tmp_path) == [old]
-    assert not old.exists()
-    assert all(f.exists() for f in (fresh, kept_file, elsewhere, owned, linked))
+    others = (fresh, kept_file, kept_jaato_only, session_record, empty_workspace, elsewhere,
+              owned, linked)
+    for folder in (old, in_worker, *others):
+        if folder is not fresh:
+            _age(folder, sweep.REMNANT_AGE + 60)
+    assert sweep.is_late_remnant(old) and sweep.is_late_remnant(in_worker)
+    assert [sweep.is_late_remnant(f) for f in others] == [False] * len(others)
+    assert sorted(sweep.sweep_dead_runs(tmp_path)) == sorted([old, in_worker])
+    assert not old.exists() and not in_worker.exists()
+    assert all(f.exists() for f in others)
+
 
 # -- process trees ----------------------------------------------------------------------------
 

@@ -351,15 +351,17 @@ def test_the_daemons_family_is_killed_by_pid_and_start_time_never_a_successor():
             child.kill()
 
 
-def test_a_daemon_start_the_run_abandons_ends_at_once_and_none_begins_after(tmp_path):
+def test_a_daemon_start_the_run_abandons_ends_at_once_and_only_that_start(tmp_path):
     """A worker xdist gives no arm, or a collection that failed, abandons the daemon it
-    started early: a start still waiting for the socket ends at once, its process killed,
-    and a later ensure() starts nothing. (A stand-in interpreter that never listens is
-    the daemon here: a real one answers too fast to be caught booting.)"""
+    started early: a start still waiting for the socket ends at once, its process and the
+    runner it started killed; an ensure() after that (an arm that needs the daemon after
+    all) starts afresh. (A stand-in interpreter that never listens is the daemon here: a
+    real one answers too fast to be caught booting.)"""
     import threading
     import time
 
-    from pytest_jaato_eval.engine.daemon import ABANDONED, DaemonError, PrivateDaemon
+    from pytest_jaato_eval.engine.daemon import (ABANDONED, DaemonError, PrivateDaemon,
+                                                  StartAbandoned)
     from pytest_jaato_eval.processes import Ident, descendants, kill_all, wait_gone
 
     never_listens = tmp_path / "python"
@@ -394,6 +396,11 @@ def test_a_daemon_start_the_run_abandons_ends_at_once_and_none_begins_after(tmp_
         assert wait_gone(runner, 10), "the runner in its own session was ended too"
     finally:
         kill_all(runner, grace=0)
-    with pytest.raises(DaemonError, match="abandoned"):
+    daemon.ready_timeout = 0.5
+    with pytest.raises(DaemonError, match="not ready after"):
+        daemon.ensure()  # started again, not refused as abandoned
+    assert daemon.starts == 2
+    daemon.abandon_start()  # before a start begins: that start is refused at once
+    with pytest.raises(StartAbandoned):
         daemon.ensure()
-    assert daemon.starts == 1
+    assert daemon.starts == 2
