@@ -15,7 +15,7 @@ pid and start time in the folder itself, is gone).
 - A daemon that is not ours (`--jaato-socket`) may write a session's trackers into its
   workspace after the run removed the whole folder, making the path again, owner file
   and all gone. Such a remnant is removed by a later run once it is old enough that
-  no daemon still writes there, and only when it holds nothing but those trackers.
+  no daemon still writes there, and only when it holds nothing but such late writes.
 """
 from __future__ import annotations
 
@@ -106,10 +106,9 @@ def sweep_dead_runs(tmp_root: str | Path | None = None, keep: tuple[Path, ...] =
 
 def is_late_remnant(folder: Path, now: float | None = None) -> bool:
     """A run folder an outside daemon made again after the run removed it: no owner file,
-    nothing in it but the trackers such a daemon writes late
-    (`[jaato-eval-<worker>/]workspaces/<arm>/.jaato/.artifact_tracker.json`) and the folders
-    on their paths, and nothing changed for REMNANT_AGE. A kept workspace always holds
-    more (its session record, the fixture, `.env`), so it never matches."""
+    nothing in it but what such a daemon writes late (`_late_write`, in an xdist worker's
+    folder too) and the folders on their paths, and nothing changed for REMNANT_AGE. A
+    kept workspace holds more (the `.env` the run wrote, the fixture), so it never matches."""
     oldest_change = (time.time() if now is None else now) - REMNANT_AGE
     try:
         if (folder / OWNER_FILE).exists() or folder.lstat().st_mtime > oldest_change:
@@ -125,14 +124,22 @@ def is_late_remnant(folder: Path, now: float | None = None) -> bool:
                 parts = parts[1:]
             if stat.S_ISDIR(st.st_mode):
                 folders.add(path)
-            elif (stat.S_ISREG(st.st_mode) and len(parts) == 4 and parts[0] == "workspaces"
-                  and parts[2:] == (".jaato", LATE_TRACKER)):
+            elif stat.S_ISREG(st.st_mode) and _late_write(parts):
                 on_a_tracker_path.update(p for p in path.parents if p != folder)
             else:
                 return False  # a link, a FIFO, or any other file
         return bool(on_a_tracker_path) and folders <= on_a_tracker_path
     except OSError:
         return False
+
+
+def _late_write(parts: tuple[str, ...]) -> bool:
+    """`workspaces/<arm>/.jaato/.artifact_tracker.json` or `.../.jaato/sessions/<id>.json`:
+    what a daemon writes into a session's workspace when it lets the session go."""
+    if len(parts) < 4 or parts[0] != "workspaces" or parts[2] != ".jaato":
+        return False
+    return parts[3:] == (LATE_TRACKER,) or (
+        len(parts) == 5 and parts[3] == "sessions" and parts[4].endswith(".json"))
 
 
 def _remove_run_folder(folder: Path) -> None:

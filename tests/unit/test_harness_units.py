@@ -153,10 +153,11 @@ def _age(folder: Path, seconds: float) -> None:
 
 
 def test_a_late_remnant_of_an_outside_daemon_is_swept_and_nothing_else_is(tmp_path):
-    """An outside daemon's tracker written after the run removed its folder (in an xdist
-    worker's folder too): no owner file, only `workspaces/<arm>/.jaato/.artifact_tracker.json`.
-    Swept once old. A fresh one, an owned folder, a kept workspace's other files (even only
-    under `.jaato/`), an empty workspace, a link or a file elsewhere are not remnants."""
+    """An outside daemon's tracker and session record written after the run removed its
+    folder (in an xdist worker's folder too): no owner file, only
+    `workspaces/<arm>/.jaato/{.artifact_tracker.json,sessions/<id>.json}`. Swept once old. A
+    fresh one, an owned folder, a kept workspace's other files (its `.env`, other files under
+    `.jaato/`), an empty workspace, a link or a file elsewhere are not remnants."""
     def remnant(name: str, *extra: str, inside: str = "") -> Path:
         folder = tmp_path / f"jaato-eval-{name}"
         jaato = folder / inside / "workspaces" / "a@echo#0" / ".jaato"
@@ -175,22 +176,25 @@ def test_a_late_remnant_of_an_outside_daemon_is_swept_and_nothing_else_is(tmp_pa
     fresh = remnant("fresh")
     kept_file = remnant("kept", "workspaces/a@echo#0/answer.txt")
     kept_jaato_only = remnant("kept2", "workspaces/b@echo#0/.jaato/profiles/p.yaml")
-    session_record = remnant("rec", "workspaces/a@echo#0/.jaato/sessions/s1.json")
+    with_record = remnant("rec", "workspaces/a@echo#0/.jaato/sessions/s1.json")
+    kept_env = remnant("env", "workspaces/a@echo#0/.env",
+                       "workspaces/a@echo#0/.jaato/sessions/s1.json")
     empty_workspace = remnant("empty", "workspaces/b@echo#0/")
     elsewhere = remnant("elsewhere", "daemon/daemon.log")
     owned = remnant("owned")
     sweep.write_owner(owned, "live-run")
     linked = remnant("linked")
     (linked / "workspaces" / "a@echo#0" / ".jaato" / "link").symlink_to("/etc")
-    others = (fresh, kept_file, kept_jaato_only, session_record, empty_workspace, elsewhere,
-              owned, linked)
-    for folder in (old, in_worker, *others):
+    others = (fresh, kept_file, kept_jaato_only, kept_env, empty_workspace, elsewhere, owned,
+              linked)
+    for folder in (old, in_worker, with_record, *others):
         if folder is not fresh:
             _age(folder, sweep.REMNANT_AGE + 60)
-    assert sweep.is_late_remnant(old) and sweep.is_late_remnant(in_worker)
+    swept = [old, in_worker, with_record]
+    assert [sweep.is_late_remnant(f) for f in swept] == [True] * 3
     assert [sweep.is_late_remnant(f) for f in others] == [False] * len(others)
-    assert sorted(sweep.sweep_dead_runs(tmp_path)) == sorted([old, in_worker])
-    assert not old.exists() and not in_worker.exists()
+    assert sorted(sweep.sweep_dead_runs(tmp_path)) == sorted(swept)
+    assert not any(f.exists() for f in swept)
     assert all(f.exists() for f in others)
 
 
