@@ -114,7 +114,7 @@ def is_late_remnant(folder: Path, now: float | None = None) -> bool:
         if (folder / OWNER_FILE).exists() or folder.lstat().st_mtime > oldest_change:
             return False
         folders: set[Path] = set()
-        on_a_tracker_path: set[Path] = set()
+        on_a_late_path: set[Path] = set()
         for seen, path in enumerate(folder.rglob("*")):
             st = path.lstat()
             if seen >= REMNANT_FILES or st.st_mtime > oldest_change:
@@ -125,10 +125,10 @@ def is_late_remnant(folder: Path, now: float | None = None) -> bool:
             if stat.S_ISDIR(st.st_mode):
                 folders.add(path)
             elif stat.S_ISREG(st.st_mode) and _late_write(parts):
-                on_a_tracker_path.update(p for p in path.parents if p != folder)
+                on_a_late_path.update(p for p in path.parents if p != folder)
             else:
                 return False  # a link, a FIFO, or any other file
-        return bool(on_a_tracker_path) and folders <= on_a_tracker_path
+        return bool(on_a_late_path) and folders <= on_a_late_path
     except OSError:
         return False
 

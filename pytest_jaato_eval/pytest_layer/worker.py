@@ -136,12 +136,11 @@ class Worker:
 
     def stop_unused_daemon(self) -> None:
         """Collection ended with no arm left to run (deselected, interrupted)."""
-        if self._prestart is not None:
+        if self._prestart is not None:  # which made the daemon
             self.daemon.abandon_start()
             with self._lock:
                 pass
-            if self._daemon is not None:
-                self._daemon.stop()
+            self.daemon.stop()
 
     # -- task pools (B1, B2) ----------------------------------------------------
     def pool_for(self, task) -> tuple[str | None, str | None]:
