@@ -16,41 +16,8 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
 import benchkit as bk
-import yaml
-
-PROFILE = {"name": "writer", "provider": "echo", "model": "echo",
-           "plugins": ["file_edit(preload)", "permission"],
-           "plugin_configs": {
-               "echo": {"tool_call": {"name": "writeNewFile",
-                                      "args": {"path": "answer.txt", "content": "READY\n"}},
-                        "response": "done", "usage": {"prompt_tokens": 10, "output_tokens": 5}},
-               "permission": {"policy": {"defaultPolicy": "allow"}}},
-           "runtime_limits": {"unload_grace_seconds": 0}}
-
-
-def busy_seconds() -> float:
-    with open("/proc/stat", encoding="ascii") as fh:
-        fields = fh.readline().split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq = map(int, fields[:7])
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
-
-
-def make_task(root: Path, repeats: int) -> Path:
-    task = root / "tasks" / "pooled"
-    (task / "fixture").mkdir(parents=True)
-    (task / "fixture" / "seed.txt").write_text("seed\n")
-    (task / ".jaato" / "profiles" / "echo").mkdir(parents=True)
-    (task / ".jaato" / "profiles" / "echo" / "writer.yaml").write_text(yaml.safe_dump(PROFILE))
-    (task / "task.yaml").write_text(yaml.safe_dump({
-        "id": "pooled", "environment": {"fixture": "fixture", "config_root": ".jaato"},
-        "input": {"prompt": "Write READY."},
-        "harness": {"profile": "writer", "profile_set": "echo"},
-        "graders": [{"kind": "script", "run": "grep -qx READY answer.txt"}],
-        "repeats": repeats, "budget": {"tokens": 10_000}}, sort_keys=False))
-    return root / "tasks"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
     with bk.scratch("jaato-bench-idle-") as tmp:
-        tasks = make_task(tmp, args.repeats)
+        tasks = tmp / "tasks"
+        bk.echo_task(tasks, "pooled", repeats=args.repeats, budget={"tokens": 10_000})
         sides = {"ours": None, "before": bk.git_export(args.before, tmp / "before")}
         results: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
         for i in range(args.runs):
@@ -72,10 +40,10 @@ def main(argv: list[str] | None = None) -> int:
                     env["PYTHONPATH"] = os.pathsep.join([str(code), env.get("PYTHONPATH", "")])
                 store = tmp / f"{side}-{i}.jsonl"
                 cmd = bk.our_pytest(sys.executable, tasks, store, "-n", str(args.workers))
-                cpu0, wall0 = busy_seconds(), time.perf_counter()
+                cpu0, wall0 = bk.busy_seconds(), time.perf_counter()
                 out = bk.measure(cmd, cwd=tmp, env=env)
                 results[side].append({"wall": time.perf_counter() - wall0,
-                                      "cpu": busy_seconds() - cpu0, "rc": out["rc"],
+                                      "cpu": bk.busy_seconds() - cpu0, "rc": out["rc"],
                                       "arms": len(bk.read_records(store))})
                 bk.log(f"{side} run {i + 1}: {results[side][-1]}")
     rows = []

@@ -97,6 +97,16 @@ def load() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
 
 
+def busy_seconds() -> float:
+    """The whole machine's busy CPU time so far (/proc/stat): a run's daemons and runners
+    included, which a child's rusage misses once they are re-parented. Differences are
+    the run's only on an otherwise idle machine."""
+    with open("/proc/stat", encoding="ascii") as fh:
+        fields = fh.readline().split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = map(int, fields[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
 def write_json(path: str | Path | None, data: Any) -> None:
     """--json: every raw measurement, for whoever wants to re-read a run."""
     if path:
@@ -203,6 +213,38 @@ def git_export(ref: str, dest: Path) -> Path:
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         tar.extractall(dest, filter="data")
     return dest
+
+
+ECHO_WRITER = {"name": "writer", "provider": "echo", "model": "echo",
+               "plugins": ["file_edit(preload)", "permission"],
+               "plugin_configs": {
+                   "echo": {"tool_call": {"name": "writeNewFile",
+                                          "args": {"path": "answer.txt", "content": "READY\n"}},
+                            "response": "done",
+                            "usage": {"prompt_tokens": 10, "output_tokens": 5}},
+                   "permission": {"policy": {"defaultPolicy": "allow"}}},
+               "runtime_limits": {"unload_grace_seconds": 0}}
+
+
+def echo_task(tasks: Path, task_id: str, *, repeats: int = 1,
+              budget: dict[str, Any] | None = None) -> Path:
+    """An offline task: echo writes READY into answer.txt, a script grader checks it."""
+    import yaml
+    task = tasks / task_id
+    (task / "fixture").mkdir(parents=True)
+    (task / "fixture" / "seed.txt").write_text("seed\n")
+    (task / ".jaato" / "profiles" / "echo").mkdir(parents=True)
+    (task / ".jaato" / "profiles" / "echo" / "writer.yaml").write_text(yaml.safe_dump(ECHO_WRITER))
+    manifest: dict[str, Any] = {
+        "id": task_id, "environment": {"fixture": "fixture", "config_root": ".jaato"},
+        "input": {"prompt": "Write READY."},
+        "harness": {"profile": "writer", "profile_set": "echo"},
+        "graders": [{"kind": "script", "run": "grep -qx READY answer.txt"}],
+        "repeats": repeats}
+    if budget:
+        manifest["budget"] = budget
+    (task / "task.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return task
 
 
 def our_pytest(python: str, tasks: str | Path, store: str | Path, *extra: str) -> list[str]:

@@ -98,6 +98,21 @@ class ExternalDaemon:
         pass
 
 
+def pool_ceiling(pool_size: str) -> str:
+    """jaato's ceiling on idle runner slots, with room for a finished budget pool.
+
+    The slots a task's `budget:` pool ran on stay reserved to it for five minutes after
+    its last arm (jaato's cascade affinity). At jaato's default ceiling, twice the pool
+    size, one pool's two reservations fill a one-slot pool, and every later arm on the
+    daemon starts a runner from cold (~3 s of CPU more per arm, bench/bench_pool_slots.py).
+    Two more slots than the pool plus one to alternate on keep later arms on warm slots.
+    """
+    try:
+        return str(max(int(pool_size), 0) + 3)
+    except ValueError:  # jaato warns and uses its default; so do we
+        return ""
+
+
 class PrivateDaemon:
     """A daemon this run starts lazily, on its own files, and always stops."""
 
@@ -146,6 +161,7 @@ class PrivateDaemon:
         # Arms run one at a time on a private daemon: one warm runner slot is enough, and
         # under `-n N` each extra idle runner (~150 MB, CPU to warm) competes with the arms.
         env.setdefault("JAATO_RUNNER_POOL_SIZE", "1")
+        env.setdefault("JAATO_RUNNER_POOL_MAX_SIZE", pool_ceiling(env["JAATO_RUNNER_POOL_SIZE"]))
         # The run's marker: a run killed outright leaves a daemon and runners a later run
         # can still name as ours (processes.kill_run_leftovers).
         env[processes.TREE_VAR] = processes.run_prefix() + "daemon"

@@ -99,8 +99,8 @@ class TaskFile(pytest.File):
                 self, name=f"{name}[{param}]", originalname=name, callobj=run_task_arm,
                 callspec=arm_callspec(param), arm=arm, fixtureinfo=fixtureinfo)
             fixtureinfo = getattr(item, "_fixtureinfo", None)  # pytest's own; none: each computes
-            if worker.may_start_early and wants_own_daemon(item) and not preflight.check(
-                    task, arm.profile_set):
+            if (worker.may_start_early and arm.id not in worker.context.done
+                    and wants_own_daemon(item) and not preflight.check(task, arm.profile_set)):
                 worker.start_daemon_early()
             yield item
 

@@ -74,5 +74,6 @@ def parametrize(metafunc) -> None:
                            f"new store")
     arms = arms_of(task, worker.settings.profile_sets, worker.settings.repeats)
     metafunc.parametrize("jaato_arm", arms, ids=[arm_param_id(a) for a in arms], indirect=True)
-    if arms and wants_own_daemon(definition):
+    # An arm --resume will deselect never needs the daemon.
+    if any(a.id not in worker.context.done for a in arms) and wants_own_daemon(definition):
         worker.start_daemon_early()

@@ -90,6 +90,13 @@ class Project:
         self.monkeypatch.setenv("TMPDIR", str(self.tmp))
         return self.pytester.runpytest_subprocess(*argv, timeout=timeout)
 
+    def spy_on_daemon_starts(self) -> Path:
+        """A root conftest that notes every private daemon start of later runs (xdist
+        workers included) in the file returned."""
+        mark = self.root / "daemon-started"
+        self.write("conftest.py", DAEMON_SPY.format(mark=str(mark)))
+        return mark
+
     def records(self) -> list[dict]:
         if not self.store.exists():
             return []
@@ -98,6 +105,22 @@ class Project:
     def run_dirs(self) -> list[Path]:
         """Folders the plugin made for its run (present only while a run needs them)."""
         return sorted(self.tmp.glob("jaato-eval-*"))
+
+
+DAEMON_SPY = """\
+import pytest_jaato_eval.engine.daemon as daemon
+
+_ensure = daemon.PrivateDaemon.ensure
+
+
+def ensure(self):  # records that a private daemon was asked to start, then starts it
+    with open({mark!r}, "a") as f:
+        f.write("started\\n")
+    return _ensure(self)
+
+
+daemon.PrivateDaemon.ensure = ensure
+"""
 
 
 def unused_plugins(args) -> list[str]:

@@ -25,6 +25,43 @@ def test_one_pool_drains_arm_by_arm_under_xdist(project):
     assert result.ret == 2
 
 
+LOG_KEEPER = """\
+import shutil
+
+import pytest_jaato_eval.engine.daemon as daemon
+
+_stop = daemon.PrivateDaemon.stop
+
+
+def stop(self, *args, **kwargs):  # the run removes its folder: keep the daemon's log first
+    done = _stop(self, *args, **kwargs)
+    if (self.run_dir / "daemon.out").exists():
+        shutil.copy(self.run_dir / "daemon.out", {dest!r})
+    return done
+
+
+daemon.PrivateDaemon.stop = stop
+"""
+
+
+def test_arms_after_a_pool_still_get_their_runner_from_the_daemons_pool(project):
+    """The runner slots a pool's arms ran on stay reserved to it for minutes; the private
+    daemon leaves room for them, so the arms after it are served by pool slots, not by
+    runners started cold (engine/daemon.py: pool_ceiling)."""
+    project.task("a-pooled", repeats=3, extra={"budget": {"tokens": 100_000}})
+    for i in range(3):
+        project.task(f"b-plain-{i}")
+    log = project.root / "daemon.out"
+    project.write("conftest.py", LOG_KEEPER.format(dest=str(log)))
+    result = project.run("tasks", shared_daemon=False)
+    assert result.ret == 0, result.stdout.str()
+    text = log.read_text(errors="replace")
+    served = text.count("served by pool slot")
+    cold = text.count("falling back to cold-spawn")
+    assert (served, cold) == (6, 0), [line for line in text.splitlines()
+                                      if "spawn_session_runner" in line]
+
+
 def test_profile_ceiling_follows_inherits_min_wins_and_the_set_first(tmp_path):
     profiles = tmp_path / "profiles"
     (profiles / "fast").mkdir(parents=True)

@@ -182,28 +182,13 @@ def test_shipped_tasks_with_a_missing_set_pass_or_block_before_any_session(proje
     print(f"echo,nosuch run: {took:.1f} s")
 
 
-SPY = """\
-import pytest_jaato_eval.engine.daemon as daemon
-
-_ensure = daemon.PrivateDaemon.ensure
-
-
-def ensure(self):  # records that a private daemon was asked to start, then starts it
-    with open({mark!r}, "a") as f:
-        f.write("started\\n")
-    return _ensure(self)
-
-
-daemon.PrivateDaemon.ensure = ensure
-"""
 
 
 @pytest.mark.slow
 def test_every_arm_failing_preflight_starts_no_daemon(project):
     project.task("ghost", profile_set="echo")
     project.task("ghost2", profile_set="echo", directory="g2")
-    mark = project.root / "daemon-started"
-    project.write("conftest.py", SPY.format(mark=str(mark)))
+    mark = project.spy_on_daemon_starts()
     result = project.run("tasks", "--profile-set=nosuch", shared_daemon=False)
     assert result.ret == 2
     records = project.records()

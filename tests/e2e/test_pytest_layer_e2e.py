@@ -220,8 +220,10 @@ def test_python_arms_under_xdist_then_resume_runs_nothing_again(project):
     assert result.ret == 1
     first = {r["arm_id"]: r["session_id"] for r in project.records()}
     assert len(first) == 3
+    mark = project.spy_on_daemon_starts()
     result = project.run("arms", "--resume", "-n", "2", shared_daemon=False)
     assert result.ret == 5  # pytest's code when every item is deselected
+    assert not mark.exists(), "no worker starts a daemon for arms --resume deselects"
     result.stdout.fnmatch_lines(["resumed: 3 arms already in the store were kept, not run again"])
     assert {r["arm_id"]: r["session_id"] for r in project.records()} == first
     nothing_left(project)

@@ -45,6 +45,11 @@ def test_xdist_spreads_arms_over_private_daemons_and_one_writer(project):
     assert len({r["run_id"] for r in records}) == 1, "workers share the controller's run id"
     assert result.stdout.str().count("jaato-eval pivot") == 1
     assert processes_mentioning(str(project.tmp)) == [] and project.run_dirs() == []
+    # Resuming a finished sweep deselects every arm: no worker starts a daemon for them.
+    mark = project.spy_on_daemon_starts()
+    again = project.run("tasks", "--resume", "-n", "2", shared_daemon=False)
+    assert again.ret == pytest.ExitCode.NO_TESTS_COLLECTED, again.stdout.str()
+    assert not mark.exists() and len(project.records()) == 6
 
 
 @pytest.mark.slow
