@@ -99,13 +99,14 @@ class ExternalDaemon:
 
 
 def pool_ceiling(pool_size: str) -> str:
-    """jaato's ceiling on idle runner slots, with room for a finished budget pool.
+    """jaato's ceiling on idle runner slots, with room for a small budget pool's reservations.
 
-    The slots a task's `budget:` pool ran on stay reserved to it for five minutes after
-    its last arm (jaato's cascade affinity). At jaato's default ceiling, twice the pool
-    size, one pool's two reservations fill a one-slot pool, and every later arm on the
-    daemon starts a runner from cold (~3 s of CPU more per arm, bench/bench_pool_slots.py).
-    Two more slots than the pool plus one to alternate on keep later arms on warm slots.
+    The slots a task's `budget:` pool (or a driver arm's cascade) ran on stay reserved to it
+    for five minutes (jaato's cascade affinity), and are never reused here: every arm has its
+    own workspace. At jaato's default ceiling, twice the pool size, they fill a one-slot pool
+    and every later arm on the daemon starts a runner from cold (bench/bench_pool_slots.py).
+    Three more slots than the pool hold a small pool's reservations beside a free slot; a pool
+    of many arms fills them too (docs/running.md, Budgets).
     """
     try:
         return str(max(int(pool_size), 0) + 3)

@@ -46,8 +46,8 @@ daemon.PrivateDaemon.stop = stop
 
 def test_arms_after_a_pool_still_get_their_runner_from_the_daemons_pool(project):
     """The runner slots a pool's arms ran on stay reserved to it for minutes; the private
-    daemon leaves room for them, so the arms after it are served by pool slots, not by
-    runners started cold (engine/daemon.py: pool_ceiling)."""
+    daemon leaves room for a small pool's (three arms here), so the arms after it are served
+    by pool slots, not by runners started cold (engine/daemon.py: pool_ceiling)."""
     project.task("a-pooled", repeats=3, extra={"budget": {"tokens": 100_000}})
     for i in range(3):
         project.task(f"b-plain-{i}")
