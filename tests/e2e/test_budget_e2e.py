@@ -58,8 +58,9 @@ def test_arms_after_a_pool_still_get_their_runner_from_the_daemons_pool(project)
     text = log.read_text(errors="replace")
     served = text.count("served by pool slot")
     cold = text.count("falling back to cold-spawn")
-    assert (served, cold) == (6, 0), [line for line in text.splitlines()
-                                      if "spawn_session_runner" in line]
+    # At least one session per arm (a session.new the daemon dropped is sent again).
+    assert served >= 6 and cold == 0, [line for line in text.splitlines()
+                                       if "spawn_session_runner" in line]
 
 
 def test_profile_ceiling_follows_inherits_min_wins_and_the_set_first(tmp_path):
