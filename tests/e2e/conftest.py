@@ -11,6 +11,12 @@ from jaato_project import Project, short_tmpdir
 from pytest_jaato_eval.engine.daemon import PrivateDaemon
 
 
+# Every project's TMPDIR. The suite's daemon is not the runs' own: it may write a session's
+# trackers into a workspace after the test removed its folder, making the folder again
+# (docs/running.md); once the daemon has stopped, nothing can, so they go then.
+_PROJECT_TMPS: list = []
+
+
 @pytest.fixture(scope="session")
 def daemon():
     """One real daemon for the whole suite, on a private socket, stopped at the end."""
@@ -23,10 +29,13 @@ def daemon():
     yield d
     d.stop()
     shutil.rmtree(base, ignore_errors=True)
+    for folder in _PROJECT_TMPS:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
 def project(pytester, daemon, monkeypatch):
     p = Project(pytester, daemon, monkeypatch)
+    _PROJECT_TMPS.append(p.tmp)
     yield p
     shutil.rmtree(p.tmp, ignore_errors=True)
