@@ -8,8 +8,11 @@ it is cut into lines, so a credential is masked whole, never split by a cut.
 """
 from __future__ import annotations
 
+import math
+import os
+import select
 import subprocess
-import threading
+import time
 from dataclasses import dataclass
 from typing import IO, Callable
 
@@ -18,36 +21,64 @@ from .. import processes
 TAIL_BYTES = 64 * 1024
 EVIDENCE_LINES = 20
 LINE_CHARS = 400
+PUMP_CHUNKS = 16  # 1 MB per read burst
 DRAIN_WAIT = 2.0  # after the grader exits, how long a child holding its output may keep it
 
 
 class TailReader:
-    """Drains a pipe on a thread; keeps its last `limit` bytes and the total count."""
+    """A pipe's last `limit` bytes and its total count, read without blocking by whoever
+    waits on the process (processes.wait), in that thread: no thread of its own."""
 
     def __init__(self, stream: IO[bytes], limit: int = TAIL_BYTES):
         self.limit = limit
         self.total = 0
-        self.abandoned = False  # a process we could not end still holds the pipe
+        self.eof = False
+        self.abandoned = False  # a process we could not end still held the pipe
         self._buf = bytearray()
         self._stream = stream
-        self._thread = threading.Thread(target=self._pump, daemon=True)
-        self._thread.start()
+        self._fd = stream.fileno()
+        os.set_blocking(self._fd, False)
 
-    def _pump(self) -> None:
-        try:
-            while chunk := self._stream.read1(65536) if hasattr(self._stream, "read1") \
-                    else self._stream.read(65536):
-                self.total += len(chunk)
-                self._buf += chunk
-                if len(self._buf) > 2 * self.limit:
-                    del self._buf[:-self.limit]
-        except (OSError, ValueError):
-            pass
+    def fileno(self) -> int:
+        return self._fd
 
-    def join(self, timeout: float | None) -> bool:
-        """True when the pipe reached its end (every writer closed it)."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+    def pump(self) -> None:
+        """Read what the pipe holds now; bounded per call, so a flood still lets the
+        caller look at the clock and the child's exit."""
+        for _ in range(PUMP_CHUNKS):
+            try:
+                chunk = os.read(self._fd, 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.eof = True
+                return
+            self.total += len(chunk)
+            self._buf += chunk
+            if len(self._buf) > 2 * self.limit:
+                del self._buf[:-self.limit]
+
+    def drain(self, timeout: float) -> bool:
+        """Read to the pipe's end, waiting at most `timeout` seconds: True when it ended
+        (every writer closed it)."""
+        deadline = time.monotonic() + timeout
+        while not self.eof:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            watch = select.poll()
+            watch.register(self._fd, select.POLLIN)
+            if watch.poll(math.ceil(left * 1000)):
+                self.pump()
+        return True
+
+    def close(self) -> None:
+        """Stop reading; a writer still holding the pipe gets EPIPE from now on."""
+        if not self.eof:
+            self.abandoned = True
+        self._stream.close()
 
     def tail(self) -> bytes:
         data = bytes(self._buf[-self.limit:])
@@ -94,19 +125,16 @@ def run_bounded(args, *, timeout: float | None, **popen) -> Finished:
     code: int | None = None
     try:
         try:
-            code = processes.wait(proc, tree, timeout)
+            code = processes.wait(proc, tree, timeout, reading=out)
         except subprocess.TimeoutExpired:
             tree.kill()
             proc.wait()
-            out.join(DRAIN_WAIT)
+            out.drain(DRAIN_WAIT)
         else:
-            if not out.join(DRAIN_WAIT):  # a background child still holds the output open
+            if not out.drain(DRAIN_WAIT):  # a background child still holds the output open
                 tree.kill()
-                out.join(DRAIN_WAIT)
+                out.drain(DRAIN_WAIT)
     finally:
         tree.kill()
-        if out.join(0):
-            proc.stdout.close()
-        else:  # an escaped holder: closing would wait on the reader's lock for as long as
-            out.abandoned = True  # it lives; leave the pipe to the reader thread instead
+        out.close()
     return Finished(code, out)

@@ -291,6 +291,29 @@ def test_a_grader_whose_escaped_child_holds_its_output_still_returns():
                 proc.kill()
 
 
+@pytest.mark.parametrize("watch", ["pidfd", "polling"])
+def test_a_grader_is_read_as_it_prints_in_the_waiting_thread(monkeypatch, watch):
+    """Output beyond the pipe's buffer is read while the grader runs (it would block on a
+    full pipe otherwise), counted whole and kept as its tail; one that never stops printing
+    is cut at its timeout. No thread reads it, so none is left behind."""
+    import threading
+
+    from pytest_jaato_eval.graders.output import TAIL_BYTES, run_bounded
+    if watch == "polling":
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    elif not hasattr(os, "pidfd_open"):
+        pytest.skip("no os.pidfd_open here")
+    monkeypatch.setattr(threading.Thread, "start", lambda self: pytest.fail("a thread started"))
+    code = "import sys; sys.stdout.write('x' * 3_000_000 + 'END'); sys.exit(3)"
+    done = run_bounded([sys.executable, "-c", code], timeout=30)
+    assert (done.code, done.out.total, done.out.abandoned) == (3, 3_000_003, False)
+    assert len(done.out.tail()) == TAIL_BYTES and done.out.tail().endswith(b"xEND")
+    started = time.monotonic()
+    done = run_bounded("yes flood", shell=True, timeout=0.5)
+    assert done.code is None and done.out.total > TAIL_BYTES
+    assert time.monotonic() - started < 10
+
+
 @pytest.mark.parametrize("way", ["setpriv", "preexec_fn"])
 def test_a_program_is_found_on_a_relative_path_from_the_childs_folder(tmp_path, monkeypatch, way):
     if way == "preexec_fn":
