@@ -16,6 +16,7 @@ from .engine.accounting import count_nudges
 from .engine.budget import profile_ceiling
 from .engine.daemon import DaemonError
 from .engine.driver import DriverArmSpec, run_driver_arm
+from .engine.leftovers import ended_after
 from .engine.session import AgentRun, Ceiling, SessionArmSpec, run_session_arm
 from .graders import run_graders
 from .graders.context import GraderContext
@@ -28,6 +29,7 @@ from .verdict import BLOCKED, FAIL, PASS, roll_up
 
 class Daemon(Protocol):
     def ensure(self) -> str: ...
+    def own_pid(self) -> int | None: ...  # the daemon's pid when this run started it
 
 
 class Pools(Protocol):
@@ -74,7 +76,8 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
         run.blocked_reason = str(exc)
     cascade_id, on_arrival = None, None
     if socket:
-        run, cascade_id, on_arrival = run_agent(arm, socket, ws, settings, pools)
+        run, cascade_id, on_arrival = run_agent(arm, socket, ws, settings, pools,
+                                                daemon_pid=daemon.own_pid())
 
     verdicts = []
     if not run.blocked_reason and ws is not None:
@@ -95,10 +98,13 @@ def make_workspace(arm: Arm, settings: ArmSettings) -> Path:
 
 
 def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Pools,
-              prompt: str | None = None) -> tuple[AgentRun, str | None, dict | None]:
+              prompt: str | None = None, daemon_pid: int | None = None,
+              ) -> tuple[AgentRun, str | None, dict | None]:
     """The arm's agent, run to its end: (run, cascade id, pool reading on arrival).
 
     `prompt` replaces the task's own (an arm written in Python passes its prompt here).
+    `daemon_pid`: the daemon's, when this run owns it; what the agent left running below
+    it is ended before this returns (engine/leftovers.py).
     """
     task = arm.task
     run, on_arrival = AgentRun(), None
@@ -111,18 +117,20 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
         on_arrival = pools.pool_reading(cascade_id)  # B2: immediately before the arm starts
     elif task.kind == DRIVER:
         cascade_id = f"jaato-eval-{settings.run_id}-{uuid.uuid4().hex[:8]}"
-    if task.kind == DRIVER:
-        run = run_driver_arm(DriverArmSpec(
-            socket_path=socket, workspace=ws, config_root=task.config_root, run=task.run,
-            params=dict(task.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling,
-            env_passthrough=task.env_passthrough))
-    else:
-        run = run_session_arm(SessionArmSpec(
-            socket_path=socket, workspace=ws, config_root=task.config_root,
-            profile=task.profile, prompt=prompt if prompt is not None else task.prompt,
-            agent=task.agent,
-            agent_params=dict(task.agent_params) if task.agent_params else None,
-            cascade_id=cascade_id, ceiling=settings.ceiling))
+    with ended_after(daemon_pid) as ended:
+        if task.kind == DRIVER:
+            run = run_driver_arm(DriverArmSpec(
+                socket_path=socket, workspace=ws, config_root=task.config_root, run=task.run,
+                params=dict(task.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling,
+                env_passthrough=task.env_passthrough))
+        else:
+            run = run_session_arm(SessionArmSpec(
+                socket_path=socket, workspace=ws, config_root=task.config_root,
+                profile=task.profile, prompt=prompt if prompt is not None else task.prompt,
+                agent=task.agent,
+                agent_params=dict(task.agent_params) if task.agent_params else None,
+                cascade_id=cascade_id, ceiling=settings.ceiling))
+    run.caveats.extend(ended)
     settings.sessions.extend((sid, ws) for sid in run.session_ids)  # the clean-up's exact paths
     if (run.blocked_reason or "").startswith("CascadeExhaustedError"):
         run.blocked_reason = f"pool {cascade_id} of task {task.id!r} exhausted: {run.blocked_reason}"

@@ -61,6 +61,42 @@ def start_stamp(pid: int) -> float | None:
         return None
 
 
+def stamp_now() -> float:
+    """Now, in the units of `start_stamp` (clock ticks since boot where /proc is)."""
+    if os.path.isdir("/proc/self"):
+        return time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK")
+    return time.time()
+
+
+def table() -> dict[int, tuple[int, float]]:
+    """Every live process, read in one pass: pid -> (parent pid, start stamp)."""
+    out: dict[int, tuple[int, float]] = {}
+    if not os.path.isdir("/proc/self"):
+        for proc in psutil.process_iter(["ppid", "create_time"]):
+            out[proc.pid] = (proc.info["ppid"] or 0, proc.info["create_time"] or 0.0)
+        return out
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fd = os.open(f"/proc/{name}/stat", os.O_RDONLY)
+            try:
+                fields = os.read(fd, 4096).rsplit(b")", 1)[1].split()
+            finally:
+                os.close(fd)
+            out[int(name)] = (int(fields[1]), float(fields[19]))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def command_line(pid: int) -> str:
+    try:
+        return " ".join(psutil.Process(pid).cmdline())
+    except (psutil.Error, ValueError):
+        return f"pid {pid}"
+
+
 @dataclass(frozen=True)
 class Ident:
     """One process, exactly: its pid and when it started."""

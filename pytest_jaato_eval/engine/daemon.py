@@ -88,6 +88,9 @@ class ExternalDaemon:
     def alive(self) -> bool:
         return can_connect(self.socket_path)
 
+    def own_pid(self) -> int | None:
+        return None  # not ours: what runs below it is not ours to end
+
     def request_stop(self) -> None:
         pass
 
@@ -140,6 +143,9 @@ class PrivateDaemon:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def own_pid(self) -> int | None:
+        return self.proc.pid if self.alive() else None
 
     def ensure(self) -> str:
         """Start the daemon if it is not running (again, if it died); return its socket."""

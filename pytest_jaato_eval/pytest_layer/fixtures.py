@@ -107,6 +107,9 @@ class _Daemon:
             return self.worker.ensure()
         return self.socket
 
+    def own_pid(self) -> int | None:
+        return self.worker.daemon.own_pid() if self.worker.owns(self.socket) else None
+
 
 class ArmHandle:
     """One arm, as its test sees it."""
@@ -151,14 +154,15 @@ class ArmHandle:
         from ..arm import run_agent
         from ..engine.daemon import DaemonError
         from ..engine.session import AgentRun
+        daemon = _Daemon(self.socket, self._worker)
         try:
-            socket = _Daemon(self.socket, self._worker).ensure()
+            socket = daemon.ensure()
         except DaemonError as exc:
             self.agent_run = AgentRun(blocked_reason=str(exc))
         else:
             self.agent_run, _, _ = run_agent(self.arm, socket, self.workspace,
                                              self._worker.arm_settings(), self._worker,
-                                             prompt=prompt)
+                                             prompt=prompt, daemon_pid=daemon.own_pid())
         run = self.agent_run
         if run.blocked_reason:
             raise EnvironmentFault(run.blocked_reason)

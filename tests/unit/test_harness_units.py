@@ -4,12 +4,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
+import shlex
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from pytest_jaato_eval import launch, processes, sweep
@@ -289,6 +291,34 @@ def test_a_grader_whose_escaped_child_holds_its_output_still_returns():
         for proc in psutil.process_iter(["cmdline", "create_time"]):
             if proc.info["cmdline"] == ["sleep", "4306"] and proc.info["create_time"] >= since:
                 proc.kill()
+
+
+def test_what_appears_below_a_daemon_during_an_arm_is_ended_but_new_runner_slots(tmp_path):
+    """A stand-in daemon (real processes; the real one is in test_hostile_harness.py): a
+    "template" child and its "slot" exist before the arm. During it the template forks a
+    new slot (jaato's pool refilling: kept), the old slot starts a child and the daemon
+    adopts another (an agent's leftovers: ended, and said)."""
+    from pytest_jaato_eval.engine import leftovers
+    for name in ("t", "s", "d"):
+        os.mkfifo(tmp_path / name)
+    slot = "read z < s; sleep 4803 & wait"
+    template = f"sh -c {shlex.quote(slot)} & read x < t; sleep 4801 & wait"
+    daemon = f"sh -c {shlex.quote(template)} & read y < d; sleep 4802 & wait"
+    proc, tree = processes.start(daemon, shell=True, cwd=tmp_path)
+    try:
+        time.sleep(0.3)  # the template and its slot are older than the arm
+        with leftovers.ended_after(proc.pid) as said:
+            for name in ("t", "s", "d"):
+                (tmp_path / name).write_text("go\n")
+            time.sleep(0.3)
+        alive = {" ".join(p.cmdline()) for p in psutil.Process(proc.pid).children(recursive=True)
+                 if p.status() != psutil.STATUS_ZOMBIE}
+        assert "sleep 4801" in alive and not {"sleep 4802", "sleep 4803"} & alive, alive
+        assert len(said) == 1 and "left 2 process(es)" in said[0], said
+        assert "sleep 4802" in said[0] and "sleep 4803" in said[0]
+    finally:
+        tree.kill(grace=0)
+        proc.wait()
 
 
 @pytest.mark.parametrize("watch", ["pidfd", "polling"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -140,6 +141,52 @@ def test_sigterm_to_pytest_mid_arm_under_xdist_leaves_no_process(project):
     deadline = time.monotonic() + 10
     while project.run_dirs() and time.monotonic() < deadline:
         time.sleep(0.2)
+    no_run_folder_left(project)
+
+
+def test_processes_the_agent_leaves_running_are_ended_before_grading(project, tmp_path):
+    """The agent's tools start three background jobs that outlive its session (jaato's
+    daemon adopts them): one deaf to SIGTERM in a session of its own, one double-forked
+    with its environment cleared, one plain `nohup`. Alive, they could rewrite the
+    workspace under the grader or touch a later arm. Every one is ended before grading:
+    the grader sees the marker file stand still and every pid listed dead, in each arm."""
+    pids = tmp_path / "pids"
+
+    def background(script: str, *, how: str = "") -> str:
+        return f"{how}sh -c {shlex.quote(script)} </dev/null >/dev/null 2>&1 &"
+
+    deaf = f"trap '' TERM HUP; echo $$ >> {pids}; while :; do echo x >> marker.txt; sleep 0.1; done"
+    bare = f"echo $$ >> {pids}; while :; do echo y >> marker.txt; sleep 0.1; done"
+    command = " ".join([
+        background(deaf, how="setsid "),
+        # double-forked: its parent exits at once, and its environment is empty
+        "sh -c " + shlex.quote(background(bare, how="setsid env -i /bin/") ) + ";",
+        background(f"echo $$ >> {pids}; exec sleep 4711", how="nohup "),
+        "sleep 0.3"])
+    profile = {"name": "lingerer", "provider": "echo", "model": "echo",
+               "plugins": ["cli(preload)", "permission"],
+               "plugin_configs": {
+                   "echo": {"tool_call": {"name": "cli_based_tool", "args": {"command": command}},
+                            "response": "done"},
+                   "permission": {"policy": {"defaultPolicy": "allow"}}},
+               "runtime_limits": {"unload_grace_seconds": 0}}
+    still = ("sleep 0.5; a=$(wc -l < marker.txt); sleep 1; b=$(wc -l < marker.txt); "
+             "echo \"marker $a -> $b\"; test \"$a\" -gt 0 && test \"$a\" = \"$b\"")
+    # Each pid listed is gone, or a zombie (ended; the daemon has not reaped it yet).
+    dead = (f"test \"$(wc -l < {pids})\" -ge 3 && for p in $(cat {pids}); do "
+            "s=$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -c1); "
+            "if [ -n \"$s\" ] && [ \"$s\" != Z ]; then echo alive $p $s; exit 1; fi; done")
+    project.task("lingerer", profile=profile, repeats=2,
+                 graders=[{"kind": "script", "run": still}, {"kind": "script", "run": dead}])
+    result = timed_run(project, "tasks", CEILING, shared_daemon=False, bound=150)
+    by = one_record_each(project, {"lingerer@echo#0", "lingerer@echo#1"})
+    for record in by.values():
+        assert record["state"] == "PASS", record["verdicts"]
+        said = [c for c in record["caveats"] if "left" in c and "ended before grading" in c]
+        assert said and "marker.txt" in said[0], record["caveats"]
+    assert len(pids.read_text().split()) == 6
+    assert result.ret == 0
+    assert gone("sleep 4711")
     no_run_folder_left(project)
 
 
