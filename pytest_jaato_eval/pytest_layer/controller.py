@@ -145,13 +145,14 @@ class Controller:
                        if r.get("workspace")})
         return f"kept workspaces: {', '.join(kept)}" if kept else None
 
-    def _pivot(self):
+    def _pivot(self, trusted_file: bool):
         """The whole store (kept arms and this run's, the latest record per arm), streamed
-        from disk; from memory when there is no readable store."""
+        from disk; from memory (the stored arms as read before any arm ran, and this run's)
+        when there is no readable store or somebody else wrote into it."""
         from ..results.pivot import Pivot
         resumed = self.context.resumed
         try:
-            if self.store.written or resumed:
+            if trusted_file and (self.store.written or resumed):
                 return Pivot.of_store(self.store.path)
         except OSError:
             pass
@@ -167,7 +168,8 @@ class Controller:
             from ..results.pivot_text import render_pivot
             from ..report.html import write_documents
             tr.write_sep("=", "jaato-eval pivot")
-            pivot = self._pivot()
+            changed = self.store.changed_by_others()
+            pivot = self._pivot(trusted_file=changed is None)
             for line in render_pivot(pivot.cells):
                 tr.write_line(line)
             store = self.store
@@ -186,6 +188,9 @@ class Controller:
                 tr.write_line(f"retried: {plural(retried, 'arm')} stored as BLOCKED "
                               f"{'was' if retried == 1 else 'were'} run again (--retry-blocked); "
                               f"the new {'record counts' if retried == 1 else 'records count'}")
+            if changed:
+                tr.write_line(f"error: {changed}; the pivot above, and the documents, count "
+                              f"only the records this run wrote and found", red=True)
             if store.rotated_to:
                 tr.write_line(f"the previous store was kept as {store.rotated_to}")
             note = self.kept_note()

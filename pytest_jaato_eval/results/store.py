@@ -8,6 +8,7 @@ Reading a store is store_reader.py.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import socket
@@ -104,6 +105,11 @@ class Store:
         self._fh: IO[str] | None = None
         self._lock_fd: int | None = None
         self.written = 0
+        # What the file must hold: the bytes it had when this run claimed it (only kept
+        # when appending to it), then exactly the bytes this run wrote (`changed_by_others`).
+        self._base: tuple[int, str] = (0, _digest(b""))
+        self._ours = hashlib.sha256()
+        self._ours_size = 0
 
     # -- the lock ------------------------------------------------------------------------------
     def claim(self) -> None:
@@ -114,6 +120,8 @@ class Store:
         check_writable(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _take_lock(lock_path(self.path), self.path)
+        if self.append_to_existing:
+            self._base = _sealed(self.path)
 
     def close(self) -> None:
         """Close the file and release the lock: the run is done with the store."""
@@ -133,10 +141,12 @@ class Store:
         self.claim()
         if not self.append_to_existing:
             self._set_previous_aside()
-        fh = open(self.path, "a", encoding="utf-8")
-        if fh.tell() and not _ends_with_newline(self.path):
-            fh.write("\n")  # a cut last line stays cut; ours starts on a fresh line
+            self._base = _sealed(self.path)  # empty, unless somebody wrote it meanwhile
+        # newline="": the bytes hashed are the bytes written, on every platform
+        fh = open(self.path, "a", encoding="utf-8", newline="")
         self._fh = fh
+        if fh.tell() and not _ends_with_newline(self.path):
+            self._write("\n")  # a cut last line stays cut; ours starts on a fresh line
 
     def _set_previous_aside(self) -> None:
         """Move a non-empty previous store out of the way, never appending to it silently
@@ -170,11 +180,43 @@ class Store:
         if self._fh is None:
             self._open()
         data = record.to_dict() if isinstance(record, ArmRecord) else record
-        self._fh.write(json.dumps(data, default=str) + "\n")
-        self._fh.flush()
+        self._write(json.dumps(data, default=str) + "\n")
         if self.fsync:
             os.fsync(self._fh.fileno())  # a killed run keeps every arm it finished
         self.written += 1
+
+    def _write(self, text: str) -> None:
+        assert self._fh is not None
+        self._fh.write(text)
+        self._fh.flush()
+        data = text.encode("utf-8")
+        self._ours.update(data)
+        self._ours_size += len(data)
+
+    def changed_by_others(self) -> str | None:
+        """What in the file is not what this run found and wrote, or None.
+
+        Anything the run started can find the store (an agent's tools run as the same
+        user): a record appended or edited by somebody else would otherwise count in the
+        pivot and the documents built from the file (docs/security.md).
+        """
+        if not self.written:
+            return None
+        base_size, base_digest = self._base
+        try:
+            with open(self.path, "rb") as fh:
+                before = _digest_of(fh, base_size)
+                ours = _digest_of(fh, self._ours_size)
+                extra = len(fh.read(1))
+        except OSError as exc:
+            return f"the store {self.path} cannot be read back: {exc}"
+        if before != base_digest:
+            return (f"the {base_size} bytes {self.path} held before this run were changed "
+                    f"while it ran")
+        if ours != self._ours.hexdigest() or extra:
+            return (f"{self.path} does not hold exactly the {self.written} record(s) this "
+                    f"run wrote: somebody else wrote into it while the run went on")
+        return None
 
 
 
@@ -212,6 +254,33 @@ def _read_holder(fd: int) -> str:
         return f"pid {int(info['pid'])} on {str(info['host'])[:80]}, started {started}"
     except (ValueError, KeyError, TypeError, OSError, OverflowError):
         return "holder unknown"
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _digest_of(fh, size: int) -> str:
+    """The digest of the next `size` bytes of `fh` (fewer when the file ends first)."""
+    h = hashlib.sha256()
+    while size > 0:
+        chunk = fh.read(min(size, 1 << 20))
+        if not chunk:
+            h.update(b"\0short")  # a file cut short never matches
+            break
+        h.update(chunk)
+        size -= len(chunk)
+    return h.hexdigest()
+
+
+def _sealed(path: Path) -> tuple[int, str]:
+    """The file's size and digest now ((0, empty) when there is none)."""
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            return size, _digest_of(fh, size)
+    except FileNotFoundError:
+        return 0, _digest(b"")
 
 
 def _ends_with_newline(path: Path) -> bool:

@@ -157,6 +157,46 @@ def test_appending_to_a_cut_store_starts_a_fresh_line(tmp_path):
     assert [r.arm_id for r in read_records(path)] == ["t@echo#0", "t@echo#1"]
 
 
+@pytest.mark.parametrize("append", [False, True])
+def test_a_store_written_into_by_somebody_else_is_found(tmp_path, append):
+    """Whatever the run did not write is found: a record appended between two of its own,
+    one edited in place to the same length, a store emptied, and (appending) a record of
+    an earlier run edited before this run wrote anything."""
+    def store_of(path):
+        store = Store(path, append=append)
+        store.claim()
+        store.append(arm_record("t", repeat=0))
+        return store
+
+    path = tmp_path / "a.jsonl"
+    store = store_of(path)
+    store.append(arm_record("t", repeat=1))
+    assert store.changed_by_others() is None
+    with open(path, "a") as fh:
+        fh.write(json.dumps(arm_record("t", repeat=0, state="FAIL").to_dict()) + "\n")
+    store.append(arm_record("t", repeat=2))
+    assert "somebody else wrote into it" in store.changed_by_others()
+    store.close()
+
+    path = tmp_path / "b.jsonl"
+    store = store_of(path)
+    text = path.read_text()
+    path.write_text(text.replace('"PASS"', '"FAIL"'))
+    assert len(path.read_text()) == len(text) and store.changed_by_others()
+    path.write_text("")
+    assert store.changed_by_others()
+    store.close()
+
+    if append:
+        path = write_store(tmp_path / "c.jsonl", [arm_record("u", repeat=0)])
+        store = Store(path, append=True)
+        store.claim()
+        path.write_text(path.read_text().replace('"PASS"', '"FAIL"'))
+        store.append(arm_record("t", repeat=0))
+        assert "held before this run were changed" in store.changed_by_others()
+        store.close()
+
+
 # -- unusable paths, found before the first arm ---------------------------------------------------
 def test_unusable_store_paths_are_one_line(tmp_path):
     a_file = tmp_path / "file"

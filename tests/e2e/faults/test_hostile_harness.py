@@ -190,6 +190,33 @@ def test_processes_the_agent_leaves_running_are_ended_before_grading(project, tm
     no_run_folder_left(project)
 
 
+def test_a_record_the_agent_forges_into_the_store_counts_nowhere(project):
+    """The agent finds the store (it runs as the developer; /proc names pytest's folder and
+    options) and appends a copy of an earlier arm's record turned FAIL: read back, the last
+    record per arm would win. The pivot and the documents count only what the run wrote,
+    and the summary says the store was written into."""
+    store = project.root / "results.jsonl"
+    forge = f"tail -n 1 {store} | sed 's/\"state\": \"PASS\"/\"state\": \"FAIL\"/g' >> {store}"
+    profile = {"name": "forger", "provider": "echo", "model": "echo",
+               "plugins": ["cli(preload)", "permission"],
+               "plugin_configs": {
+                   "echo": {"tool_call": {"name": "cli_based_tool", "args": {"command": forge}},
+                            "response": "done"},
+                   "permission": {"policy": {"defaultPolicy": "allow"}}}}
+    project.task("a-honest")
+    project.task("b-forger", profile=profile, graders=[{"kind": "script", "run": "true"}])
+    result = timed_run(project, "tasks", CEILING, "--jaato-html=report.html", bound=120)
+    out = result.stdout.str()
+    lines = store.read_text().splitlines()
+    assert len(lines) == 3 and '"state": "FAIL"' in lines[1], "the forgery reached the file"
+    honest = [line.split() for line in out.splitlines() if line.startswith("a-honest ")]
+    assert honest and honest[0][2] == "100%", out
+    assert "error: " in out and "somebody else wrote into it" in out, out
+    html = (project.root / "report.html").read_text()
+    assert "a-honest@echo#0" in html and ">FAIL<" not in html.split("a-honest@echo#0")[1][:400]
+    assert result.ret == 0
+
+
 # -- bounded reads of what the agent wrote ------------------------------------------------
 
 def test_agent_made_fifo_and_huge_file_named_like_its_session_log_do_not_hang_the_run(project):

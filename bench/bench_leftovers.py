@@ -1,0 +1,61 @@
+"""What looking for an agent's leftover processes costs each arm: `engine/leftovers.Watch.new`
+(one pass over /proc) against psutil's `children(recursive=True)` of the same process, the
+obvious way to list a tree, in one invocation, interleaved.
+
+    ./dev python bench/bench_leftovers.py                  # 300 runs each, 20 processes below
+    ./dev python bench/bench_leftovers.py --below 60 --runs 500
+
+A stand-in "daemon" (this process) gets `--below` sleeping children started after the watch
+began, so `Watch.new` finds and checks every one, as it would an agent's leftovers; with
+`--below 0` it measures an arm that left nothing, the common case.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import time
+
+import psutil
+
+import benchkit as bk
+
+from pytest_jaato_eval.engine.leftovers import Watch
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=300)
+    p.add_argument("--below", type=int, default=20, help="processes below the stand-in daemon")
+    args = p.parse_args(argv)
+    watch = Watch.start(os.getpid())
+    assert watch is not None
+    time.sleep(0.05)  # a whole clock tick: the children are younger than the watch
+    kids = [subprocess.Popen(["sleep", "600"]) for _ in range(args.below)]
+    try:
+        sides = {"Watch.new (one /proc pass)": lambda: watch.new(),
+                 "psutil children(recursive=True)":
+                     lambda: psutil.Process(os.getpid()).children(recursive=True)}
+        assert len(watch.new()) == args.below
+        times: dict[str, list[float]] = {name: [] for name in sides}
+        for _ in range(args.runs):
+            for name, fn in sides.items():
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
+    finally:
+        for kid in kids:
+            kid.kill()
+            kid.wait()
+    med = {name: statistics.median(t) for name, t in times.items()}
+    floor = med["psutil children(recursive=True)"]
+    print(f"\n{args.runs} runs each, interleaved; {len(psutil.pids())} processes on the machine, "
+          f"{args.below} below the stand-in daemon; {bk.load()}\n")
+    rows = [[name, f"{1000 * m:.2f}", f"{m / floor:.2f}x"] for name, m in med.items()]
+    print("\n".join(bk.table(["what", "median ms", "/ psutil"], rows, markdown=True)))
+    return 0
+
+
+if __name__ == "__main__":
+    bk.run_cli(main)
