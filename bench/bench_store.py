@@ -11,6 +11,8 @@ that does not exist yet is written once and reused. Each round runs, in alternat
 
 * ours       ``PY -m pytest_jaato_eval report STORE --exit-zero``  (the streaming pivot)
 * ours       ``PY -m pytest_jaato_eval compare STORE STORE`` and ``validate STORE``
+* ours       the store check a ``--resume`` run adds (results/store.py: the file's digest when
+             the run claims it and again before the pivot, i.e. two reads of STORE)
 * reference  ``REFPY -m jaato_eval report STORE``
 
 Wall time and peak RSS (the child's own, from wait4) per command; the table shows the
@@ -54,7 +56,10 @@ def measure_store(args: argparse.Namespace, store: Path) -> int:
     ours = [args.python, "-m", "pytest_jaato_eval"]
     commands = {"ours report": [*ours, "report", str(store), "--exit-zero"],
                 "ours compare": [*ours, "compare", str(store), str(store)],
-                "ours validate": [*ours, "validate", str(store)]}
+                "ours validate": [*ours, "validate", str(store)],
+                "ours store check (--resume)": [
+                    args.python, "-c", "import sys; from pytest_jaato_eval.results.store import "
+                    "_sealed; _sealed(sys.argv[1]); _sealed(sys.argv[1])", str(store)]}
     if args.only != "ours":
         ref_python = bk.ensure_ref_python(args.ref_python)
         commands["reference report"] = [ref_python, "-m", "jaato_eval", "report", str(store)]

@@ -16,7 +16,7 @@ from .engine.accounting import count_nudges
 from .engine.budget import profile_ceiling
 from .engine.daemon import DaemonError
 from .engine.driver import DriverArmSpec, run_driver_arm
-from .engine.leftovers import ended_after
+from .engine.leftovers import Owned, ended_after
 from .engine.session import AgentRun, Ceiling, SessionArmSpec, run_session_arm
 from .graders import run_graders
 from .graders.context import GraderContext
@@ -29,7 +29,7 @@ from .verdict import BLOCKED, FAIL, PASS, roll_up
 
 class Daemon(Protocol):
     def ensure(self) -> str: ...
-    def own_pid(self) -> int | None: ...  # the daemon's pid when this run started it
+    def owned(self) -> Owned | None: ...  # the daemon's pid and marker when this run started it
 
 
 class Pools(Protocol):
@@ -77,7 +77,7 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
     cascade_id, on_arrival = None, None
     if socket:
         run, cascade_id, on_arrival = run_agent(arm, socket, ws, settings, pools,
-                                                daemon_pid=daemon.own_pid())
+                                                owned=daemon.owned())
 
     verdicts = []
     if not run.blocked_reason and ws is not None:
@@ -98,13 +98,13 @@ def make_workspace(arm: Arm, settings: ArmSettings) -> Path:
 
 
 def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Pools,
-              prompt: str | None = None, daemon_pid: int | None = None,
+              prompt: str | None = None, owned: Owned | None = None,
               ) -> tuple[AgentRun, str | None, dict | None]:
     """The arm's agent, run to its end: (run, cascade id, pool reading on arrival).
 
     `prompt` replaces the task's own (an arm written in Python passes its prompt here).
-    `daemon_pid`: the daemon's, when this run owns it; what the agent left running below
-    it is ended before this returns (engine/leftovers.py).
+    `owned`: the daemon, when this run started it; what the agent left running below it is
+    ended before this returns (engine/leftovers.py).
     """
     task = arm.task
     run, on_arrival = AgentRun(), None
@@ -117,7 +117,7 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
         on_arrival = pools.pool_reading(cascade_id)  # B2: immediately before the arm starts
     elif task.kind == DRIVER:
         cascade_id = f"jaato-eval-{settings.run_id}-{uuid.uuid4().hex[:8]}"
-    with ended_after(daemon_pid) as ended:
+    with ended_after(owned) as leftovers:
         if task.kind == DRIVER:
             run = run_driver_arm(DriverArmSpec(
                 socket_path=socket, workspace=ws, config_root=task.config_root, run=task.run,
@@ -130,7 +130,9 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
                 agent=task.agent,
                 agent_params=dict(task.agent_params) if task.agent_params else None,
                 cascade_id=cascade_id, ceiling=settings.ceiling))
-    run.caveats.extend(ended)
+    run.caveats.extend(leftovers.said)
+    if leftovers.lost and not run.blocked_reason:
+        run.blocked_reason = leftovers.lost
     settings.sessions.extend((sid, ws) for sid in run.session_ids)  # the clean-up's exact paths
     if (run.blocked_reason or "").startswith("CascadeExhaustedError"):
         run.blocked_reason = f"pool {cascade_id} of task {task.id!r} exhausted: {run.blocked_reason}"

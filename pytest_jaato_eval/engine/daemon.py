@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import launch, processes
+from .leftovers import Owned
 
 
 class DaemonError(Exception):
@@ -88,7 +89,7 @@ class ExternalDaemon:
     def alive(self) -> bool:
         return can_connect(self.socket_path)
 
-    def own_pid(self) -> int | None:
+    def owned(self) -> Owned | None:
         return None  # not ours: what runs below it is not ours to end
 
     def request_stop(self) -> None:
@@ -136,6 +137,7 @@ class PrivateDaemon:
         self._stop_asked: float | None = None  # when request_stop sent SIGTERM
         self._family: list[processes.Ident] = []
         self._abandoned = threading.Event()
+        self.marker: str | None = None
 
     @property
     def pid(self) -> int | None:
@@ -144,8 +146,12 @@ class PrivateDaemon:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def own_pid(self) -> int | None:
-        return self.proc.pid if self.alive() else None
+    def owned(self) -> Owned | None:
+        """Its pid and the marker every process below it carries (unless it cleared it)."""
+        if not self.alive() or self.marker is None:
+            return None
+        assert self.proc is not None
+        return Owned(self.proc.pid, self.marker)
 
     def ensure(self) -> str:
         """Start the daemon if it is not running (again, if it died); return its socket."""
@@ -171,7 +177,7 @@ class PrivateDaemon:
         env.setdefault("JAATO_RUNNER_POOL_MAX_SIZE", pool_ceiling(env["JAATO_RUNNER_POOL_SIZE"]))
         # The run's marker: a run killed outright leaves a daemon and runners a later run
         # can still name as ours (processes.kill_run_leftovers).
-        env[processes.TREE_VAR] = processes.run_prefix() + "daemon"
+        env[processes.TREE_VAR] = self.marker = processes.run_prefix() + f"daemon-{os.getpid()}"
         try:
             self.proc = subprocess.Popen(
                 [self.python, "-m", "jaato_server", "--ipc-socket", self.socket_path,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 from .. import processes
@@ -28,16 +28,36 @@ SHOWN = 3  # processes named in the record's caveat
 
 
 @dataclass(frozen=True)
+class Owned:
+    """A daemon this run started: its pid, and the marker its processes inherit."""
+
+    pid: int
+    marker: str
+
+
+@dataclass
+class Leftovers:
+    """What an arm's agent left running: what was ended, said for the record; and, when
+    its daemon died before anything could be looked for, why the arm is not graded."""
+
+    said: list[str] = field(default_factory=list)
+    lost: str | None = None
+
+
+@dataclass(frozen=True)
 class Watch:
     """A daemon of ours, from the start of an arm on."""
 
     daemon: processes.Ident
+    marker: str
     since: float  # the arm's start, in process start stamps (a whole tick: never late)
 
     @classmethod
-    def start(cls, daemon_pid: int) -> "Watch | None":
-        daemon = processes.Ident.of(daemon_pid)
-        return None if daemon is None else cls(daemon, math.floor(processes.stamp_now()))
+    def start(cls, owned: Owned) -> "Watch | None":
+        daemon = processes.Ident.of(owned.pid)
+        if daemon is None:
+            return None
+        return cls(daemon, owned.marker, math.floor(processes.stamp_now()))
 
     def new(self) -> list[processes.Ident]:
         """Live processes below the daemon started since the arm began, but for runner slots
@@ -57,34 +77,45 @@ class Watch:
                 found.append(processes.Ident(pid, started))
         return [i for i in found if i.alive()]  # a zombie has done all it can
 
+    def orphans(self) -> list[processes.Ident]:
+        """With the daemon gone, its processes started since the arm began are nobody's
+        descendants: those still carrying its marker."""
+        return processes.marked(self.marker, processes.born_since(self.since))
 
-def end_new(watch: Watch) -> list[str]:
+
+def end_new(watch: Watch) -> Leftovers:
     """End what appeared below the daemon since the watch began; say what was ended."""
-    ended: dict[processes.Ident, str] = {}
+    out, ended = Leftovers(), {}
     for _ in range(ROUNDS):
         if not watch.daemon.alive():
-            break  # the run's clean-up ends a dead daemon's family
+            # Killed (by the agent, perhaps) before its leftovers could be looked for: the
+            # ones that cleared the marker are out of reach, so nothing here is graded.
+            processes.kill_all(watch.orphans(), grace=0)
+            out.lost = (f"daemon: pid {watch.daemon.pid} died before what the agent left "
+                        f"running could be looked for; the arm is not graded")
+            break
         found = watch.new()
         if not found:
             break
         ended.update({i: processes.command_line(i.pid) for i in found if i not in ended})
         processes.kill_all(found, grace=GRACE)
-    if not ended:
-        return []
-    shown = "; ".join(f"pid {i.pid}: {cmd[:160]}" for i, cmd in list(ended.items())[:SHOWN])
-    more = f" and {len(ended) - SHOWN} more" if len(ended) > SHOWN else ""
-    return [f"the agent's session left {len(ended)} process(es) running; ended before "
-            f"grading: {shown}{more}"]
+    if ended:
+        shown = "; ".join(f"pid {i.pid}: {cmd[:160]}" for i, cmd in list(ended.items())[:SHOWN])
+        more = f" and {len(ended) - SHOWN} more" if len(ended) > SHOWN else ""
+        out.said.append(f"the agent's session left {len(ended)} process(es) running; ended "
+                        f"before grading: {shown}{more}")
+    return out
 
 
 @contextmanager
-def ended_after(daemon_pid: int | None) -> Iterator[list[str]]:
-    """Around an agent's run on a daemon we own: the list it yields is filled, on the way
-    out, with what the run left running and was ended."""
-    watch = Watch.start(daemon_pid) if daemon_pid else None
-    said: list[str] = []
+def ended_after(owned: Owned | None) -> Iterator[Leftovers]:
+    """Around an agent's run on a daemon we own: the Leftovers it yields are filled on the
+    way out (nothing is looked for below a daemon that is not ours)."""
+    watch = Watch.start(owned) if owned is not None else None
+    out = Leftovers()
     try:
-        yield said
+        yield out
     finally:
         if watch is not None:
-            said.extend(end_new(watch))
+            found = end_new(watch)
+            out.said, out.lost = found.said, found.lost

@@ -107,8 +107,8 @@ class _Daemon:
             return self.worker.ensure()
         return self.socket
 
-    def own_pid(self) -> int | None:
-        return self.worker.daemon.own_pid() if self.worker.owns(self.socket) else None
+    def owned(self):
+        return self.worker.daemon.owned() if self.worker.owns(self.socket) else None
 
 
 class ArmHandle:
@@ -162,7 +162,7 @@ class ArmHandle:
         else:
             self.agent_run, _, _ = run_agent(self.arm, socket, self.workspace,
                                              self._worker.arm_settings(), self._worker,
-                                             prompt=prompt, daemon_pid=daemon.own_pid())
+                                             prompt=prompt, owned=daemon.owned())
         run = self.agent_run
         if run.blocked_reason:
             raise EnvironmentFault(run.blocked_reason)

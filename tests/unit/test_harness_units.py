@@ -5,6 +5,7 @@ import asyncio
 import collections
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -307,18 +308,38 @@ def test_what_appears_below_a_daemon_during_an_arm_is_ended_but_new_runner_slots
     proc, tree = processes.start(daemon, shell=True, cwd=tmp_path)
     try:
         time.sleep(0.3)  # the template and its slot are older than the arm
-        with leftovers.ended_after(proc.pid) as said:
+        with leftovers.ended_after(leftovers.Owned(proc.pid, tree.marker)) as found:
             for name in ("t", "s", "d"):
                 (tmp_path / name).write_text("go\n")
             time.sleep(0.3)
         alive = {" ".join(p.cmdline()) for p in psutil.Process(proc.pid).children(recursive=True)
                  if p.status() != psutil.STATUS_ZOMBIE}
         assert "sleep 4801" in alive and not {"sleep 4802", "sleep 4803"} & alive, alive
-        assert len(said) == 1 and "left 2 process(es)" in said[0], said
-        assert "sleep 4802" in said[0] and "sleep 4803" in said[0]
+        assert found.lost is None and len(found.said) == 1, found
+        assert "left 2 process(es)" in found.said[0]
+        assert "sleep 4802" in found.said[0] and "sleep 4803" in found.said[0]
     finally:
         tree.kill(grace=0)
         proc.wait()
+
+
+def test_a_daemon_killed_before_its_leftovers_are_looked_for_leaves_the_arm_ungraded():
+    """The agent's leftover kills the daemon first (it runs as the same user): what it left
+    can no longer be told by ancestry, so the arm is not graded (BLOCKED), and what still
+    carries the daemon's marker is ended."""
+    from pytest_jaato_eval.engine import leftovers
+    proc, tree = processes.start("sleep 4805 & wait", shell=True)
+    try:
+        time.sleep(0.05)
+        with leftovers.ended_after(leftovers.Owned(proc.pid, tree.marker)) as found:
+            late = subprocess.Popen(["sh", "-c", "exec sleep 4806"],
+                                    env={**os.environ, processes.TREE_VAR: tree.marker})
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        assert found.lost and "died before what the agent left running" in found.lost
+        assert late.wait(5) == -signal.SIGKILL, "what carried the marker was ended"
+    finally:
+        tree.kill(grace=0)
 
 
 @pytest.mark.parametrize("watch", ["pidfd", "polling"])
