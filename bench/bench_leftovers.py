@@ -1,13 +1,15 @@
-"""What looking for an agent's leftover processes costs each arm: `engine/leftovers.Watch.new`
-(one pass over /proc) against psutil's `children(recursive=True)` of the same process, the
-obvious way to list a tree, in one invocation, interleaved.
+"""What looking for an agent's leftover processes costs each arm: `engine/leftovers` against
+psutil's `children(recursive=True)` of the same process (the obvious way to list a tree, one
+pass over every process), in one invocation, interleaved.
 
     ./dev python bench/bench_leftovers.py                  # 300 runs each, 20 processes below
     ./dev python bench/bench_leftovers.py --below 60 --runs 500
 
 A stand-in "daemon" (this process) gets `--below` sleeping children started after the watch
-began, so `Watch.new` finds and checks every one, as it would an agent's leftovers; with
-`--below 0` it measures an arm that left nothing, the common case.
+began. Measured: one walk below the daemon (`Watch.hunt(stop=False)`: /proc's per-thread
+child lists, then one stat read per process found); and, with `--below 0`, the whole check an
+arm that left nothing pays (`end_new`: walks until three in a row find nothing running, 1 ms
+apart), the common case.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import psutil
 
 import benchkit as bk
 
-from pytest_jaato_eval.engine.leftovers import Watch
+from pytest_jaato_eval.engine.leftovers import Owned, Watch, end_new
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,15 +31,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=300)
     p.add_argument("--below", type=int, default=20, help="processes below the stand-in daemon")
     args = p.parse_args(argv)
-    watch = Watch.start(os.getpid())
+    watch = Watch.start(Owned(os.getpid(), "bench"))
     assert watch is not None
     time.sleep(0.05)  # a whole clock tick: the children are younger than the watch
     kids = [subprocess.Popen(["sleep", "600"]) for _ in range(args.below)]
     try:
-        sides = {"Watch.new (one /proc pass)": lambda: watch.new(),
+        sides = {"one walk (Watch.hunt)": lambda: watch.hunt(stop=False),
                  "psutil children(recursive=True)":
                      lambda: psutil.Process(os.getpid()).children(recursive=True)}
-        assert len(watch.new()) == args.below
+        if not args.below:
+            sides["the whole check of a clean arm (end_new)"] = lambda: end_new(watch)
+        assert len(watch.hunt(stop=False)) == args.below
         times: dict[str, list[float]] = {name: [] for name in sides}
         for _ in range(args.runs):
             for name, fn in sides.items():

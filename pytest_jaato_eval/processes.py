@@ -68,26 +68,73 @@ def stamp_now() -> float:
     return time.time()
 
 
-def table() -> dict[int, tuple[int, float]]:
-    """Every live process, read in one pass: pid -> (parent pid, start stamp)."""
-    out: dict[int, tuple[int, float]] = {}
+def stat(pid: int) -> tuple[int, float, str] | None:
+    """(parent pid, start stamp, state) of a live process, from one read of /proc (R, S, D,
+    T stopped, Z zombie, ...); None when it is gone. Linux only."""
+    try:
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+        try:
+            fields = os.read(fd, 4096).rsplit(b")", 1)[1].split()
+        finally:
+            os.close(fd)
+        return int(fields[1]), float(fields[19]), fields[0].decode()
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def table() -> dict[int, tuple[int, float, str]]:
+    """Every live process, read in one pass: pid -> (parent pid, start stamp, state)."""
+    out: dict[int, tuple[int, float, str]] = {}
     if not os.path.isdir("/proc/self"):
-        for proc in psutil.process_iter(["ppid", "create_time"]):
-            out[proc.pid] = (proc.info["ppid"] or 0, proc.info["create_time"] or 0.0)
+        states = {psutil.STATUS_STOPPED: "T", psutil.STATUS_ZOMBIE: "Z"}
+        for proc in psutil.process_iter(["ppid", "create_time", "status"]):
+            out[proc.pid] = (proc.info["ppid"] or 0, proc.info["create_time"] or 0.0,
+                             states.get(proc.info["status"], "R"))
         return out
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
+        if name.isdigit() and (info := stat(int(name))) is not None:
+            out[int(name)] = info
+    return out
+
+
+def _has_child_lists() -> bool:
+    return os.path.exists(f"/proc/self/task/{os.getpid()}/children")
+
+
+HAS_CHILD_LISTS = _has_child_lists()  # Linux >= 3.5 with CONFIG_PROC_CHILDREN
+
+
+def children(pid: int) -> list[int]:
+    """pid's children now, read from /proc's per-thread child lists: a few small reads, so a
+    process living a few ms is seen. Where the kernel keeps no such lists, from a pass over
+    every process."""
+    if not HAS_CHILD_LISTS:
+        return [kid for kid, (ppid, _, _) in table().items() if ppid == pid]
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    kids: list[int] = []
+    for tid in threads:
         try:
-            fd = os.open(f"/proc/{name}/stat", os.O_RDONLY)
+            fd = os.open(f"/proc/{pid}/task/{tid}/children", os.O_RDONLY)
             try:
-                fields = os.read(fd, 4096).rsplit(b")", 1)[1].split()
+                kids.extend(int(k) for k in os.read(fd, 65536).split())
             finally:
                 os.close(fd)
-            out[int(name)] = (int(fields[1]), float(fields[19]))
-        except (OSError, IndexError, ValueError):
+        except (OSError, ValueError):
             continue
-    return out
+    return kids
+
+
+def signal_exact(idents: Iterable["Ident"], sig: int) -> None:
+    """Send `sig` to each process that is still exactly the one named (pid and start)."""
+    for ident in idents:
+        if start_stamp(ident.pid) == ident.started:
+            try:
+                os.kill(ident.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def command_line(pid: int) -> str:

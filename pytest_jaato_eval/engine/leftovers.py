@@ -8,22 +8,27 @@ while a grader reads it, read a grader's environment, or tamper with a later arm
 On a daemon this run owns, arms run one at a time, so every process that appears below it
 during an arm is the arm's, except what jaato's runner pool does meanwhile: the template
 forks new runner slots, and those are children of a process that was already the daemon's
-child before the arm began. Everything else new ends (SIGTERM, a short grace, SIGKILL) the
-moment the agent's run is over, before any grader runs (docs/security.md). A daemon named
+child before the arm began. Everything else new is stopped (SIGSTOP: it can neither fork
+nor catch it) and killed the moment the agent's run is over, before any grader runs
+(docs/security.md). A daemon named
 by --jaato-socket, or by a `jaato_daemon` fixture of a conftest, is not ours: nothing below
 it is touched.
 """
 from __future__ import annotations
 
 import math
+import signal
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
 from .. import processes
 
-GRACE = 1.0  # a runner the daemon spawned for the arm's session exits on SIGTERM at once
-ROUNDS = 5  # a leftover forking as it is ended: look again, a bounded number of times
+FREEZE_WAIT = 3.0  # s: a tree that still starts processes after this many is given up on
+QUIET = 3  # walks in a row that find nothing running end the hunt ...
+QUIET_GAP = 0.0005  # ... with this many seconds between them
+ROUNDS = 5  # kill passes over what was stopped and whatever is still found below
 SHOWN = 3  # processes named in the record's caveat
 
 
@@ -59,23 +64,43 @@ class Watch:
             return None
         return cls(daemon, owned.marker, math.floor(processes.stamp_now()))
 
-    def new(self) -> list[processes.Ident]:
-        """Live processes below the daemon started since the arm began, but for runner slots
-        (children of a process that was the daemon's child before: its runner template)."""
-        table = processes.table()
-        children: dict[int, list[int]] = {}
-        for pid, (ppid, _) in table.items():
-            children.setdefault(ppid, []).append(pid)
-        stewards = {pid for pid in children.get(self.daemon.pid, ())
-                    if table[pid][1] < self.since}
-        found, below = [], list(children.get(self.daemon.pid, ()))
+    def hunt(self, stop: bool = True) -> dict[processes.Ident, str]:
+        """One walk below the daemon: the live processes started since the arm began, with
+        their state when seen, but for runner slots (children of a process that was the
+        daemon's child before the arm: its runner template). With `stop`, each one seen
+        running is stopped (SIGSTOP) at sight, before the walk goes on: a process that
+        forks as it is hunted cannot outrun a walk that freezes it where it stands."""
+        if not self.daemon_alive():
+            return {}
+        if processes.HAS_CHILD_LISTS:
+            kids_of, info_of = processes.children, processes.stat
+        else:  # one snapshot per walk
+            snapshot = processes.table()
+            kids_of = lambda pid: [k for k, v in snapshot.items() if v[0] == pid]  # noqa: E731
+            info_of = lambda pid: snapshot.get(pid)  # noqa: E731
+        found: dict[processes.Ident, str] = {}
+        below = [(self.daemon.pid, False)]  # (pid, whether its children are runner slots)
         while below:
-            pid = below.pop()
-            below.extend(children.get(pid, ()))
-            ppid, started = table[pid]
-            if started >= self.since and ppid not in stewards:
-                found.append(processes.Ident(pid, started))
-        return [i for i in found if i.alive()]  # a zombie has done all it can
+            parent, slots = below.pop()
+            for pid in kids_of(parent):
+                info = info_of(pid)
+                if info is None:
+                    continue
+                _, started, state = info
+                ident = processes.Ident(pid, started)
+                if started >= self.since and not slots and state not in "ZX":
+                    found[ident] = state  # a zombie has done all it can
+                    if stop and state not in "Tt":
+                        processes.signal_exact([ident], signal.SIGSTOP)
+                steward = parent == self.daemon.pid and started < self.since
+                below.append((pid, steward))
+        return found
+
+    def daemon_alive(self) -> bool:
+        info = processes.stat(self.daemon.pid) if processes.HAS_CHILD_LISTS else None
+        if info is None:  # gone, or no /proc: ask psutil
+            return self.daemon.alive()
+        return info[1] == self.daemon.started and info[2] not in "ZX"
 
     def orphans(self) -> list[processes.Ident]:
         """With the daemon gone, its processes started since the arm began are nobody's
@@ -84,25 +109,48 @@ class Watch:
 
 
 def end_new(watch: Watch) -> Leftovers:
-    """End what appeared below the daemon since the watch began; say what was ended."""
-    out, ended = Leftovers(), {}
-    for _ in range(ROUNDS):
-        if not watch.daemon.alive():
+    """Stop, then kill, what appeared below the daemon since the watch began.
+
+    Walks stop what they see (SIGSTOP: no handler, no fork) until QUIET walks in a row
+    find nothing left running, so a tree that forks as it is hunted, or forks a successor
+    on SIGTERM, is caught whole; then all of it is killed.
+    """
+    out, frozen = Leftovers(), {}
+    deadline, quiet = time.monotonic() + FREEZE_WAIT, 0
+    while True:
+        if not watch.daemon_alive():
             # Killed (by the agent, perhaps) before its leftovers could be looked for: the
             # ones that cleared the marker are out of reach, so nothing here is graded.
-            processes.kill_all(watch.orphans(), grace=0)
+            for _ in range(ROUNDS):
+                orphans = watch.orphans()
+                if not orphans:
+                    break
+                processes.kill_all(orphans, grace=0)
             out.lost = (f"daemon: pid {watch.daemon.pid} died before what the agent left "
                         f"running could be looked for; the arm is not graded")
             break
-        found = watch.new()
-        if not found:
+        running = [i for i, state in watch.hunt().items() if state not in "Tt"]
+        frozen.update({i: processes.command_line(i.pid) for i in running if i not in frozen})
+        quiet = 0 if running else quiet + 1
+        if quiet >= QUIET:
             break
-        ended.update({i: processes.command_line(i.pid) for i in found if i not in ended})
-        processes.kill_all(found, grace=GRACE)
-    if ended:
-        shown = "; ".join(f"pid {i.pid}: {cmd[:160]}" for i, cmd in list(ended.items())[:SHOWN])
-        more = f" and {len(ended) - SHOWN} more" if len(ended) > SHOWN else ""
-        out.said.append(f"the agent's session left {len(ended)} process(es) running; ended "
+        if time.monotonic() > deadline:
+            out.lost = (f"the agent's leftovers kept starting processes for {FREEZE_WAIT:g} s "
+                        f"after its run; the arm is not graded")
+            break
+        if quiet:
+            time.sleep(QUIET_GAP)
+    if frozen:
+        for _ in range(ROUNDS):
+            processes.kill_all({*frozen, *watch.hunt()}, grace=0)
+            if not watch.hunt(stop=False):
+                break
+        else:
+            out.lost = out.lost or (f"{len(watch.hunt(stop=False))} process(es) the agent "
+                                    f"left running could not be ended; the arm is not graded")
+        shown = "; ".join(f"pid {i.pid}: {cmd[:160]}" for i, cmd in list(frozen.items())[:SHOWN])
+        more = f" and {len(frozen) - SHOWN} more" if len(frozen) > SHOWN else ""
+        out.said.append(f"the agent's session left {len(frozen)} process(es) running; ended "
                         f"before grading: {shown}{more}")
     return out
 

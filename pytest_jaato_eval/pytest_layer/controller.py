@@ -145,18 +145,55 @@ class Controller:
                        if r.get("workspace")})
         return f"kept workspaces: {', '.join(kept)}" if kept else None
 
-    def _pivot(self, trusted_file: bool):
+    def _pivot(self, readable: Path | None):
         """The whole store (kept arms and this run's, the latest record per arm), streamed
-        from disk; from memory (the stored arms as read before any arm ran, and this run's)
-        when there is no readable store or somebody else wrote into it."""
+        from `readable` (the checked file, held open); from memory (the stored arms as read
+        before any arm ran, and this run's) when there is no readable store or somebody
+        else wrote into it."""
         from ..results.pivot import Pivot
         resumed = self.context.resumed
         try:
-            if trusted_file and (self.store.written or resumed):
-                return Pivot.of_store(self.store.path)
+            if readable is not None and (self.store.written or resumed):
+                return Pivot.of_store(readable, name=self.store.path)
         except OSError:
             pass
         return Pivot.of_records(list(resumed.values()) + self.records)
+
+    def _print_pivot(self, tr, changed: str | None, readable: Path | None) -> None:
+        from ..results.cell import plural
+        from ..results.pivot_text import render_pivot
+        from ..report.html import write_documents
+        resumed = self.context.resumed
+        pivot = self._pivot(readable)
+        for line in render_pivot(pivot.cells):
+            tr.write_line(line)
+        store = self.store
+        tr.write_line("")
+        kept = f"; {plural(store.written, 'record')} written by this run" if (
+            pivot.lines_read != store.written) else ""
+        tr.write_line(f"store: {store.path} ({plural(pivot.lines_read, 'record')}{kept}; "
+                      f"run {self.context.run_id})")
+        done = self.context.done
+        if done:
+            n = len(done)
+            tr.write_line(f"resumed: {plural(n, 'arm')} already in the store "
+                          f"{'was' if n == 1 else 'were'} kept, not run again")
+        retried = sum(1 for r in self.records if r.arm_id in resumed)
+        if retried:
+            tr.write_line(f"retried: {plural(retried, 'arm')} stored as BLOCKED "
+                          f"{'was' if retried == 1 else 'were'} run again (--retry-blocked); "
+                          f"the new {'record counts' if retried == 1 else 'records count'}")
+        if changed:
+            tr.write_line(f"error: {changed}; the pivot above, and the documents, count "
+                          f"only the records this run wrote and found", red=True)
+        if store.rotated_to:
+            tr.write_line(f"the previous store was kept as {store.rotated_to}")
+        note = self.kept_note()
+        if note:
+            tr.write_line(note)
+        settings = self.settings  # P4: the documents show what the pivot shows
+        for line in write_documents(pivot, settings.html, settings.pdf, str(store.path)):
+            tr.write_line(line, red=line.startswith("error:"))
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
@@ -164,41 +201,11 @@ class Controller:
         resumed = self.context.resumed
         # Nothing graded, nothing printed; nor above a refusal at collection (--resume).
         if self.records or (resumed and not self.collection_failed):
-            from ..results.cell import plural
-            from ..results.pivot_text import render_pivot
-            from ..report.html import write_documents
             tr.write_sep("=", "jaato-eval pivot")
-            changed = self.store.changed_by_others()
-            pivot = self._pivot(trusted_file=changed is None)
-            for line in render_pivot(pivot.cells):
-                tr.write_line(line)
-            store = self.store
-            tr.write_line("")
-            kept = f"; {plural(store.written, 'record')} written by this run" if (
-                pivot.lines_read != store.written) else ""
-            tr.write_line(f"store: {store.path} ({plural(pivot.lines_read, 'record')}{kept}; "
-                          f"run {self.context.run_id})")
-            done = self.context.done
-            if done:
-                n = len(done)
-                tr.write_line(f"resumed: {plural(n, 'arm')} already in the store "
-                              f"{'was' if n == 1 else 'were'} kept, not run again")
-            retried = sum(1 for r in self.records if r.arm_id in resumed)
-            if retried:
-                tr.write_line(f"retried: {plural(retried, 'arm')} stored as BLOCKED "
-                              f"{'was' if retried == 1 else 'were'} run again (--retry-blocked); "
-                              f"the new {'record counts' if retried == 1 else 'records count'}")
-            if changed:
-                tr.write_line(f"error: {changed}; the pivot above, and the documents, count "
-                              f"only the records this run wrote and found", red=True)
-            if store.rotated_to:
-                tr.write_line(f"the previous store was kept as {store.rotated_to}")
-            note = self.kept_note()
-            if note:
-                tr.write_line(note)
-            settings = self.settings  # P4: the documents show what the pivot shows
-            for line in write_documents(pivot, settings.html, settings.pdf, str(store.path)):
-                tr.write_line(line, red=line.startswith("error:"))
+            # The file is checked, then read through the very file checked, until the
+            # documents are written.
+            with self.store.read_back() as (changed, readable):
+                self._print_pivot(tr, changed, None if changed else readable)
         result = yield
         # Runs after pytest's own short test summary, so BLOCKED lines read as part of it.
         if self.blocked:

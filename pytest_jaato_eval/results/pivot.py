@@ -80,6 +80,7 @@ class Pivot:
     def __init__(self, summaries: dict[str, ArmSummary], *, source: Path | None = None,
                  records: dict[str, ArmRecord] | None = None):
         self.source = source
+        self.name = source  # what notes call the store
         self._records = records
         cells: dict[tuple[str, str], Cell] = {}
         for a in summaries.values():
@@ -109,11 +110,13 @@ class Pivot:
         return pivot
 
     @classmethod
-    def of_store(cls, path: Path | str) -> "Pivot":
-        """One pass over the store; raises OSError when it cannot be read."""
+    def of_store(cls, path: Path | str, name: Path | str | None = None) -> "Pivot":
+        """One pass over the store; raises OSError when it cannot be read. `name`: what
+        to call it, when `path` is another way to the same file (an open descriptor's)."""
         path = Path(path)
         latest, skipped, partial, n = _scan(path)
         pivot = cls(latest, source=path)
+        pivot.name = Path(name) if name is not None else path
         pivot.lines_read, pivot.skipped, pivot.partial_last = n, skipped, partial
         return pivot
 
@@ -148,9 +151,9 @@ class Pivot:
             yield group[0].task_id, group
 
     def skipped_notes(self) -> list[str]:
-        notes = [f"{self.source}:{n}: skipped: {why}" for n, why in self.skipped]
+        notes = [f"{self.name}:{n}: skipped: {why}" for n, why in self.skipped]
         if self.partial_last:
-            notes.append(f"{self.source}:{self.partial_last}: skipped: partial last line "
+            notes.append(f"{self.name}:{self.partial_last}: skipped: partial last line "
                          f"(a run stopped mid-write)")
         return notes
 

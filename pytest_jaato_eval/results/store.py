@@ -13,8 +13,9 @@ import json
 import os
 import socket
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Iterator
 
 from .record import ArmRecord
 from .store_reader import task_ids_in
@@ -194,22 +195,39 @@ class Store:
         self._ours_size += len(data)
 
     def changed_by_others(self) -> str | None:
-        """What in the file is not what this run found and wrote, or None.
+        """What in the file is not what this run found and wrote, or None."""
+        with self.read_back() as (changed, _):
+            return changed
+
+    @contextmanager
+    def read_back(self) -> Iterator[tuple[str | None, Path | None]]:
+        """The file checked and held open while the run reads it back: (what in it is not
+        what this run found and wrote, or None; a path to that very file).
 
         Anything the run started can find the store (an agent's tools run as the same
         user): a record appended or edited by somebody else would otherwise count in the
-        pivot and the documents built from the file (docs/security.md).
+        pivot and the documents built from the file (docs/security.md). The path given is
+        the open file's own (/proc/self/fd), so a file renamed over the store's path after
+        the check is never the one read; elsewhere it is the store's path.
         """
-        if not self.written:
-            return None
-        base_size, base_digest = self._base
+        checked = bool(self.written or self.append_to_existing)
         try:
-            with open(self.path, "rb") as fh:
-                before = _digest_of(fh, base_size)
-                ours = _digest_of(fh, self._ours_size)
-                extra = len(fh.read(1))
+            fh = open(self.path, "rb")
         except OSError as exc:
-            return f"the store {self.path} cannot be read back: {exc}"
+            gone = isinstance(exc, FileNotFoundError) and not self.written
+            yield (None if gone or not checked else
+                   f"the store {self.path} cannot be read back: {exc}"), None
+            return
+        with fh:
+            changed = self._differs(fh) if checked else None
+            own = Path(f"/proc/self/fd/{fh.fileno()}")
+            yield changed, own if own.parent.is_dir() else self.path
+
+    def _differs(self, fh) -> str | None:
+        base_size, base_digest = self._base
+        before = _digest_of(fh, base_size)
+        ours = _digest_of(fh, self._ours_size)
+        extra = len(fh.read(1))
         if before != base_digest:
             return (f"the {base_size} bytes {self.path} held before this run were changed "
                     f"while it ran")
@@ -217,7 +235,6 @@ class Store:
             return (f"{self.path} does not hold exactly the {self.written} record(s) this "
                     f"run wrote: somebody else wrote into it while the run went on")
         return None
-
 
 
 def _take_lock(lock: Path, store: Path) -> int:

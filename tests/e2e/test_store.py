@@ -197,6 +197,24 @@ def test_a_store_written_into_by_somebody_else_is_found(tmp_path, append):
         store.close()
 
 
+def test_the_file_read_back_is_the_file_checked_whatever_is_renamed_over_its_path(tmp_path):
+    """A forged store renamed over the path after the check is never what the pivot reads."""
+    from pytest_jaato_eval.results.pivot import Pivot
+    path = tmp_path / "r.jsonl"
+    store = Store(path)
+    store.claim()
+    store.append(arm_record("t", repeat=0))
+    forged = write_store(tmp_path / "forged.jsonl", [arm_record("t", repeat=0, state="FAIL")])
+    with store.read_back() as (changed, readable):
+        assert changed is None
+        os.replace(forged, path)
+        pivot = Pivot.of_store(readable, name=path)
+        assert [a.state for c in pivot.cells for a in c.arms] == ["PASS"]
+        assert [r.state for r in pivot.records()] == ["PASS"]
+    assert store.changed_by_others()  # the path now names another file
+    store.close()
+
+
 # -- unusable paths, found before the first arm ---------------------------------------------------
 def test_unusable_store_paths_are_one_line(tmp_path):
     a_file = tmp_path / "file"

@@ -323,6 +323,53 @@ def test_what_appears_below_a_daemon_during_an_arm_is_ended_but_new_runner_slots
         proc.wait()
 
 
+FORKER = """
+import os, sys, time
+path = sys.argv[1]
+while not os.path.exists(path + ".stop"):  # a new pid every 2 ms: each parent exits at once
+    if os.fork():
+        os._exit(0)
+    with open(path, "a") as out:
+        out.write("x\\n")
+    time.sleep(0.002)
+"""
+SUBREAPER = """
+import ctypes, os, subprocess, sys, time
+ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans below stay below, as jaato's
+sys.stdin.readline()
+subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]])
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        time.sleep(0.05)
+"""
+
+
+def test_a_leftover_that_forks_as_it_is_hunted_is_stopped_whole(tmp_path):
+    """A leftover that walks (forks a new pid every 2 ms, its parent exiting) under a
+    subreaper daemon, as jaato's is: each pass stops (SIGSTOP) what it finds, so the walk
+    ends, and then all of it is killed; the file it writes stands still after."""
+    from pytest_jaato_eval.engine import leftovers
+    marks = tmp_path / "marks"
+    proc, tree = processes.start([sys.executable, "-c", SUBREAPER, FORKER, str(marks)],
+                                 stdin=subprocess.PIPE)
+    try:
+        time.sleep(0.3)
+        with leftovers.ended_after(leftovers.Owned(proc.pid, tree.marker)) as found:
+            proc.stdin.write(b"go\n")
+            proc.stdin.flush()
+            time.sleep(0.5)
+        assert found.lost is None and found.said and "ended before grading" in found.said[0]
+        size = marks.stat().st_size
+        time.sleep(0.3)
+        assert size > 0 and marks.stat().st_size == size, "the walk went on"
+    finally:
+        (tmp_path / "marks.stop").touch()  # a walk that escaped ends by itself
+        tree.kill(grace=0)
+        proc.wait()
+
+
 def test_a_daemon_killed_before_its_leftovers_are_looked_for_leaves_the_arm_ungraded():
     """The agent's leftover kills the daemon first (it runs as the same user): what it left
     can no longer be told by ancestry, so the arm is not graded (BLOCKED), and what still

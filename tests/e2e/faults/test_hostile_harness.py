@@ -144,6 +144,7 @@ def test_sigterm_to_pytest_mid_arm_under_xdist_leaves_no_process(project):
     no_run_folder_left(project)
 
 
+@pytest.mark.slow  # a private daemon; the unit test shows the rule on a stand-in
 def test_processes_the_agent_leaves_running_are_ended_before_grading(project, tmp_path):
     """The agent's tools start three background jobs that outlive its session (jaato's
     daemon adopts them): one deaf to SIGTERM in a session of its own, one double-forked
