@@ -8,7 +8,7 @@ pass over every process), in one invocation, interleaved.
 A stand-in "daemon" (this process) gets `--below` sleeping children started after the watch
 began. Measured: one walk below the daemon (`Watch.hunt(stop=False)`: /proc's per-thread
 child lists, then one stat read per process found); and, with `--below 0`, the whole check an
-arm that left nothing pays (`end_new`: walks until three in a row find nothing running, 1 ms
+arm that left nothing pays (`end_new`: walks until two in a row find nothing running, 0.5 ms
 apart), the common case.
 """
 from __future__ import annotations

@@ -26,7 +26,7 @@ from typing import Iterator
 from .. import processes
 
 FREEZE_WAIT = 3.0  # s: a tree that still starts processes after this many is given up on
-QUIET = 3  # walks in a row that find nothing running end the hunt ...
+QUIET = 2  # walks in a row that find nothing running end the hunt ...
 QUIET_GAP = 0.0005  # ... with this many seconds between them
 ROUNDS = 5  # kill passes over what was stopped and whatever is still found below
 SHOWN = 3  # processes named in the record's caveat
