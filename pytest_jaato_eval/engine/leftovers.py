@@ -129,8 +129,9 @@ def end_new(watch: Watch) -> Leftovers:
             out.lost = (f"daemon: pid {watch.daemon.pid} died before what the agent left "
                         f"running could be looked for; the arm is not graded")
             break
-        running = [i for i, state in watch.hunt().items() if state not in "Tt"]
-        frozen.update({i: processes.command_line(i.pid) for i in running if i not in frozen})
+        found = watch.hunt()  # stopped ones too: a later arm's agent could resume them
+        frozen.update({i: processes.command_line(i.pid) for i in found if i not in frozen})
+        running = [i for i, state in found.items() if state not in "Tt"]
         quiet = 0 if running else quiet + 1
         if quiet >= QUIET:
             break

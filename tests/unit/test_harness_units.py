@@ -298,7 +298,7 @@ def test_what_appears_below_a_daemon_during_an_arm_is_ended_but_new_runner_slots
     """A stand-in daemon (real processes; the real one is in test_hostile_harness.py): a
     "template" child and its "slot" exist before the arm. During it the template forks a
     new slot (jaato's pool refilling: kept), the old slot starts a child and the daemon
-    adopts another (an agent's leftovers: ended, and said)."""
+    adopts another, found stopped (an agent's leftovers: ended, and said)."""
     from pytest_jaato_eval.engine import leftovers
     for name in ("t", "s", "d"):
         os.mkfifo(tmp_path / name)
@@ -312,6 +312,9 @@ def test_what_appears_below_a_daemon_during_an_arm_is_ended_but_new_runner_slots
             for name in ("t", "s", "d"):
                 (tmp_path / name).write_text("go\n")
             time.sleep(0.3)
+            for p in psutil.Process(proc.pid).children(recursive=True):
+                if p.cmdline() == ["sleep", "4802"]:
+                    p.suspend()  # already stopped: a later arm's agent could resume it
         alive = {" ".join(p.cmdline()) for p in psutil.Process(proc.pid).children(recursive=True)
                  if p.status() != psutil.STATUS_ZOMBIE}
         assert "sleep 4801" in alive and not {"sleep 4802", "sleep 4803"} & alive, alive
