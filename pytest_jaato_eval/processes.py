@@ -38,23 +38,15 @@ log = logging.getLogger(__name__)
 
 TREE_VAR = "PYTEST_JAATO_TREE"  # not JAATO_EVAL_*: that prefix is the contract's
 TERM_GRACE = 2.0
+HAS_PROC = os.path.isdir("/proc/self")  # Linux: process facts are read from /proc
 
 
 def start_stamp(pid: int) -> float | None:
     """When `pid` started: clock ticks since boot from /proc where there is one (exact and
     stable), else psutil's wall-clock create time."""
-    try:  # os.open, not open(): read for every process on every tree clean-up
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
-        try:
-            raw = os.read(fd, 4096)
-        finally:
-            os.close(fd)
-        return float(raw.rsplit(b")", 1)[1].split()[19])
-    except FileNotFoundError:
-        if os.path.isdir("/proc/self"):
-            return None  # Linux, and the process is gone
-    except (OSError, IndexError, ValueError):
-        return None
+    if HAS_PROC:
+        info = stat(pid)
+        return None if info is None else info[1]
     try:
         return psutil.Process(pid).create_time()
     except (psutil.Error, ValueError):
@@ -63,7 +55,7 @@ def start_stamp(pid: int) -> float | None:
 
 def stamp_now() -> float:
     """Now, in the units of `start_stamp` (clock ticks since boot where /proc is)."""
-    if os.path.isdir("/proc/self"):
+    if HAS_PROC:
         return time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK")
     return time.time()
 
@@ -71,7 +63,7 @@ def stamp_now() -> float:
 def stat(pid: int) -> tuple[int, float, str] | None:
     """(parent pid, start stamp, state) of a live process, from one read of /proc (R, S, D,
     T stopped, Z zombie, ...); None when it is gone. Linux only."""
-    try:
+    try:  # os.open, not open(): read for every process on every tree clean-up
         fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
         try:
             fields = os.read(fd, 4096).rsplit(b")", 1)[1].split()
@@ -85,7 +77,7 @@ def stat(pid: int) -> tuple[int, float, str] | None:
 def table() -> dict[int, tuple[int, float, str]]:
     """Every live process, read in one pass: pid -> (parent pid, start stamp, state)."""
     out: dict[int, tuple[int, float, str]] = {}
-    if not os.path.isdir("/proc/self"):
+    if not HAS_PROC:
         states = {psutil.STATUS_STOPPED: "T", psutil.STATUS_ZOMBIE: "Z"}
         for proc in psutil.process_iter(["ppid", "create_time", "status"]):
             out[proc.pid] = (proc.info["ppid"] or 0, proc.info["create_time"] or 0.0,

@@ -294,6 +294,20 @@ def test_a_grader_whose_escaped_child_holds_its_output_still_returns():
                 proc.kill()
 
 
+def until(probe, size: int = 1, wait: float = 10.0):
+    """probe()'s value once it is truthy (and holds `size` items when sized), or fail."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            value = probe()
+        except (psutil.Error, OSError):
+            value = None
+        if value and (not hasattr(value, "__len__") or len(value) >= size):
+            return value
+        time.sleep(0.02)
+    pytest.fail(f"not seen within {wait:g} s")
+
+
 def test_what_appears_below_a_daemon_during_an_arm_is_ended_but_new_runner_slots(tmp_path):
     """A stand-in daemon (real processes; the real one is in test_hostile_harness.py): a
     "template" child and its "slot" exist before the arm. During it the template forks a
@@ -311,10 +325,10 @@ def test_what_appears_below_a_daemon_during_an_arm_is_ended_but_new_runner_slots
         with leftovers.ended_after(leftovers.Owned(proc.pid, tree.marker)) as found:
             for name in ("t", "s", "d"):
                 (tmp_path / name).write_text("go\n")
-            time.sleep(0.3)
-            for p in psutil.Process(proc.pid).children(recursive=True):
-                if p.cmdline() == ["sleep", "4802"]:
-                    p.suspend()  # already stopped: a later arm's agent could resume it
+            sleeps = until(lambda: {" ".join(p.cmdline()): p for p in
+                                    psutil.Process(proc.pid).children(recursive=True)
+                                    if p.name() == "sleep"}, size=3)
+            sleeps["sleep 4802"].suspend()  # already stopped: a later arm's agent could resume it
         alive = {" ".join(p.cmdline()) for p in psutil.Process(proc.pid).children(recursive=True)
                  if p.status() != psutil.STATUS_ZOMBIE}
         assert "sleep 4801" in alive and not {"sleep 4802", "sleep 4803"} & alive, alive
@@ -362,7 +376,7 @@ def test_a_leftover_that_forks_as_it_is_hunted_is_stopped_whole(tmp_path):
         with leftovers.ended_after(leftovers.Owned(proc.pid, tree.marker)) as found:
             proc.stdin.write(b"go\n")
             proc.stdin.flush()
-            time.sleep(0.5)
+            until(lambda: marks.exists() and marks.stat().st_size > 100)
         assert found.lost is None and found.said and "ended before grading" in found.said[0]
         size = marks.stat().st_size
         time.sleep(0.3)
