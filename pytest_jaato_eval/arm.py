@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from . import contamination, preflight, workspace
 from .arms import Arm, arms_of
-from .engine.accounting import count_nudges
+from .engine.accounting import count_nudges, summed_usage
 from .engine.budget import profile_ceiling
 from .engine.daemon import DaemonError
 from .engine.driver import DriverArmSpec, run_driver_arm
@@ -79,15 +79,18 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
         run, cascade_id, on_arrival = run_agent(arm, socket, ws, settings, pools,
                                                 owned=daemon.owned())
 
-    verdicts = []
+    verdicts: list = []
+    grader_runs: list = []
     if not run.blocked_reason and ws is not None:
         ctx = GraderContext(
-            workspace=ws, config_root=task.config_root, params=task.grader_params, run=run,
+            workspace=ws, config_root=task.config_root, params=arm.grader_params, run=run,
             ledger=ledger_of(run.history), socket_path=socket, cascade_id=cascade_id,
-            mask=settings.redact.text, arm_id=arm.id, profile_set=arm.profile_set)
+            mask=settings.redact.text, arm_id=arm.id, profile_set=arm.profile_set,
+            sample=arm.sample)
         verdicts = run_graders(task.graders, ctx)
+        grader_runs = ctx.grader_runs
     return arm_record(arm, settings, run, verdicts, ws, caveats, on_arrival,
-                      discard=owns_workspace)
+                      discard=owns_workspace, grader_runs=grader_runs)
 
 
 def make_workspace(arm: Arm, settings: ArmSettings) -> Path:
@@ -121,14 +124,14 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
         if task.kind == DRIVER:
             run = run_driver_arm(DriverArmSpec(
                 socket_path=socket, workspace=ws, config_root=task.config_root, run=task.run,
-                params=dict(task.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling,
+                params=dict(arm.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling,
                 env_passthrough=task.env_passthrough))
         else:
             run = run_session_arm(SessionArmSpec(
                 socket_path=socket, workspace=ws, config_root=task.config_root,
-                profile=task.profile, prompt=prompt if prompt is not None else task.prompt,
+                profile=task.profile, prompt=prompt if prompt is not None else arm.prompt,
                 agent=task.agent,
-                agent_params=dict(task.agent_params) if task.agent_params else None,
+                agent_params=dict(arm.agent_params) if task.agent_params else None,
                 cascade_id=cascade_id, ceiling=settings.ceiling))
     run.caveats.extend(leftovers.said)
     if leftovers.lost and not run.blocked_reason:
@@ -146,8 +149,11 @@ def keeps(settings: ArmSettings, state: str) -> bool:
 
 def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
                ws: Path | None, caveats: list[str], on_arrival: dict | None = None, *,
-               discard: bool = True) -> dict[str, Any]:
-    """Roll the verdicts up and build the arm's one record; keep or discard its workspace."""
+               discard: bool = True, grader_runs: list | None = None) -> dict[str, Any]:
+    """Roll the verdicts up and build the arm's one record; keep or discard its workspace.
+
+    `grader_runs`: (grader id, run) of the sessions graders opened (a judge's): their
+    spend is the record's `judge_usage`, never the agent's `usage`."""
     task = arm.task
     caveats = [*run.caveats, *caveats]  # what the engine did comes first
     state, blocked_reason = roll_up(verdicts, run.blocked_reason)
@@ -185,10 +191,13 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
         pool_limits={k: v for k, v in task.budget.items() if k != "degrade"} if task.budget else None,
         pool_on_arrival=on_arrival,
         extra={"run_id": settings.run_id, "task_hash": task.content_hash,
+               **({"sample_id": arm.sample_id} if arm.sample is not None else {}),
                "termination_reason": run.termination_reason,
                "contaminated": contaminated,
                "contamination_evidence": contamination_evidence,
-               "workspace": kept, "finished_at": time.time()}))
+               "workspace": kept, "finished_at": time.time(),
+               "judge_usage": summed_usage(r.usage for _, r in grader_runs) if grader_runs
+               else None}))
 
 
 __all__ = ["Arm", "ArmSettings", "arms_of", "run_arm", "run_agent", "arm_record", "make_workspace", "PASS", "FAIL", "BLOCKED"]

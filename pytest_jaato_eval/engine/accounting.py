@@ -50,6 +50,18 @@ class TurnAccumulator:
                 self.usage[key] = (self.usage[key] or 0) + value
 
 
+def summed_usage(usages) -> dict[str, Any]:
+    """Several sessions' usage as one: each key summed over the sessions that reported it,
+    null when none did (unknown is never 0)."""
+    total = empty_usage()
+    for usage in usages:
+        for key in USAGE_KEYS:
+            value = usage.get(key)
+            if type(value) in (int, float) and math.isfinite(value):
+                total[key] = (total[key] or 0) + value
+    return total
+
+
 def tracker_record(workspace: Path, session_id: str) -> dict | None:
     """The daemon's persisted session record in this workspace, if it wrote one."""
     path = Path(workspace) / ".jaato" / "sessions" / f"{session_id}.json"

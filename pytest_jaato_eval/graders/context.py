@@ -45,6 +45,10 @@ class GraderContext:
     mask: Callable[[str], str] | None = None  # masks credentials before output is cut
     arm_id: str | None = None
     profile_set: str | None = None  # the set the arm ran under (the harness wrote it)
+    sample: Any = None  # the arm's sample (samples.Sample): the dataset row it ran on
+    # (grader id, run) of each session a grader opened (a judge's): the arm's judge bill
+    # and the judge's part of its transcript.
+    grader_runs: list[tuple[str, AgentRun]] = field(default_factory=list)
 
     payload = _from_run("payload")
     history = _from_run("history")
@@ -63,7 +67,8 @@ class GraderContext:
         through (raises ParamCollision when a param would shadow a contract variable)."""
         return build_contract_env(workspace=self.workspace, config_root=self.config_root,
                                   params=self.params, socket=self.socket_path,
-                                  cascade_id=self.cascade_id, passthrough=passthrough)
+                                  cascade_id=self.cascade_id, passthrough=passthrough,
+                                  sample=self.sample)
 
     @property
     def truncation_reason(self) -> str | None:

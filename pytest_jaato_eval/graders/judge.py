@@ -96,6 +96,9 @@ def judge_prompt(ctx: GraderContext, spec: GraderSpec) -> str:
         "The agent's completion payload:",
         json.dumps(ctx.payload, indent=2, sort_keys=True, default=str),
         f"Run facts: {json.dumps(facts, sort_keys=True)}",
+        *([f"The sample this arm ran on ({ctx.sample.id}):",
+           json.dumps(dict(ctx.sample.fields), indent=2, sort_keys=True, default=str)]
+          if ctx.sample is not None else []),
         f"Grade the work. You MUST finish by calling signal_completion with "
         f"`{spec.options['score_field']}` (a number from 0 to 1), "
         f"`{DEFECTS}` (a list of the defects you found; empty when there are none), "
@@ -175,6 +178,7 @@ def grade_judge(spec: GraderSpec, ctx: GraderContext) -> Verdict:
             env_file=str(env_file),
             ceiling=Ceiling(opts["timeout_seconds"], f"{spec.id} timeout_seconds",
                             what="judge session", remedy="raise the judge's timeout_seconds")))
+        ctx.grader_runs.append((spec.id, run))  # its bill and its transcript, whatever it says
     finally:
         remove_tree(own)  # a copy of what the agent left: any depth
     evidence = [f"judge session {run.session_id or '—'} ({run.model or '—'})"]

@@ -7,6 +7,7 @@ comes with that arm's reports, never from another plugin.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,6 +21,20 @@ from .sigterm import SigtermAsInterrupt
 _SUMMARY_CHARS = {"f": "failed", "E": "error", "s": "skipped", "x": "xfailed",
                   "X": "xpassed", "p": "passed"}
 MANIFEST_NAME = "task.yaml"
+
+
+STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
+
+
+def append_step_summary(path: Path, pivot, source: str) -> str:
+    """Append the Markdown pivot to GitHub's step summary file; the line that says so."""
+    from ..results.pivot_formats import markdown
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(markdown(pivot.cells, source=source, arms=pivot.arm_count) + "\n")
+    except OSError as exc:
+        return f"error: ${STEP_SUMMARY}: {path}: {exc.strerror or exc}"
+    return f"pivot appended to ${STEP_SUMMARY} ({path})"
 
 
 class Controller:
@@ -193,6 +208,10 @@ class Controller:
             tr.write_line(note)
         settings = self.settings  # P4: the documents show what the pivot shows
         for line in write_documents(pivot, settings.html, settings.pdf, str(store.path)):
+            tr.write_line(line, red=line.startswith("error:"))
+        summary = os.environ.get(STEP_SUMMARY)
+        if summary:  # GitHub Actions shows this file on the run's page
+            line = append_step_summary(Path(summary), pivot, str(store.path))
             tr.write_line(line, red=line.startswith("error:"))
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)

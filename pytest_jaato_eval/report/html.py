@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator
 
 from ..results.cell import Cell, digest
 from ..results.pivot import Pivot
-from ..results.pivot_text import LEGEND, PARTIAL_NOTE, pivot_rows, row_id
+from ..results.pivot_text import pivot_notes, pivot_rows, row_id
 from ..render import safe_text
 from ..verdict import PASS
 from . import arms, chart, tables
@@ -87,8 +87,7 @@ class PivotView:
 def pivot_view(cells: list[Cell], k: int | None = None) -> PivotView:
     """The same values as the terminal pivot, with its legend and blocked-reason digest."""
     header, rows = pivot_rows(cells, k)
-    partial = any(r["cost"].endswith("+") or r["tokens"].endswith("+") for r in rows)
-    return PivotView(header, rows, list(LEGEND) + ([PARTIAL_NOTE] if partial else []),
+    return PivotView(header, rows, pivot_notes(header, rows),
                      [(row_id(c), n, reason) for c, reason, n in digest(cells)])
 
 

@@ -39,6 +39,8 @@ class ArmSummary:
     task_hash: str | None = None
     provenance: tuple | None = None   # PROVENANCE_PINS values, shared between arms
     offset: int | None = None
+    judged: bool = False              # a grader opened a session of its own (a judge)
+    judge_cost: float | None = None   # what it cost, when reported
 
 
 @dataclass
@@ -58,6 +60,9 @@ class Cell:
     unanswered: int = 0        # exercised arms that left no payload
     reasons: Counter = field(default_factory=Counter)
     arms: list[ArmSummary] = field(default_factory=list)
+    judged: int = 0            # arms a judge graded (a session of its own)
+    judge_cost: float | None = None
+    judge_cost_unknown: int = 0   # judged arms whose judge reported no cost
 
     def add(self, a: ArmSummary) -> None:
         self.arms.append(a)
@@ -80,10 +85,28 @@ class Cell:
             self.cost_unknown += 1
         else:
             self.cost = a.cost if self.cost is None else self.cost + a.cost
+        if a.judged:
+            self.judged += 1
+            if a.judge_cost is None:
+                self.judge_cost_unknown += 1
+            else:
+                self.judge_cost = (a.judge_cost if self.judge_cost is None
+                                   else self.judge_cost + a.judge_cost)
         if a.tokens is None:
             self.tokens_unknown += 1
         else:
             self.tokens = a.tokens if self.tokens is None else self.tokens + a.tokens
+
+    @property
+    def total_cost(self) -> float | None:
+        """The agent's cost and the judge's together (either alone when the other is unknown)."""
+        if self.cost is None and self.judge_cost is None:
+            return None
+        return (self.cost or 0.0) + (self.judge_cost or 0.0)
+
+    @property
+    def total_cost_partial(self) -> bool:
+        return self.total_cost is not None and (self.cost_unknown + self.judge_cost_unknown) > 0
 
     @property
     def arms_total(self) -> int:

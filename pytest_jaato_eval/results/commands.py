@@ -26,6 +26,7 @@ from .command_io import EXIT_OK, EXIT_UNUSABLE, Unusable, expand, open_stores, s
 from .compare import cmd_compare
 from .merge_command import cmd_merge
 from .cell import Cell, plural
+from .pivot_formats import FORMATS, RENDERERS
 from .pivot_text import render_pivot
 from .store import check_output
 from .validation import cmd_validate
@@ -61,16 +62,22 @@ def cmd_report(args) -> int:
     pivot = open_stores(stores)  # several: read as one (merge.py)
     for note in pivot.skipped_notes():
         say(note, file=sys.stderr)
-    say(f"{pivot.source}: {plural(pivot.arm_count, 'arm')}")
-    for line in render_pivot(pivot.cells, k=args.k):
+    if args.format == "text":
+        say(f"{pivot.source}: {plural(pivot.arm_count, 'arm')}")
+        lines = render_pivot(pivot.cells, k=args.k)
+    else:  # stdout holds the document alone, for a pipe or a file
+        lines = RENDERERS[args.format](pivot.cells, k=args.k, source=str(pivot.source),
+                                       arms=pivot.arm_count).splitlines()
+    for line in lines:
         say(line)
+    said = sys.stdout if args.format == "text" else sys.stderr
     document = {"source": str(pivot.source), "k": args.k}
     if args.html:  # streamed to the file, a task at a time
         html.write(Path(args.html), pivot, **document)
-        say(f"html report: {args.html}")
+        say(f"html report: {args.html}", file=said)
     if args.pdf:
         pdf.write(Path(args.pdf), html.render(pivot, **document))
-        say(f"pdf report: {args.pdf}")
+        say(f"pdf report: {args.pdf}", file=said)
     code = report_exit(pivot.cells)
     if args.exit_zero:
         return EXIT_OK
@@ -106,6 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "nothing ran (also: unusable input). --exit-zero: 0 whatever the verdicts.")
     rep.add_argument("store", nargs="+", help="a result store (ours or jaato-eval 0.3.4's); "
                                               "several, or a quoted glob, are read as one")
+    rep.add_argument("--format", choices=FORMATS, default="text",
+                     help="the pivot on stdout as: text (the table, default), markdown "
+                          "(GitHub-flavoured, for $GITHUB_STEP_SUMMARY or a PR comment), json "
+                          "(each cell's n, rates and intervals as numbers), csv")
     rep.add_argument("--html", metavar="PATH", help="write the self-contained HTML report")
     rep.add_argument("--pdf", metavar="PATH", help="write the same report as PDF (needs "
                                                    "pip install 'pytest-jaato-eval[pdf]')")

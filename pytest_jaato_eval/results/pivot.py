@@ -22,7 +22,7 @@ from .store_reader import fields_loader, read_at
 _FIELDS = ("arm_id", "task_id", "profile_set", "repeat", "state", "blocked_reason",
            "payload_hash", "run_id", "task_hash")
 _read = fields_reader(_FIELDS)
-_LINE_FIELDS = _FIELDS + ("usage", "provenance")  # all `_summary` reads of a line
+_LINE_FIELDS = _FIELDS + ("usage", "judge_usage", "provenance")  # all `_summary` reads
 _read_provenance = fields_reader(("arm_id", "provenance"))
 PROVENANCE_PINS = ("harness", "harness_version", "jaato_sdk_version", "jaato_sdk_path")
 
@@ -61,8 +61,12 @@ def _summary(data: dict, offset: int | None, intern: _Interned) -> ArmSummary:
     if type(usage) is dict:
         cost = number_or_none(usage.get("cost_usd"))
         tokens = number_or_none(usage.get("spend_total_tokens"))
+    judge = data.get("judge_usage")
+    judged = type(judge) is dict
+    judge_cost = number_or_none(judge.get("cost_usd")) if judged else None
     return ArmSummary(arm_id, str(task), pset or "default", repeat if repeat is not None else 0,
-                      state, reason, phash, cost, tokens, run_id, thash, intern(data), offset)
+                      state, reason, phash, cost, tokens, run_id, thash, intern(data), offset,
+                      judged, judge_cost)
 
 
 def summarise(record: ArmRecord | dict, offset: int | None = None,

@@ -11,10 +11,23 @@ LEGEND = ("CI: 95% Wilson interval · floor: pass rate counting BLOCKED as FAIL 
           "det: share of answering arms (a payload) with the modal payload, — under two "
           "answers · pass@k / pass^k: any / all of k attempts pass")
 PARTIAL_NOTE = "+: some arms reported none; the sum covers the arms that did"
+JUDGE_NOTE = ("cost: the agent's sessions · judge cost: the judge's own sessions · "
+              "total cost: both")
 
 
-def cell_row(c: Cell, k: int | None) -> dict[str, str]:
-    """The cell's values as text, keyed by column header (P1-P3)."""
+def pivot_notes(header: list[str], rows: list[dict[str, str]]) -> list[str]:
+    """The legend under a pivot: what its columns mean, as far as they are there."""
+    notes = list(LEGEND)
+    if "judge cost" in header:
+        notes.append(JUDGE_NOTE)
+    if any(v.endswith("+") for r in rows for h, v in r.items() if "cost" in h or h == "tokens"):
+        notes.append(PARTIAL_NOTE)
+    return notes
+
+
+def cell_row(c: Cell, k: int | None, judged: bool = False) -> dict[str, str]:
+    """The cell's values as text, keyed by column header (P1-P3). `judged`: some arm of
+    the pivot was graded by a judge, so its bill has columns of its own."""
     row = {  # ids come from manifests and the command line: shown, never obeyed
         "task": safe_text(c.task_id, ID_WIDTH, collapse=False),
         "profile set": safe_text(c.profile_set, ID_WIDTH, collapse=False),
@@ -25,6 +38,10 @@ def cell_row(c: Cell, k: int | None) -> dict[str, str]:
         "tokens": count(c.tokens, partial=c.tokens is not None and c.tokens_unknown > 0),
         "det": c.det_text,
     }
+    if judged:  # the agent's cost stays `cost`; the judge's and both together beside it
+        row["judge cost"] = money(c.judge_cost, partial=c.judge_cost is not None
+                                  and c.judge_cost_unknown > 0)
+        row["total cost"] = money(c.total_cost, partial=c.total_cost_partial)
     if k is not None:
         row[f"pass@{k}"] = pct(c.pass_at(k))
         row[f"pass^{k}"] = pct(c.pass_hat(k))
@@ -39,7 +56,8 @@ def row_id(c: Cell) -> str:
 
 def pivot_rows(cells: list[Cell], k: int | None = None) -> tuple[list[str], list[dict[str, str]]]:
     k = default_k(cells) if k is None else k
-    rows = [cell_row(c, k) for c in cells]
+    judged = any(c.judged for c in cells)
+    rows = [cell_row(c, k, judged) for c in cells]
     header = list(rows[0]) if rows else list(cell_row(Cell("", ""), k))
     return header, rows
 
@@ -53,9 +71,7 @@ def render_pivot(cells: list[Cell], k: int | None = None) -> list[str]:
     lines = ["  ".join(v.rjust(w) if h in right else v.ljust(w)
                        for h, v, w in zip(header, row, widths)).rstrip() for row in table]
     lines.append("")
-    lines.extend(LEGEND)
-    if any(r["cost"].endswith("+") or r["tokens"].endswith("+") for r in rows):
-        lines.append(PARTIAL_NOTE)
+    lines.extend(pivot_notes(header, rows))
     rows_digest = digest(cells)
     if rows_digest:
         lines.append("")

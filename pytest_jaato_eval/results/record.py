@@ -66,6 +66,11 @@ class ArmRecord:
     termination_reason: str | None = None
     workspace: str | None = None
     finished_at: float | None = None
+    # What the arm's graders spent on sessions of their own (a judge): the usage keys,
+    # summed; null when no grader opened one. Never in `usage`, which is the agent's.
+    judge_usage: dict | None = None
+    # The arm's transcript: its file, relative to the store's folder (results/transcripts.py).
+    transcript: str | None = None
     # Keys this version does not declare, as read: a newer writer's fields survive a merge.
     extra: dict = field(default_factory=dict)
 
@@ -128,6 +133,10 @@ class ArmRecord:
     @property
     def tokens(self) -> float | None:
         return _number(self.usage.get("spend_total_tokens"))
+
+    @property
+    def judge_cost(self) -> float | None:
+        return _number((self.judge_usage or {}).get("cost_usd"))
 
 
 def _number(value: Any) -> float | None:
