@@ -13,8 +13,9 @@ looked up in the task's config root the way jaato-server resolves them:
 - a processor's `script` and a script grader's `file`: a regular file inside the config
   root.
 
-A driver arm binds no profile of its own (its driver opens the sessions), so only its
-set's folder and its graders' files are checked. The user's `~/.jaato/profiles/` is not
+A driver arm binds no profile of its own and chooses the profiles of the sessions it
+opens, so only its graders' needs are checked (a judge's profile in the arm's set); its
+config root need not have a `profiles/<set>/` folder at all, as under jaato-eval. The user's `~/.jaato/profiles/` is not
 looked in: a task runs the same on every machine or not at all.
 
 `check` returns None for an arm that may run, or the one-line reason it is BLOCKED,
@@ -42,7 +43,7 @@ def check(task: Task, profile_set: str | None) -> str | None:
     root = task.config_root
     pinned = _pinned_set(task.profile) if task.kind != DRIVER else None
     effective = pinned or profile_set
-    if effective is not None:
+    if effective is not None and task.kind != DRIVER:
         problem = _set_problem(root, effective)
         if problem:
             return problem

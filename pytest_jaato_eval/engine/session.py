@@ -223,7 +223,9 @@ class _SessionArm:
         await self._fetch_history()
 
     def _acc_turn(self, ev: Any) -> None:
-        if getattr(ev, "agent_id", "main") in ("main", "", None):
+        # The session's own agent is "main", or the persona's name when the arm runs one;
+        # any other id is a subagent's turn.
+        if getattr(ev, "agent_id", "main") in ("main", "", None, self.spec.agent):
             self.acc.add(ev)
 
     def _named_error(self, exc: BaseException) -> str:

@@ -188,7 +188,8 @@ def grade_judge(spec: GraderSpec, ctx: GraderContext) -> Verdict:
 
 
 def read_answer(spec: GraderSpec, claim: str, payload: Any, evidence: list[str]) -> Verdict:
-    """The answer contract, in its order: cannot grade, confidence, defects, score."""
+    """The answer contract, in its order: cannot grade (or errors), confidence, defects,
+    score."""
     opts = spec.options
     if not isinstance(payload, dict):
         return Verdict.blocked(spec.id, claim, "the judge cannot grade: it returned no payload "
@@ -203,6 +204,10 @@ def read_answer(spec: GraderSpec, claim: str, payload: Any, evidence: list[str])
     if CONFIDENCE in payload:
         confidence = _number(payload[CONFIDENCE])
         if confidence is None:
+    # `errors` is the judge saying it could not carry out the assessment (jaato-eval's
+    # reading): the judge's failure, not the arm's.
+    if opts["errors_field"] != CANNOT_GRADE:
+        cannot += _items(payload.get(opts["errors_field"]))
             return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {CONFIDENCE} is "
                                    f"{_short(repr(payload[CONFIDENCE]))[:80]}, not a number "
                                    f"from 0 to 1", evidence)
@@ -211,8 +216,6 @@ def read_answer(spec: GraderSpec, claim: str, payload: Any, evidence: list[str])
             return Verdict.blocked(spec.id, claim, f"{NEEDS_HUMAN} (confidence {confidence:.2f} "
                                    f"< {below:.2f})", evidence)
     defects = _items(payload.get(DEFECTS))
-    if opts["errors_field"] != DEFECTS:
-        defects += _items(payload.get(opts["errors_field"]))  # the legacy name: defects too
     if defects:
         return Verdict.failed(spec.id, claim, f"the judge found {len(defects)} defect(s): "
                               f"{defects[0]}", evidence + [f"defect: {d}" for d in defects])

@@ -61,6 +61,7 @@ def _child_input(ctx: GraderContext, path: Path) -> dict:
         },
     }
 
+            "prior_verdicts": {v.grader_id: v.state for v in ctx.verdicts},
 
 def grade_processor(spec: GraderSpec, ctx: GraderContext) -> Verdict:
     script = spec.options["script"]

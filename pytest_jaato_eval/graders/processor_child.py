@@ -26,7 +26,8 @@ class UnfaithfulLedger(Exception):
 
 
 class Context:
-    """What the in-process GraderContext offered, as plain values."""
+    """What the in-process GraderContext offered, as plain values, under our names and
+    under the names jaato-eval's GraderContext gives them (docs/tasks.md lists both)."""
 
     def __init__(self, data):
         ledger = data.pop("ledger")
@@ -37,8 +38,11 @@ class Context:
         verdicts = data.pop("verdicts")
         for key, value in data.items():
             setattr(self, key, value)
-        self.workspace = Path(self.workspace)
+        self.workspace = self.workspace_path = Path(self.workspace)
         self.config_root = Path(self.config_root)
+        self.agent_params = self.params
+        self.termination_error_type = self.error_type or ""
+        self.missing_sign_off = self.unsigned
         self.verdicts = [SimpleNamespace(**v) for v in verdicts]
         self.ledger = SimpleNamespace(entries=self._entries if self._faithful else [],
                                       faithful=self._faithful, reason=self._ledger_reason)

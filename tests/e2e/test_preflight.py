@@ -137,14 +137,17 @@ def test_a_grader_file_linked_out_of_the_config_root_is_refused(tmp_path):
     assert "outside the config root" in preflight.check(task, "echo")
 
 
-def test_a_driver_arm_needs_its_set_folder_only(tmp_path):
+def test_a_driver_arm_needs_no_profiles_of_its_own(tmp_path):
+    """Its driver chooses the profiles of the sessions it opens (as under jaato-eval): a
+    config root without profiles/<set>/ runs; only a judge's profile is looked up."""
     driver = TASK.replace("input: {prompt: do it}\n", "").replace(
         "harness: {profile: writer, profile_set: echo}",
-        "harness: {kind: driver, run: 'true', profile_set: echo}")
-    task = make(tmp_path, driver, profiles={"echo/planner.yaml": "{}\n"})
-    assert preflight.check(task, "echo") is None
+        "harness: {kind: driver, run: 'true', profile_set: openrouter_sonnet}")
+    task = make(tmp_path, driver, profiles={})
+    assert preflight.check(task, "openrouter_sonnet") is None
     assert preflight.check(task, None) is None
-    assert preflight.check(task, "nosuch").startswith("profile set 'nosuch' not found")
+    judged = make(tmp_path, driver + "  - {kind: judge, profile: rubric}\n", profiles={})
+    assert "judge profile 'rubric'" in preflight.check(judged, "nosuch")
 
 
 # -- end to end -----------------------------------------------------------------------------

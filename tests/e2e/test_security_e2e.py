@@ -317,8 +317,8 @@ def test_an_agent_editing_env_cannot_redirect_the_judge(project, monkeypatch, ap
 
 
 ANSWERS = {  # task: (the judge's answer, grader options, state, detail)
-    "legacy-errors": ({"score": 0.3, "errors": ["the note is vague"]}, {}, "FAIL",
-                      "the judge found 1 defect(s): the note is vague"),
+    "errors": ({"score": 0.3, "errors": ["answer.txt could not be read"]}, {}, "BLOCKED",
+               "the judge cannot grade: answer.txt could not be read"),
     "defects": ({"score": 0.9, "defects": ["no title", "typo"]}, {}, "FAIL",
                 "the judge found 2 defect(s): no title"),
     "cannot-grade": ({"score": 0, "cannot_grade": "the file is binary"}, {}, "BLOCKED",

@@ -188,8 +188,10 @@ JUDGE = GraderSpec("judge", "rubric", {"profile": "rubric", "threshold": 0.7,
 @pytest.mark.parametrize("answer, state, detail", [
     ({"score": 0.9}, "PASS", "score 0.9"),
     ({"score": 0.9, "errors": []}, "PASS", "score 0.9"),
-    ({"score": 0.9, "errors": "it is off by one"}, "FAIL", "the judge found 1 defect(s): it is "
-                                                             "off by one"),
+    ({"score": 0.9, "errors": "it could not read answer.txt"}, "BLOCKED",
+     "the judge cannot grade: it could not read answer.txt"),
+    ({"score": 0.0, "errors": ["no access"], "defects": ["x"]}, "BLOCKED",
+     "the judge cannot grade: no access"),
     ({"score": 0.9, "defects": [{"line": 3}]}, "FAIL", 'the judge found 1 defect(s): {"line": 3}'),
     ({"cannot_grade": ["no access"], "defects": ["x"]}, "BLOCKED",
      "the judge cannot grade: no access"),

@@ -1,0 +1,1 @@
+collect_ignore = ["tasks"]  # task sets the parity test runs through both engines
