@@ -52,6 +52,23 @@ class ArmSettings:
     sessions: list[tuple[str, Path]] = field(default_factory=list)
     # Credentials in the environment at run start: masked in every record (redact.py).
     redact: Redactor = field(default_factory=Redactor.from_environ)
+    # The harness's own copy of each config root, taken at its task's first arm in this
+    # process, in a folder the agent's sandbox hides: the graders, the judge and the ceilings
+    # read it, and every session gets a copy of it, never the checkout. None: the checkout.
+    owned_dir: Path | None = None
+    owned: dict[Path, Path] = field(default_factory=dict)
+    sandbox: str = "none"  # what confined the agents of this process (engine/sandbox.py)
+
+
+def owned_config(task: Task, settings: ArmSettings) -> Path:
+    """The config root the harness grades with (raises WorkspaceError if it cannot be copied)."""
+    if settings.owned_dir is None:
+        return task.config_root
+    source = Path(task.config_root).resolve()
+    if source not in settings.owned:
+        settings.owned[source] = workspace.copy_config(
+            source, Path(settings.owned_dir) / f"{len(settings.owned)}-{source.parent.name}")
+    return settings.owned[source]
 
 
 def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
@@ -67,8 +84,10 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
     owns_workspace = ws is None
     # Preflight: a missing set, profile or grader file BLOCKS the arm before it costs anything.
     run.blocked_reason = preflight.check(task, arm.profile_set)
+    config = task.config_root
     try:
         if not run.blocked_reason:
+            config = owned_config(task, settings)
             if ws is None:
                 ws = make_workspace(arm, settings)
             socket = daemon.ensure()
@@ -83,7 +102,7 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
     grader_runs: list = []
     if not run.blocked_reason and ws is not None:
         ctx = GraderContext(
-            workspace=ws, config_root=task.config_root, params=arm.grader_params, run=run,
+            workspace=ws, config_root=config, params=arm.grader_params, run=run,
             ledger=ledger_of(run.history), socket_path=socket, cascade_id=cascade_id,
             mask=settings.redact.text, arm_id=arm.id, profile_set=arm.profile_set,
             sample=arm.sample)
@@ -120,15 +139,20 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
         on_arrival = pools.pool_reading(cascade_id)  # B2: immediately before the arm starts
     elif task.kind == DRIVER:
         cascade_id = f"jaato-eval-{settings.run_id}-{uuid.uuid4().hex[:8]}"
+    try:
+        config = workspace.agent_config(owned_config(task, settings), ws)
+    except workspace.WorkspaceError as exc:
+        run.blocked_reason = str(exc)
+        return run, cascade_id, on_arrival
     with ended_after(owned) as leftovers:
         if task.kind == DRIVER:
             run = run_driver_arm(DriverArmSpec(
-                socket_path=socket, workspace=ws, config_root=task.config_root, run=task.run,
+                socket_path=socket, workspace=ws, config_root=config, run=task.run,
                 params=dict(arm.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling,
                 env_passthrough=task.env_passthrough))
         else:
             run = run_session_arm(SessionArmSpec(
-                socket_path=socket, workspace=ws, config_root=task.config_root,
+                socket_path=socket, workspace=ws, config_root=config,
                 profile=task.profile, prompt=prompt if prompt is not None else arm.prompt,
                 agent=task.agent,
                 agent_params=dict(arm.agent_params) if task.agent_params else None,
@@ -180,7 +204,8 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
             settings.kept.append(ws)
         elif discard:
             workspace.discard(ws)
-    ceiling = profile_ceiling(task.config_root, arm.profile_set, task.profile) if (
+    graded = settings.owned.get(Path(task.config_root).resolve(), task.config_root)
+    ceiling = profile_ceiling(graded, arm.profile_set, task.profile) if (
         task.kind != DRIVER and task.profile) else None  # a driver arm binds no profile of its own
     # The one choke point: the store, JUnit, the failure text and the reports all read
     # this record, so a secret a grader printed is masked before any of them sees it.
@@ -195,7 +220,7 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
                "termination_reason": run.termination_reason,
                "contaminated": contaminated,
                "contamination_evidence": contamination_evidence,
-               "workspace": kept, "finished_at": time.time(),
+               "workspace": kept, "finished_at": time.time(), "sandbox": settings.sandbox,
                "judge_usage": summed_usage(r.usage for _, r in grader_runs) if grader_runs
                else None}))
 

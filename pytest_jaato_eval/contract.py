@@ -109,6 +109,7 @@ def build_contract_env(
     python: str | None = sys.executable,
     base: Mapping[str, str] | None = None,
     passthrough: Sequence[str] = (),
+    sample: Any = None,
 ) -> dict[str, str]:
     """Return a full process environment: the curated base plus the contract.
 
@@ -134,6 +135,9 @@ def build_contract_env(
             raise ParamCollision(f"parameters {owners[var]!r} and {key!r} both map to ${var}")
         owners[var] = str(key)
         env[var] = encode(value)
+    if sample is not None:  # a dataset task's row (samples.Sample): its id and fields
+        env[f"{PREFIX}_SAMPLE_ID"] = sample.id
+        env[f"{PREFIX}_SAMPLE"] = json.dumps(dict(sample.fields), sort_keys=True, default=str)
     # C1: only when known; absent means unset, never empty.
     for name, value in (("SOCKET", socket), ("CASCADE_ID", cascade_id), ("PYTHON", python)):
         if value:

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from .engine.files import yaml_loader
 from .render import safe_text
+from .samples import Sample
 from .task_tree import TaskTree, TreeError, list_tree, skipped_in_fixture
 
 SESSION, DRIVER = "session", "driver"
@@ -71,6 +72,9 @@ class Task:
     tree: TaskTree | None = field(default=None, repr=False, compare=False)
     env_passthrough: tuple[str, ...] = ()  # the driver's (harness.env_passthrough)
     contamination: str = "block"           # or "caveat" (contamination.py)
+    # The dataset's rows (samples.py): every arm runs on one; none, the task is one sample.
+    samples: tuple[Sample, ...] = ()
+    sample_limit: int | None = None        # dataset.limit: only the first N samples
 
     @property
     def content_hash(self) -> str:
@@ -129,9 +133,14 @@ def load_task(path: Path | str) -> Task:
     fixture = _directory(path, folder, m.environment.fixture, "environment.fixture")
     config_root = _directory(path, folder, m.environment.config_root,
                              "environment.config_root")
-    tree = _tree(path, raw, fixture, config_root)
     harness, inp = m.harness, m.input
     driver = harness.kind == DRIVER
+    found: tuple[Sample, ...] = ()
+    if m.dataset is not None:
+        found, data = _dataset(path, folder, m.dataset)
+        raw += b"\0dataset\0" + data  # --resume: a changed dataset is a changed task
+        _check_templates(path, found, inp, driver)
+    tree = _tree(path, raw, fixture, config_root)
     return Task(
         id=m.id, manifest=manifest, description=m.description, fixture=fixture,
         config_root=config_root, kind=harness.kind, profile=harness.profile,
@@ -141,7 +150,29 @@ def load_task(path: Path | str) -> Task:
         params=inp.params if driver else None,
         graders=tuple(_grader_spec(g) for g in m.graders),
         budget=_budget(m.budget), repeats=m.repeats, marks=tuple(m.marks), tree=tree,
-        env_passthrough=tuple(harness.env_passthrough), contamination=m.contamination)
+        env_passthrough=tuple(harness.env_passthrough), contamination=m.contamination,
+        samples=found, sample_limit=m.dataset.limit if m.dataset is not None else None)
+
+
+def _dataset(path: Path, folder: str, spec) -> tuple[tuple[Sample, ...], bytes]:
+    from . import samples
+    try:
+        return samples.load(Path(folder), spec.file, spec.rows, spec.id)
+    except samples.DatasetError as exc:
+        raise ManifestError(path, exc.where, exc.reason) from None
+
+
+def _check_templates(path: Path, found: tuple[Sample, ...], inp, driver: bool) -> None:
+    """Every sample's prompt and parameters render, or the task is not collected."""
+    from . import samples
+    parts = (("input.params", inp.params),) if driver else (
+        ("input.prompt", inp.prompt), ("input.agent_params", inp.agent_params))
+    for where, value in parts:
+        for sample in found:
+            try:
+                samples.render(value, sample)
+            except samples.TemplateError as exc:
+                raise ManifestError(path, where, str(exc)) from None
 
 
 # Collection reads each task.yaml twice, the fence (never entering its fixture or config

@@ -22,7 +22,7 @@ from .pytest_layer.fixtures import (  # noqa: F401 - pytest finds fixtures in th
     jaato_arm, jaato_daemon, jaato_workspace, scripted_model)
 from .pytest_layer.heap import HEAP_KEY, install as install_heap
 from .pytest_layer.options import UsageError, add_options, read_settings
-from .pytest_layer.run import CONTEXT_KEY, WORKER_KEY, RunContext, arm_of, new_run_id
+from .pytest_layer.run import CONTEXT_KEY, WORKER_KEY, MarkerError, RunContext, arm_of, new_run_id
 
 MANIFEST_NAME = "task.yaml"
 
@@ -82,10 +82,21 @@ def pytest_collect_file(file_path, parent):
     return None
 
 
+@pytest.hookimpl(trylast=True)  # after the test's own parametrize: its samples come first
 def pytest_generate_tests(metafunc):
-    if "jaato_arm" in metafunc.fixturenames and metafunc.definition.get_closest_marker("jaato"):
-        from .pytest_layer.python_arms import parametrize
+    if metafunc.definition.get_closest_marker("jaato"):
+        from .pytest_layer.python_arms import check_takes_arm, parametrize
+        check_takes_arm(metafunc)
         parametrize(metafunc)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pycollect_makeitem(collector, name, obj):
+    try:
+        return (yield)
+    except MarkerError as exc:  # that test's error; the module's other tests still collect
+        from .pytest_layer.python_arms import MarkerErrorNode
+        return MarkerErrorNode.from_parent(collector, name=name, message=str(exc))
 
 
 @pytest.hookimpl(tryfirst=True)  # before anything that deselects per machine (--resume, -k)
@@ -104,8 +115,16 @@ def pytest_collection_finish(session):
 def pytest_itemcollected(item):
     callspec = getattr(item, "callspec", None)
     if callspec is not None and "jaato_arm" in callspec.params and arm_of(item) is None:
+        from .pytest_layer.python_arms import sampled
         from .pytest_layer.run import ARM_KEY
-        item.stash[ARM_KEY] = callspec.params["jaato_arm"]
+        item.stash[ARM_KEY] = sampled(item, callspec.params["jaato_arm"])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    if arm_of(item) is not None and getattr(item, "arm", None) is None:  # a Python arm
+        from .pytest_layer.python_arms import preflight_check
+        preflight_check(item)  # before any fixture, as an ArmItem's own setup does
 
 
 @pytest.hookimpl(wrapper=True)
@@ -123,6 +142,6 @@ def pytest_runtest_makereport(item, call):
 
 def pytest_report_teststatus(report, config):
     if getattr(report, "jaato_record", None) is not None:
-        from .pytest_layer.outcome import report_status
-        return report_status(report)
+        from .pytest_layer.progress import teststatus
+        return teststatus(report, config)  # an arm's line, its verdict, cost and time
     return None

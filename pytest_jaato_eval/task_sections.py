@@ -11,7 +11,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 from .manifest import BUDGET_LIMITS, DRIVER, GRADER_KINDS, SESSION
 from .task_values import (ConfigPath, Confidence, Contamination, Expect, Integer, Ladder,
                           Mark, NonBlank, NonNegative, Number, Params, Passthrough, Positive,
-                          Repeats, SetName, TaskId, Text, a_list, got, problem, shown,
+                          Repeats, SampleLimit, SetName, TaskId, Text, a_list, got, problem, shown,
                           type_name, value_kind)
 
 # Keys that look plausible in a manifest but belong to a profile (M12).
@@ -160,8 +160,41 @@ def grader_kind(value: Any) -> Any:
     return value
 
 
+def grader_id(g: Any) -> str:
+    """A grader's id as the reports and `gate_on` name it (M10)."""
+    if g.kind == "script":
+        return f"script:{g.run if g.run is not None else g.file}"
+    return f"processor:{g.script}" if g.kind == "processor" else f"judge:{g.profile}"
+
+
 GraderItem = Annotated[Union[ScriptGrader, ProcessorGrader, JudgeGrader],
                        Field(discriminator="kind"), BeforeValidator(grader_kind)]
+
+
+def dataset_file(value: Any) -> Any:
+    """`dataset: rows.jsonl` is short for `dataset: {file: rows.jsonl}`."""
+    return {"file": value} if isinstance(value, str) else value
+
+
+class Dataset(Section):
+    """The task's samples: a file beside task.yaml, or rows written here."""
+
+    file: Annotated[NonBlank, Field(description="a .jsonl or .csv file of rows, relative to "
+                                                "task.yaml")] = None
+    rows: Annotated[tuple[Params, ...], a_list(nonempty="empty; expected at least one row"),
+                    Expect("a list"), Field(description="the rows, inline")] = None
+    id: Annotated[NonBlank, Field(description="the field holding each row's id (default "
+                                              "id; a row without it is row-<n>)")] = "id"
+    limit: Annotated[SampleLimit, Field(description="run only the first N samples "
+                                                    "(--jaato-samples overrides it)")] = None
+
+    @classmethod
+    def check_raw(cls, data: dict) -> None:
+        if ("file" in data) == ("rows" in data):
+            raise problem("give either file (a .jsonl or .csv file beside task.yaml) or rows "
+                          "(inline), not both" if "file" in data else
+                          "missing; expected file (a .jsonl or .csv file beside task.yaml) or "
+                          "rows (a list of mappings)", "rows" if "rows" in data else "file")
 
 
 class Budget(Section):
@@ -194,6 +227,9 @@ class Manifest(Section):
     budget: Annotated[Budget, Expect("a mapping"),
                       Field(description="the task pool, shared by the task's arms")] = None
     repeats: Repeats = 1
+    dataset: Annotated[Dataset, BeforeValidator(dataset_file), Expect("a mapping or a file name"),
+                       Field(description="the samples each arm is run on (docs/tasks.md, "
+                                         "Datasets)")] = None
     marks: Annotated[tuple[Mark, ...], a_list(), Expect("a list"),
                      Field(description="pytest marks: `smoke` or {name: arguments}")] = ()
     contamination: Annotated[Contamination, Field(description="block (default): an arm whose "
@@ -222,4 +258,18 @@ class Manifest(Section):
         for section, key in needed:
             if getattr(getattr(self, section), key) is None:
                 raise problem("missing; expected a non-blank string", section, key)
+        self._gates()
         return self
+
+    def _gates(self) -> None:
+        """A judge's gate_on names a grader that runs before it, by its id: found here,
+        not as "gate ... not run" after the paid session."""
+        ids = [grader_id(g) for g in self.graders]
+        for i, g in enumerate(self.graders):
+            for j, gate in enumerate(getattr(g, "gate_on", ())):
+                if gate in ids[:i]:
+                    continue
+                later = " runs after this judge;" if gate in ids[i:] else " is no grader of this task;"
+                valid = ", ".join(repr(x) for x in ids[:i]) or "none (no grader runs before it)"
+                raise problem(f"{gate!r}{later} expected the id of a grader before it: {valid}",
+                              "graders", i, "gate_on", j)

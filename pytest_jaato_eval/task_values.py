@@ -152,6 +152,9 @@ Repeats = value_kind("an integer >= 1", lambda v: is_number(v) and isinstance(v,
                      {"type": "integer", "minimum": 1, "maximum": MAX_REPEATS},
                      at_most_max_repeats)
 
+SampleLimit = value_kind("an integer >= 1", lambda v: is_number(v) and isinstance(v, int) and v >= 1,
+                         {"type": "integer", "minimum": 1})
+
 
 def json_problem(value: Any) -> PydanticCustomError | None:
     """The first reason `value` is not plain JSON (C2): parameters, mark arguments and

@@ -10,10 +10,10 @@ special files - in a folder of the harness's own. The agent's `.env` (a
 `VLLM_HOST` pointing at its own server) and its `.jaato/` (prompts, skills) are
 never loaded by the judge's session.
 
-The answer contract (docs/tasks.md): `defects` (or the legacy errors field) not
-empty -> FAIL; `cannot_grade` -> BLOCKED; `confidence` below the grader's
-`needs_human_below` -> BLOCKED "needs human review (…)"; else `score` against
-`threshold`.
+The answer contract (docs/tasks.md): `cannot_grade`, or the `errors` field (as
+jaato-eval reads it), not empty -> BLOCKED; `confidence` below the grader's
+`needs_human_below` -> BLOCKED "needs human review (…)"; `defects` not empty -> FAIL;
+else `score` against `threshold`.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from ..engine.session import Ceiling, SessionArmSpec, run_session_arm
 from ..manifest import GraderSpec
 from ..results.review import NEEDS_HUMAN
 from ..verdict import PASS, Verdict
-from ..workspace import remove_tree
+from ..workspace import WorkspaceError, copy_config, remove_tree
 from .context import GraderContext
 
 LISTING_LIMIT = 200
@@ -172,8 +172,14 @@ def grade_judge(spec: GraderSpec, ctx: GraderContext) -> Verdict:
         except OSError as exc:
             return Verdict.blocked(spec.id, claim, f"the judge's view of the workspace could "
                                    f"not be made: {exc}")
+        # Its own copy of the harness's config root, made after the agent's run ended: the
+        # judge's profile is the task's, whatever the agent did to the copy it was given.
+        try:
+            config = copy_config(ctx.config_root, own / "config")
+        except WorkspaceError as exc:
+            return Verdict.blocked(spec.id, claim, str(exc))
         run = run_session_arm(SessionArmSpec(  # G5: the SAME daemon as the arm
-            socket_path=ctx.socket_path, workspace=view, config_root=ctx.config_root,
+            socket_path=ctx.socket_path, workspace=view, config_root=config,
             profile=opts["profile"], prompt=judge_prompt(ctx, spec), agent=opts.get("agent"),
             env_file=str(env_file),
             ceiling=Ceiling(opts["timeout_seconds"], f"{spec.id} timeout_seconds",
@@ -198,16 +204,16 @@ def read_answer(spec: GraderSpec, claim: str, payload: Any, evidence: list[str])
         evidence.append(f"reasoning: {_short(payload[REASONING])}")
     evidence.append("answer: " + _short(json.dumps(payload, sort_keys=True, default=str)[:4000]))
     cannot = _items(payload.get(CANNOT_GRADE))
+    # `errors` is the judge saying it could not carry out the assessment (jaato-eval's
+    # reading): the judge's failure, not the arm's.
+    if opts["errors_field"] != CANNOT_GRADE:
+        cannot += _items(payload.get(opts["errors_field"]))
     if cannot:
         return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {'; '.join(cannot)}",
                                evidence)
     if CONFIDENCE in payload:
         confidence = _number(payload[CONFIDENCE])
         if confidence is None:
-    # `errors` is the judge saying it could not carry out the assessment (jaato-eval's
-    # reading): the judge's failure, not the arm's.
-    if opts["errors_field"] != CANNOT_GRADE:
-        cannot += _items(payload.get(opts["errors_field"]))
             return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {CONFIDENCE} is "
                                    f"{_short(repr(payload[CONFIDENCE]))[:80]}, not a number "
                                    f"from 0 to 1", evidence)

@@ -39,6 +39,11 @@ def processor_path(config_root: Path, script: str) -> tuple[Path | None, str | N
     return path, None
 
 
+def _sample(sample) -> dict | None:
+    """The arm's dataset row, as plain JSON for the child."""
+    return json.loads(json.dumps(dict(sample.fields), default=str)) if sample is not None else None
+
+
 def _child_input(ctx: GraderContext, path: Path) -> dict:
     ledger = ctx.ledger
     return {
@@ -47,7 +52,8 @@ def _child_input(ctx: GraderContext, path: Path) -> dict:
         "payload": ctx.payload,
         "context": {
             "workspace": str(ctx.workspace), "config_root": str(ctx.config_root),
-            "params": dict(ctx.params), "payload": ctx.payload, "history": ctx.history,
+            "params": dict(ctx.params), "payload": ctx.payload,
+            "sample": _sample(ctx.sample), "sample_id": getattr(ctx.sample, "id", None), "history": ctx.history,
             "usage": dict(ctx.usage), "turns": ctx.turns, "finish_reason": ctx.finish_reason,
             "termination_reason": ctx.termination_reason,
             "termination_detail": ctx.termination_detail, "error_type": ctx.error_type,
@@ -55,13 +61,13 @@ def _child_input(ctx: GraderContext, path: Path) -> dict:
             "socket_path": ctx.socket_path, "cascade_id": ctx.cascade_id,
             "unsigned": ctx.unsigned, "truncation_reason": ctx.truncation_reason,
             "verdicts": [v.to_dict() for v in ctx.verdicts],
+            "prior_verdicts": {v.grader_id: v.state for v in ctx.verdicts},
             "ledger": {"faithful": bool(getattr(ledger, "faithful", False)),
                        "reason": getattr(ledger, "reason", "no history was received"),
                        "entries": list(getattr(ledger, "entries", None) or [])},
         },
     }
 
-            "prior_verdicts": {v.grader_id: v.state for v in ctx.verdicts},
 
 def grade_processor(spec: GraderSpec, ctx: GraderContext) -> Verdict:
     script = spec.options["script"]

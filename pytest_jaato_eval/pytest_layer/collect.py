@@ -41,8 +41,10 @@ def _node_safe(text: str) -> str:
 
 
 def arm_param_id(arm: Arm) -> str:
-    """What the node id shows in brackets: `echo-r0`."""
-    return f"{_node_safe(arm.set_name)}-r{arm.repeat}"
+    """What the node id shows in brackets: `echo-r0`, or `<sample>-echo-r0` for an arm
+    of a dataset's sample."""
+    sample = f"{arm.sample.id}-" if arm.sample is not None else ""
+    return f"{sample}{_node_safe(arm.set_name)}-r{arm.repeat}"
 
 
 def identity_of_nodeid(rootpath, nodeid: str, settings) -> dict[str, str] | None:
@@ -55,7 +57,7 @@ def identity_of_nodeid(rootpath, nodeid: str, settings) -> dict[str, str] | None
         task = load_task(rootpath / path)
     except Exception:  # noqa: BLE001 - changed or unreadable since collection: no identity
         return None
-    for arm in arms_of(task, settings.profile_sets, settings.repeats):
+    for arm in arms_of(task, settings.profile_sets, settings.repeats, settings.samples):
         if name == f"{_node_safe(task.id)}[{arm_param_id(arm)}]":
             return outcome.identity(arm)
     return None
@@ -93,7 +95,7 @@ class TaskFile(pytest.File):
         # fixture closure: computed for the first arm, shared by the rest (as pytest shares
         # one function's closure between its parametrised items).
         fixtureinfo = None
-        for arm in arms_of(task, settings.profile_sets, settings.repeats):
+        for arm in arms_of(task, settings.profile_sets, settings.repeats, settings.samples):
             param = arm_param_id(arm)
             item = ArmItem.from_parent(
                 self, name=f"{name}[{param}]", originalname=name, callobj=run_task_arm,
@@ -142,6 +144,8 @@ class ArmItem(pytest.Function):
         self.arm = arm
         self.stash[ARM_KEY] = arm
         self.extra_keyword_matches.update((arm.set_name, arm.id))
+        if arm.sample is not None:  # -k selects samples by id
+            self.extra_keyword_matches.add(arm.sample.id)
 
     def setup(self) -> None:
         # Preflight before any fixture: an arm that cannot run starts no daemon.

@@ -11,6 +11,7 @@ from .shard import Shard, parse_shard
 DEFAULT_CEILING = 900.0
 DEFAULT_STORE = "jaato-results.jsonl"
 KEEP_CHOICES = ("never", "failed", "always")
+SANDBOX_CHOICES = ("auto", "bwrap", "none")
 
 
 def add_options(parser) -> None:
@@ -20,6 +21,9 @@ def add_options(parser) -> None:
                          "blank: each task's own harness.profile_set")
     group.addoption("--jaato-repeats", dest="jaato_repeats", type=int, default=None, metavar="N",
                     help="override every task's repeats (quick runs)")
+    group.addoption("--jaato-samples", dest="jaato_samples", type=int, default=None,
+                    metavar="N", help="run only the first N samples of each task's dataset "
+                                      "(quick runs; overrides its limit)")
     group.addoption("--arm-timeout", dest="jaato_arm_timeout", type=float, default=None,
                     metavar="SECONDS", help=f"per-arm wall-clock ceiling (default "
                                             f"{DEFAULT_CEILING:g}; 0 = off)")
@@ -55,7 +59,14 @@ def add_options(parser) -> None:
     group.addoption("--jaato-pdf", dest="jaato_pdf", default=None, metavar="PATH",
                     help="also write the same report as PDF (needs "
                          "pip install 'pytest-jaato-eval[pdf]')")
+    group.addoption("--jaato-sandbox", dest="jaato_sandbox", default=None,
+                    choices=SANDBOX_CHOICES,
+                    help="confine the private daemon and the agent's tools (bubblewrap): auto "
+                         "(default: where the machine allows, else said in the header), "
+                         "bwrap (refuse to run without it), none")
     parser.addini("jaato_profile_set", "default for --profile-set", default="")
+    parser.addini("jaato_sandbox", "default for --jaato-sandbox (auto | bwrap | none)",
+                  default="")
     parser.addini("jaato_arm_timeout", "default for --arm-timeout (seconds)", default="")
     parser.addini("jaato_socket", "default for --jaato-socket", default="")
     parser.addini("jaato_workspaces", "default for --jaato-workspaces", default="")
@@ -81,7 +92,10 @@ class Settings:
     html: Path | None = None   # P4 report documents
     pdf: Path | None = None
     shard: Shard | None = None  # --jaato-shard: this machine's part of the sweep
+    samples: int | None = None  # --jaato-samples: the first N samples of each dataset
     keep_previous: str = "one"  # store.Store: "one" or "all" (--jaato-keep-previous)
+    sandbox: str = "auto"  # --jaato-sandbox: engine/sandbox.py
+    rootdir: Path | None = None  # hidden from a confined agent, with the checkout in it
 
 
 def _path(value: str, rootdir: Path) -> Path:
@@ -98,6 +112,8 @@ def read_settings(config) -> Settings:
 
     if opt.jaato_repeats is not None and opt.jaato_repeats < 1:
         raise UsageError(f"--jaato-repeats: expected an integer >= 1, got {opt.jaato_repeats}")
+    if opt.jaato_samples is not None and opt.jaato_samples < 1:
+        raise UsageError(f"--jaato-samples: expected an integer >= 1, got {opt.jaato_samples}")
     ceiling = _ceiling(opt, ini)
     keep = opt.jaato_keep or str(ini("jaato_keep_workspaces")).strip() or "never"
     if keep not in KEEP_CHOICES:
@@ -122,11 +138,12 @@ def read_settings(config) -> Settings:
         profile_sets=sets, repeats=opt.jaato_repeats, ceiling=ceiling,
         socket=str(_path(socket, Path.cwd())) if socket else None,
         workspaces=_path(ws, Path.cwd()) if ws else None, keep_workspaces=keep,
+        sandbox=_sandbox(opt, ini), rootdir=rootdir,
         store=store_path,
         resume=bool(opt.jaato_resume or opt.jaato_retry_blocked),
         retry_blocked=bool(opt.jaato_retry_blocked),
         html=html, pdf=pdf,
-        shard=shard,
+        shard=shard, samples=opt.jaato_samples,
         keep_previous="all" if opt.jaato_keep_previous else "one",
     )
 
@@ -167,3 +184,11 @@ def _shard(opt) -> Shard | None:
                          "of this machine's last failures, and every machine must split the "
                          "same collection; run the shard again (--resume keeps what it finished)")
     return shard
+
+
+def _sandbox(opt, ini) -> str:
+    value = opt.jaato_sandbox or str(ini("jaato_sandbox")).strip() or "auto"
+    if value not in SANDBOX_CHOICES:
+        raise UsageError(f"ini jaato_sandbox: expected one of {', '.join(SANDBOX_CHOICES)}, "
+                         f"got {value!r}")
+    return value

@@ -272,13 +272,42 @@ def _python_record(arm: Any, worker: Any, handle: Any, excinfo: Any) -> dict[str
     grader = f"python:{arm.task.id.rsplit('::', 1)[-1]}"
     if run is not None and run.blocked_reason:
         return _record(arm, worker, run.blocked_reason, handle.workspace, run=run)
+    if excinfo is not None and not is_assertion(excinfo.value):
+        # A bug in the test (or the harness's own refusal), not the agent's failure.
+        reason = (f"the test raised {one_line(excinfo.exconly(), 240)}: an error in the test, "
+                  f"not a verdict on the agent")
+        verdict = Verdict.blocked(grader, PYTHON_CLAIM, reason, traceback_lines(excinfo))
+        return _record(arm, worker, "", handle.workspace, verdicts=[verdict],
+                       run=run if run is not None else _never_ran(reason))
+    if run is None:
+        why = f" ({one_line(excinfo.exconly(), 200)})" if excinfo is not None else ""
+        return _record(arm, worker, f"the test never called jaato_arm.run(prompt){why}: its "
+                                    f"agent never ran, so the arm taught us nothing",
+                       handle.workspace)
     if excinfo is not None:
         evidence = excinfo.exconly().splitlines()[:200]
         verdict = Verdict.failed(grader, PYTHON_CLAIM, one_line(evidence[0] if evidence else ""),
                                  evidence)
-    elif run is None:
-        return _record(arm, worker, "the test never called jaato_arm.run(prompt): its agent "
-                                    "never ran, so the arm taught us nothing", handle.workspace)
     else:
         verdict = Verdict.passed(grader, PYTHON_CLAIM)
     return _record(arm, worker, "", handle.workspace, verdicts=[verdict], run=run)
+
+
+def is_assertion(exc: BaseException) -> bool:
+    """What a test body says about the agent: `assert` and `pytest.fail` (FAIL); any other
+    exception is an error in the test (BLOCKED)."""
+    return isinstance(exc, (AssertionError, pytest.fail.Exception))
+
+
+def traceback_lines(excinfo: Any, limit: int = 200) -> list[str]:
+    """The exception's short traceback, the evidence of a test's error (its last lines)."""
+    try:
+        text = str(excinfo.getrepr(style="short", chain=False))
+    except Exception:  # noqa: BLE001 - a repr that breaks still leaves the exception's line
+        text = excinfo.exconly()
+    return text.splitlines()[-limit:]
+
+
+def _never_ran(reason: str):
+    from ..engine.session import AgentRun
+    return AgentRun(blocked_reason=reason)

@@ -2,19 +2,28 @@
 
 The marker says what a task.yaml's environment and harness say; the test body is
 the grader. The test is parametrised over profile set x repeat like a task.yaml
-(`[echo-r0]`), its task id is its node id without the brackets.
+(`[echo-r0]`), its task id is its node id without the brackets. Each parameter set
+of the test's own `@pytest.mark.parametrize` is a sample (samples.py): its id is in
+the node id (`[cat-echo-r0]`) and in the arm id (`task[cat]@echo#0`).
+
+A marker mistake is that test's own collection error (`MarkerError`, turned into an
+error node by plugin.py), so every mistake of a run is reported at once and the
+module's other tests are still collected.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from pathlib import Path
 
 import pytest
 
-from ..arms import arms_of
-from .collect import arm_param_id, wants_own_daemon
+from .. import preflight
+from ..arms import Arm, arms_of
+from .collect import PreflightBlocked, arm_param_id, wants_own_daemon
 from ..manifest import SESSION, Task
-from .run import worker_of
+from ..samples import Sample
+from .run import MarkerError, worker_of
 
 MARKER_KEYS = ("config_root", "fixture", "profile", "profile_set", "repeats", "agent",
                "description")
@@ -22,7 +31,16 @@ REQUIRED = ("config_root", "fixture", "profile")
 
 
 def _fail(where: str, reason: str):
-    pytest.fail(f"{where}: @pytest.mark.jaato: {reason}", pytrace=False)
+    raise MarkerError(f"{where}: @pytest.mark.jaato: {reason}")
+
+
+def check_takes_arm(metafunc) -> None:
+    """The marker on a test without `jaato_arm` would make an ordinary test that runs no
+    agent and writes no record: refused."""
+    if "jaato_arm" not in metafunc.fixturenames:
+        _fail(metafunc.definition.nodeid, "marks an arm written in Python, but the test does "
+                                          "not take the jaato_arm fixture; add jaato_arm to "
+                                          "its arguments (docs/python-arms.md), or drop the mark")
 
 
 def task_of(definition) -> Task:
@@ -73,7 +91,53 @@ def parametrize(metafunc) -> None:
                            f"fixture or config root differs); run without --resume to start a "
                            f"new store")
     arms = arms_of(task, worker.settings.profile_sets, worker.settings.repeats)
-    metafunc.parametrize("jaato_arm", arms, ids=[arm_param_id(a) for a in arms], indirect=True)
+    try:
+        metafunc.parametrize("jaato_arm", arms, ids=[arm_param_id(a) for a in arms],
+                             indirect=True)
+    except ValueError as exc:  # e.g. the test parametrises jaato_arm itself
+        _fail(task.id, str(exc))
     # An arm --resume will deselect never needs the daemon.
     if any(a.id not in worker.context.done for a in arms) and wants_own_daemon(definition):
         worker.start_daemon_early()
+
+
+def sampled(item, arm: Arm) -> Arm:
+    """The item's arm with its sample: the parameter set pytest gave the test besides
+    `jaato_arm` (its id without ours, its other parameters as the sample's fields)."""
+    callspec = item.callspec
+    ours = arm_param_id(arm)
+    parts = callspec.id.split("-") if callspec.id else []
+    mine = ours.split("-")
+    for i in range(len(parts) - len(mine), -1, -1):  # ours is last, unless a later hook
+        if parts[i:i + len(mine)] == mine:             # parametrised after us
+            parts[i:i + len(mine)] = []
+            break
+    if not parts:
+        return arm
+    fields = {k: v for k, v in callspec.params.items() if k != "jaato_arm"}
+    return dataclasses.replace(arm, sample=Sample("-".join(parts), fields))
+
+
+def preflight_check(item) -> None:
+    """Before any fixture of a Python arm: its profile set and profile exist, as a
+    task.yaml arm's are checked (preflight.py); else the arm is BLOCKED, no session."""
+    from .run import arm_of
+    arm = arm_of(item)
+    reason = preflight.check(arm.task, arm.profile_set)
+    if reason:
+        raise PreflightBlocked(reason)
+
+
+class MarkerErrorNode(pytest.Collector):
+    """A marked test whose marker is wrong: collecting it is its one-line error."""
+
+    def __init__(self, *, message: str, **kwargs):
+        super().__init__(**kwargs)
+        self.message = message
+
+    def collect(self):
+        raise MarkerError(self.message)
+
+    def repr_failure(self, excinfo, style=None):
+        return self.message if isinstance(excinfo.value, MarkerError) else super().repr_failure(
+            excinfo)

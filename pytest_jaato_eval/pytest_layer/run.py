@@ -73,6 +73,10 @@ class RunContext:
         return out
 
 
+class MarkerError(Exception):
+    """A `@pytest.mark.jaato` mistake: the marked test's own one-line collection error."""
+
+
 CONTEXT_KEY = pytest.StashKey[RunContext]()
 WORKER_KEY = pytest.StashKey["Worker"]()
 # On an arm's item: its Arm (set at collection), its workspace and its jaato_arm handle.

@@ -4,9 +4,11 @@ A sweep split over N machines must agree, on every machine, about which shard ow
 which arm — without the machines talking to each other. So the split is a pure
 function of what is collected and N:
 
-- The unit is a task: all of a task's arms (every profile set and repeat) go to one
-  shard, so a task's budget pool lives on one machine's daemon. An item that is not
-  an arm (an ordinary test in the same run) is a unit of its own, keyed by node id.
+- The unit is a task's sample: all of its arms (every profile set and repeat) go to
+  one shard, so a sample's sets are compared on one machine. A task with a budget
+  pool is one unit whatever its samples, so its pool lives on one machine's daemon;
+  so is a task without samples. An item that is not an arm (an ordinary test in the
+  same run) is a unit of its own, keyed by node id.
 - Units are dealt heaviest first (most arms), each to the shard with the fewest arms
   so far (the lowest index on a tie). Equal weights are ordered by a SHA-256 of the
   unit's key, not by collection order and not by Python's per-process salted hash(),
@@ -77,9 +79,23 @@ def task_id_of(item) -> str | None:
 
 
 def unit_of(item) -> str:
-    """What is kept together in one shard: the item's task, or else the item itself."""
+    """What is kept together in one shard: the item's task's sample (the task, when it
+    has a budget pool), or else the item itself."""
     task = task_id_of(item)
-    return f"task:{task}" if task is not None else f"item:{item.nodeid}"
+    if task is None:
+        return f"item:{item.nodeid}"
+    arm = _arm_of(item)
+    sample = getattr(arm, "sample", None)
+    if sample is not None and not getattr(arm.task, "budget", None):
+        return f"sample:{task}[{sample.id}]"
+    return f"task:{task}"
+
+
+def _arm_of(item):
+    """The item's arm as collection left it (with its sample), if it is one."""
+    stash = getattr(item, "stash", None)
+    from .run import ARM_KEY  # here: run.py imports options.py, which imports this module
+    return stash.get(ARM_KEY, None) if stash is not None else getattr(item, "arm", None)
 
 
 def _stable(key: str) -> bytes:
