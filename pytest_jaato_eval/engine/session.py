@@ -30,6 +30,16 @@ log = logging.getLogger(__name__)
 # The daemon's answers to session.new that a starved host produces and a second try clears.
 TRANSIENT_CREATE_ERRORS = ("SessionInitializationError",)
 HISTORY_WAIT = 5.0
+# session.new's answer. The SDK's own wait is 60 s; beside a CPU hog on 2 cores a cold runner's
+# first session took 35 s to answer (bench/RESULTS.md, "Waits under load"), and more on a
+# busier host: 5x the measured worst.
+CREATE_WAIT = 180.0
+# Tries of session.new before the session exists: nothing is spent yet (no model call), so a
+# transient failure is sent again while the time before the session stays under the ceiling.
+CREATE_TRIES = 3
+# The daemon's terminal after session.stop: measured at 0.01 s idle and beside a CPU hog
+# (bench/RESULTS.md); past this the arm ends without the confirmation, and says so.
+STOP_CONFIRM_WAIT = 10.0
 
 
 @dataclass
@@ -101,8 +111,11 @@ class _SessionArm:
     # -- the run ------------------------------------------------------------
     async def run(self) -> AgentRun:
         spec = self.spec
-        started = time.monotonic()
-        ceiling = asyncio.timeout(spec.ceiling.seconds or None)
+        self.started = started = time.monotonic()
+        # S7: armed when the session exists (_arm_ceiling): connecting and session.new have
+        # bounds of their own, and a daemon's cold start or a starved host's slow create is
+        # not the arm's time.
+        self.ceiling = ceiling = asyncio.timeout(None)
         try:
             async with ceiling:
                 await self._drive()
@@ -139,37 +152,49 @@ class _SessionArm:
         return True
 
     async def _create(self, kwargs: dict) -> str | None:
-        """session.new, sent once more on a fresh connection after a transient daemon failure.
+        """session.new, sent again on a fresh connection after a transient daemon failure.
 
         On a starved host the daemon's own loop stalls; its session bootstrap then misses
         its deadline (SessionInitializationError), and when the create raises inside the
         daemon it closes the client's connection with its answer still queued
-        (SessionNotConfirmed, the connection dropped). Both pass on a second try. The arm's
-        workspace is its own, so a session the first try left is found by its record there
-        and stopped: a retry never leaves a second session running.
+        (SessionNotConfirmed, the connection dropped), or answers past the wait. These pass
+        on another try, and nothing was spent yet: no prompt was sent. Tries stop at
+        CREATE_TRIES, or once the time before the session reaches the arm's ceiling. The
+        arm's workspace is its own, so a session an earlier try left is found by its record
+        there and stopped: a retry never leaves a second session running.
         """
-        for attempt in (1, 2):
-            if attempt == 2 and not await self._open():
+        for attempt in range(1, CREATE_TRIES + 1):
+            if attempt > 1 and not await self._open():
                 return None
+            self.errors.clear()  # this try's errors only: the cause is the last of them
             try:
-                return await self.client.create_session(**kwargs)
+                return await self.client.create_session(timeout=CREATE_WAIT, **kwargs)
             except SessionCreateFailed as exc:
                 first = self._named_error(exc)
-                if attempt == 2 or not self._transient(exc):
+                if attempt == CREATE_TRIES or not self._transient(exc) or self._past_ceiling():
                     self.out.blocked_reason = first
                     return None
                 await self._disconnect()
-                self.errors.clear()
-                self.out.caveats.append(await self._after_failed_create(first))
+                self.out.caveats.append(await self._after_failed_create(first, attempt + 1))
         return None
+
+    def _past_ceiling(self) -> bool:
+        seconds = self.spec.ceiling.seconds
+        return bool(seconds) and time.monotonic() - self.started >= seconds
+
+    def _arm_ceiling(self) -> None:
+        """S7: the arm's wall clock starts now, with its session."""
+        if self.spec.ceiling.seconds:
+            self.ceiling.reschedule(asyncio.get_running_loop().time() + self.spec.ceiling.seconds)
 
     def _transient(self, exc: SessionCreateFailed) -> bool:
         if isinstance(exc, SessionNotConfirmed):
-            return getattr(exc, "cause", "") == "disconnect"
+            return getattr(exc, "cause", "") in ("disconnect", "timeout")
         return bool(self.errors) and self.errors[-1][0] in TRANSIENT_CREATE_ERRORS
 
-    async def _after_failed_create(self, first: str) -> str:
-        said = f"session.new was sent again after a transient daemon failure: {first[:300]}"
+    async def _after_failed_create(self, first: str, attempt: int) -> str:
+        said = (f"session.new was sent again (try {attempt} of at most {CREATE_TRIES}, before "
+                f"any model call) after a transient daemon failure: {first[:300]}")
         if not await self._open():
             self.out.blocked_reason = None  # the retry's own connect decides
             return said
@@ -181,7 +206,7 @@ class _SessionArm:
             except (Exception, asyncio.CancelledError):  # noqa: BLE001 - best effort
                 pass
         await self._disconnect()
-        return said + (f" (session {', '.join(leftovers)} of the first try was stopped)"
+        return said + (f" (session {', '.join(leftovers)} of an earlier try was stopped)"
                        if leftovers else "")
 
     async def _drive(self) -> None:
@@ -196,6 +221,7 @@ class _SessionArm:
         sid = await self._create(kwargs)
         if sid is None:
             return
+        self._arm_ceiling()
         client = self.client
         out.session_id, out.session_ids = sid, [sid]  # S3: recorded the moment it exists
         session = Session(client, sid)  # no on_permission: an unanswered ask is BLOCKED (S4)
@@ -229,10 +255,23 @@ class _SessionArm:
             self.acc.add(ev)
 
     def _named_error(self, exc: BaseException) -> str:
-        if self.errors:  # the daemon's own words name the cause best
-            etype, text = self.errors[-1]
+        """The daemon's own words, which name the cause best.
+
+        A failed session bootstrap is answered with a generic SessionInitializationError
+        ("see the ConfigurationError emitted during init"); the cause is an error event the
+        daemon sent just before it (RunnerBootstrapFailed, ConfigurationError, ...), which
+        the reason carries in its place.
+        """
+        if not self.errors:
+            return f"{type(exc).__name__}: {exc}"
+        etype, text = self.errors[-1]
+        if etype not in TRANSIENT_CREATE_ERRORS:
             return f"{etype}: {text}"
-        return f"{type(exc).__name__}: {exc}"
+        causes = [f"{t}: {x}" for t, x in self.errors[:-1] if t not in TRANSIENT_CREATE_ERRORS]
+        if not causes:
+            return (f"{etype}: session initialization failed and the daemon sent no cause "
+                    f"before it (its log may name one)")
+        return f"{etype}: session initialization failed: {' | '.join(causes[-2:])}"
 
     async def _fetch_history(self) -> None:
         """S5: ask for the history with a bounded wait; no answer stays None (absent)."""
@@ -250,9 +289,14 @@ class _SessionArm:
         try:
             async with asyncio.timeout(STOP_WAIT):
                 await self.client.stop_session(self.out.session_id)
+            async with asyncio.timeout(STOP_CONFIRM_WAIT):
                 await self.terminated.wait()  # the daemon confirms with the session's terminal
         except (Exception, asyncio.CancelledError):  # noqa: BLE001 - best effort on a dying arm
             log.debug("session arm: stopping %s failed", self.out.session_id, exc_info=True)
+        if not self.terminated.is_set():
+            self.out.termination_detail = (
+                f"session.stop was sent; the daemon did not confirm it with the session's "
+                f"terminal within {STOP_CONFIRM_WAIT:g} s")
 
     async def _disconnect(self) -> None:
         if self.client is not None:
