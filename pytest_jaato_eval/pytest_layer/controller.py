@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ..engine.sandbox import probe
 from . import outcome
 from .run import RunContext, arm_of, has_kept_workspaces, own_folder
 from .sigterm import SigtermAsInterrupt
@@ -46,6 +47,9 @@ class Controller:
         self.blocked: list[tuple[str, str]] = []  # (nodeid, reason)
         self.arms: dict[str, dict[str, str]] = {}  # node id -> the arm's identity, as sent
         self.collection_failed = False
+        self.expected: set[str] = set()   # node ids of the arms collected to run
+        self.finished: set[str] = set()   # node ids of the arms that wrote their record
+        self.stopped = False              # interrupted, or stopped early (-x, --maxfail)
         self._worker_root: Path | None = None
         self.sigterm = SigtermAsInterrupt()  # under -n: the workers' folders are swept at the end
 
@@ -53,7 +57,10 @@ class Controller:
     def store(self):
         if self._store is None:
             from ..results.store import Store
-            self._store = Store(self.settings.store, append=self.settings.resume,
+            # A narrowed run (-k, --lf, ...) adds its arms to the store it narrows, as
+            # --resume does: the sweep's other arms keep their records.
+            self._store = Store(self.settings.store,
+                                append=self.settings.resume or bool(self.settings.narrowed),
                                 keep_previous=self.settings.keep_previous)
         return self._store
 
@@ -72,11 +79,18 @@ class Controller:
         if report.failed:
             self.collection_failed = True
 
+    def pytest_report_collectionfinish(self, config, items):
+        """Said once, before the first arm: what confines the agents of this run."""
+        if not config.option.collectonly and any(arm_of(item) for item in items):
+            return sandbox_line(self.settings)
+        return None
+
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session):
         if session.config.option.collectonly:
             return
         arms = [arm_of(item) for item in session.items]
+        self.expected = {item.nodeid for item, arm in zip(session.items, arms) if arm is not None}
         if any(arm is not None for arm in arms):
             self._claim_store({arm.task.id for arm in arms if arm is not None})
 
@@ -84,7 +98,9 @@ class Controller:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids):
         """Under -n the workers collect: claim once the first of them reports an arm."""
-        if any(i.split("::", 1)[0].rsplit("/", 1)[-1] == MANIFEST_NAME for i in ids):
+        arms = {i for i in ids if i.split("::", 1)[0].rsplit("/", 1)[-1] == MANIFEST_NAME}
+        self.expected |= arms  # every worker collects the same; task.yaml arms are known here
+        if arms:
             self.sigterm.install()
             try:
                 self._claim_store(None)
@@ -124,11 +140,14 @@ class Controller:
         record = ArmRecord.from_dict(raw)
         self.store.append(record)  # flushed as each arm ends
         self.records.append(record)
+        self.finished.add(report.nodeid)
         if outcome.is_blocked(report):
             self.blocked.append((report.nodeid, record.blocked_reason or ""))
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
+        self.stopped = exitstatus == pytest.ExitCode.INTERRUPTED or bool(
+            session.shouldstop or session.shouldfail)
         session.exitstatus = outcome.fold_exit_status(session.exitstatus, len(self.blocked))
 
     def pytest_unconfigure(self, config):
@@ -193,11 +212,17 @@ class Controller:
             n = len(done)
             tr.write_line(f"resumed: {plural(n, 'arm')} already in the store "
                           f"{'was' if n == 1 else 'were'} kept, not run again")
+        if self.settings.narrowed and not resumed:
+            tr.write_line(f"narrowed run ({self.settings.narrowed}): "
+                          f"{plural(store.written, 'record')} added to the store; every other "
+                          f"arm keeps its record, the latest record of an arm counts")
         retried = sum(1 for r in self.records if r.arm_id in resumed)
         if retried:
             tr.write_line(f"retried: {plural(retried, 'arm')} stored as BLOCKED "
                           f"{'was' if retried == 1 else 'were'} run again (--retry-blocked); "
                           f"the new {'record counts' if retried == 1 else 'records count'}")
+        if self.records:
+            tr.write_line(sandbox_line(self.settings, {r.sandbox for r in self.records}))
         if changed:
             tr.write_line(f"error: {changed}; the pivot above, and the documents, count "
                           f"only the records this run wrote and found", red=True)
@@ -225,6 +250,12 @@ class Controller:
             # documents are written.
             with self.store.read_back() as (changed, readable):
                 self._print_pivot(tr, changed, None if changed else readable)
+        left = len(self.expected - self.finished) if self.stopped else 0
+        if left:  # what the run did not get to, and how to run just that
+            from ..results.cell import plural
+            from .progress import resume_command
+            tr.write_line(f"{plural(left, 'arm')} did not run; {'it runs' if left == 1 else 'they run'}"
+                          f" with: {resume_command(config)}", yellow=True, bold=True)
         result = yield
         # Runs after pytest's own short test summary, so BLOCKED lines read as part of it.
         if self.blocked:
@@ -237,3 +268,14 @@ class Controller:
                 tr.write_line(f" {safe_text(nodeid, 300, collapse=False)} - "
                               f"{safe_text(reason, 200)}")
         return result
+
+
+def sandbox_line(settings, seen: set | None = None) -> str:
+    """`sandbox: ...`: what confined the agents (engine/sandbox.py), or why nothing did."""
+    if settings.socket:
+        return ("sandbox: none: the daemon at --jaato-socket is not this run's; its agents "
+                "run as it does (docs/security.md)")
+    sandbox, line = probe(settings.sandbox)
+    if seen and "none" in seen and sandbox is not None:
+        return f"sandbox: {line}; some arms ran on a daemon that is not this run's: none"
+    return f"sandbox: {line}"

@@ -93,6 +93,9 @@ class Settings:
     pdf: Path | None = None
     shard: Shard | None = None  # --jaato-shard: this machine's part of the sweep
     samples: int | None = None  # --jaato-samples: the first N samples of each dataset
+    # How this run narrows the sweep (-k, -m, --lf, node ids, --deselect), or None: a
+    # narrowed run appends to the store it narrows instead of starting a new one.
+    narrowed: str | None = None
     keep_previous: str = "one"  # store.Store: "one" or "all" (--jaato-keep-previous)
     sandbox: str = "auto"  # --jaato-sandbox: engine/sandbox.py
     rootdir: Path | None = None  # hidden from a confined agent, with the checkout in it
@@ -143,9 +146,24 @@ def read_settings(config) -> Settings:
         resume=bool(opt.jaato_resume or opt.jaato_retry_blocked),
         retry_blocked=bool(opt.jaato_retry_blocked),
         html=html, pdf=pdf,
-        shard=shard, samples=opt.jaato_samples,
+        shard=shard, samples=opt.jaato_samples, narrowed=narrowed_by(config),
         keep_previous="all" if opt.jaato_keep_previous else "one",
     )
+
+
+def narrowed_by(config) -> str | None:
+    """What makes this run a part of the sweep rather than the sweep: the options that
+    select some of what the paths name. `--jaato-shard` is not one (a shard writes its
+    own store, merged later)."""
+    opt = config.option
+    lf = config.pluginmanager.get_plugin("lfplugin")
+    found = [name for name, on in (
+        ("-k", getattr(opt, "keyword", "")), ("-m", getattr(opt, "markexpr", "")),
+        ("--lf", getattr(opt, "lf", False) and lf is not None and getattr(lf, "lastfailed", None)),
+        ("--deselect", getattr(opt, "deselect", None)),
+        ("a node id", any("::" in str(a) for a in getattr(config, "args", ()) or ())),
+    ) if on]
+    return ", ".join(found) or None
 
 
 def _ceiling(opt, ini) -> Ceiling:

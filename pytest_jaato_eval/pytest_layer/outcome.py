@@ -235,8 +235,28 @@ def on_report(item: Any, call: Any, report: Any, worker: Any) -> None:
                              item.stash.get(WORKSPACE_KEY, None))
     else:
         return
+    expectation = xfail_of(item)
+    if expectation is not None:  # `report` on the store then exits as this run did
+        if hasattr(record, "extra"):
+            record.extra["xfail"] = expectation
+        else:
+            record["xfail"] = expectation
     item.user_properties.extend(junit_properties(record))  # JUnit reads them at teardown (X7)
     mark_report(report, item, record)
+
+
+def xfail_of(item: Any) -> dict[str, Any] | None:
+    """The xfail mark the arm ran under, as pytest evaluated it (its condition held):
+    `{"reason": ..., "strict": ...}`, or None."""
+    try:
+        from _pytest.skipping import xfailed_key  # where pytest keeps the evaluated mark
+        xfailed = item.stash.get(xfailed_key, None)
+    except ImportError:
+        xfailed = None
+    if xfailed is None:
+        return None
+    return {"reason": str(getattr(xfailed, "reason", "") or ""),
+            "strict": bool(getattr(xfailed, "strict", False))}
 
 
 def _skipped(excinfo: Any) -> bool:

@@ -41,6 +41,8 @@ class ArmSummary:
     offset: int | None = None
     judged: bool = False              # a grader opened a session of its own (a judge)
     judge_cost: float | None = None   # what it cost, when reported
+    xfail: str | None = None          # ran under an xfail mark: "xfail", or "strict"
+    sample_id: str | None = None      # the dataset row it ran on
 
 
 @dataclass
@@ -63,13 +65,19 @@ class Cell:
     judged: int = 0            # arms a judge graded (a session of its own)
     judge_cost: float | None = None
     judge_cost_unknown: int = 0   # judged arms whose judge reported no cost
+    expected_failures: int = 0    # FAIL arms that ran under an xfail mark: not the run's FAIL
+    strict_passes: int = 0        # PASS arms under a strict xfail mark: the run's FAIL
 
     def add(self, a: ArmSummary) -> None:
         self.arms.append(a)
         if a.state == PASS:
             self.passed += 1
+            if a.xfail == "strict":
+                self.strict_passes += 1
         elif a.state == FAIL:
             self.failed += 1
+            if a.xfail is not None:
+                self.expected_failures += 1
         else:  # BLOCKED, or a state nobody knows: never counted as a verdict on the agent
             self.blocked += 1
             self.reasons[reason_key(a.blocked_reason or f"state {a.state!r}")] += 1
@@ -96,6 +104,18 @@ class Cell:
             self.tokens_unknown += 1
         else:
             self.tokens = a.tokens if self.tokens is None else self.tokens + a.tokens
+
+    @property
+    def fails_the_run(self) -> bool:
+        """Whether the cell's arms failed the run as pytest judged it: a FAIL not expected
+        by an xfail mark, or a PASS a strict xfail mark did not expect."""
+        return self.failed > self.expected_failures or self.strict_passes > 0
+
+    @property
+    def fail_text(self) -> str:
+        """The fail count, with the expected failures among them (`3 (1 xfail)`)."""
+        return f"{self.failed} ({self.expected_failures} xfail)" if self.expected_failures \
+            else str(self.failed)
 
     @property
     def total_cost(self) -> float | None:

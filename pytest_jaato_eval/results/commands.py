@@ -37,8 +37,9 @@ PROG = "python -m pytest_jaato_eval"
 
 # -- report ---------------------------------------------------------------------------------
 def report_exit(cells: list[Cell]) -> int:
-    """0 every arm passed, 1 any FAIL, 2 any BLOCKED (or an unknown state) or nothing ran."""
-    if any(c.failed for c in cells):
+    """0 every arm passed, 1 any FAIL, 2 any BLOCKED (or an unknown state) or nothing ran.
+    A FAIL under an xfail mark is no FAIL here, a PASS under a strict one is: as the run."""
+    if any(c.fails_the_run for c in cells):
         return EXIT_FAILED
     if any(c.blocked for c in cells) or not any(c.passed for c in cells):
         return EXIT_BLOCKED

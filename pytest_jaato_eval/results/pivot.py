@@ -22,7 +22,8 @@ from .store_reader import fields_loader, read_at
 _FIELDS = ("arm_id", "task_id", "profile_set", "repeat", "state", "blocked_reason",
            "payload_hash", "run_id", "task_hash")
 _read = fields_reader(_FIELDS)
-_LINE_FIELDS = _FIELDS + ("usage", "judge_usage", "provenance")  # all `_summary` reads
+_LINE_FIELDS = _FIELDS + ("usage", "judge_usage", "provenance", "xfail",
+                          "sample_id")  # all `_summary` reads
 _read_provenance = fields_reader(("arm_id", "provenance"))
 PROVENANCE_PINS = ("harness", "harness_version", "jaato_sdk_version", "jaato_sdk_path")
 
@@ -64,9 +65,14 @@ def _summary(data: dict, offset: int | None, intern: _Interned) -> ArmSummary:
     judge = data.get("judge_usage")
     judged = type(judge) is dict
     judge_cost = number_or_none(judge.get("cost_usd")) if judged else None
+    xfail = data.get("xfail")
+    sample = data.get("sample_id")
     return ArmSummary(arm_id, str(task), pset or "default", repeat if repeat is not None else 0,
                       state, reason, phash, cost, tokens, run_id, thash, intern(data), offset,
-                      judged, judge_cost)
+                      judged, judge_cost,
+                      xfail=("strict" if xfail.get("strict") else "xfail")
+                      if type(xfail) is dict else None,
+                      sample_id=sample if type(sample) is str else None)
 
 
 def summarise(record: ArmRecord | dict, offset: int | None = None,

@@ -32,7 +32,7 @@ def cell_row(c: Cell, k: int | None, judged: bool = False) -> dict[str, str]:
         "task": safe_text(c.task_id, ID_WIDTH, collapse=False),
         "profile set": safe_text(c.profile_set, ID_WIDTH, collapse=False),
         "pass rate": pct(c.pass_rate), "95% CI": interval_text(c.interval),
-        "n": str(c.exercised), "pass": str(c.passed), "fail": str(c.failed),
+        "n": str(c.exercised), "pass": str(c.passed), "fail": c.fail_text,
         "blocked": str(c.blocked), "floor": pct(c.floor),
         "cost": money(c.cost, partial=c.cost is not None and c.cost_unknown > 0),
         "tokens": count(c.tokens, partial=c.tokens is not None and c.tokens_unknown > 0),
