@@ -120,13 +120,6 @@ def pytest_itemcollected(item):
         item.stash[ARM_KEY] = sampled(item, callspec.params["jaato_arm"])
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item):
-    if arm_of(item) is not None and getattr(item, "arm", None) is None:  # a Python arm
-        from .pytest_layer.python_arms import preflight_check
-        preflight_check(item)  # before any fixture, as an ArmItem's own setup does
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     arm = arm_of(item)

@@ -38,6 +38,12 @@ def jaato_workspace(request) -> Iterator[Path]:
     ``--keep-failed-workspaces``.
     """
     arm = _arm(request)
+    if getattr(request.node, "arm", None) is None:
+        # A Python arm is preflighted here: after the project's own fixtures (which may
+        # write its profile), before its workspace and session. A task.yaml arm's item
+        # checks before any fixture.
+        from .python_arms import preflight_check
+        preflight_check(request.node)
     worker = worker_of(request.config)
     settings = worker.arm_settings()
     from ..arm import make_workspace
