@@ -71,6 +71,18 @@ def owned_config(task: Task, settings: ArmSettings) -> Path:
     return settings.owned[source]
 
 
+def owned_fixture(task: Task, settings: ArmSettings) -> Path:
+    """The harness's copy of the task's fixture, taken before any agent of the task ran:
+    where a grader or driver imports the author's own packages from (contract.py)."""
+    if settings.owned_dir is None:
+        return task.fixture
+    source = Path(task.fixture).resolve()
+    if source not in settings.owned:
+        settings.owned[source] = workspace.copy_config(
+            source, Path(settings.owned_dir) / f"{len(settings.owned)}-{source.parent.name}-fixture")
+    return settings.owned[source]
+
+
 def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
             ws: Path | None = None) -> dict[str, Any]:
     """Run an arm and return its record. Never raises for an arm-level fault.
@@ -79,7 +91,7 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
     whose owner then discards it; without one the arm makes and discards its own.
     """
     task = arm.task
-    run, socket = AgentRun(), None
+    run, socket, modules = AgentRun(), None, None
     caveats: list[str] = []
     owns_workspace = ws is None
     # Preflight: a missing set, profile or grader file BLOCKS the arm before it costs anything.
@@ -88,6 +100,7 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
     try:
         if not run.blocked_reason:
             config = owned_config(task, settings)
+            modules = owned_fixture(task, settings)
             if ws is None:
                 ws = make_workspace(arm, settings)
             socket = daemon.ensure()
@@ -105,7 +118,7 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
             workspace=ws, config_root=config, params=arm.grader_params, run=run,
             ledger=ledger_of(run.history), socket_path=socket, cascade_id=cascade_id,
             mask=settings.redact.text, arm_id=arm.id, profile_set=arm.profile_set,
-            sample=arm.sample)
+            sample=arm.sample, author_modules=modules)
         verdicts = run_graders(task.graders, ctx)
         grader_runs = ctx.grader_runs
     return arm_record(arm, settings, run, verdicts, ws, caveats, on_arrival,
@@ -149,7 +162,8 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
             run = run_driver_arm(DriverArmSpec(
                 socket_path=socket, workspace=ws, config_root=config, run=task.run,
                 params=dict(arm.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling,
-                env_passthrough=task.env_passthrough))
+                env_passthrough=task.env_passthrough,
+                author_modules=owned_fixture(task, settings)))
         else:
             run = run_session_arm(SessionArmSpec(
                 socket_path=socket, workspace=ws, config_root=config,
@@ -187,8 +201,9 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
         finding = contamination.check(ledger.entries, ledger.faithful, ledger.reason,
                                       contamination.protected_for(task, ws))
         contaminated, contamination_evidence = finding.contaminated, finding.evidence
+        verdicts = list(verdicts)
         state, blocked_reason = contamination.apply(finding, task.contamination, state,
-                                                    blocked_reason, caveats)
+                                                    blocked_reason, caveats, verdicts)
 
     nudges = count_nudges(ws, run.session_id, run.completion_gap) if (
         ws is not None and run.session_id) else None

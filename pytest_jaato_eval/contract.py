@@ -28,6 +28,17 @@ def param_variable(key: str) -> str:
     return f"{PREFIX}_PARAM_" + re.sub(r"[^A-Z0-9_]", "_", key.upper())
 
 
+def param_collision(params: Mapping[str, Any] | None) -> str | None:
+    """M9: the first two keys that map to one variable, said; else None."""
+    seen: dict[str, str] = {}
+    for key in params or {}:
+        var = param_variable(str(key))
+        if var in seen:
+            return f"keys {seen[var]!r} and {key!r} both map to ${var}; rename one"
+        seen[var] = str(key)
+    return None
+
+
 def encode(value: Any) -> str:
     """C2: strings verbatim, everything else as JSON (true, null, {"a": 1})."""
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
@@ -110,11 +121,15 @@ def build_contract_env(
     base: Mapping[str, str] | None = None,
     passthrough: Sequence[str] = (),
     sample: Any = None,
+    author_modules: Path | str | None = None,
 ) -> dict[str, str]:
     """Return a full process environment: the curated base plus the contract.
 
     `base` replaces the curated base as it is (tests); `passthrough` is the task's
-    `env_passthrough` list.
+    `env_passthrough` list. `author_modules`: the harness's copy of the task's fixture, put
+    first on PYTHONPATH so the author's own packages import (`python -m pkg.score`) while
+    the workspace stays off sys.path (PYTHONSAFEPATH): a module the agent wrote or changed
+    is never imported, the author's original is.
     """
     if base is None:
         base = curated_env(passthrough, workspace=workspace)
@@ -138,6 +153,9 @@ def build_contract_env(
     if sample is not None:  # a dataset task's row (samples.Sample): its id and fields
         env[f"{PREFIX}_SAMPLE_ID"] = sample.id
         env[f"{PREFIX}_SAMPLE"] = json.dumps(dict(sample.fields), sort_keys=True, default=str)
+    if author_modules:
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(author_modules), env.get("PYTHONPATH")) if p)
     # C1: only when known; absent means unset, never empty.
     for name, value in (("SOCKET", socket), ("CASCADE_ID", cascade_id), ("PYTHON", python)):
         if value:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .manifest import DRIVER, Task, yaml_loader
+from .contract import param_collision
 
 PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
 # The largest profile file read to learn a `name:`; jaato's profiles are a few KiB.
@@ -41,6 +42,10 @@ MAX_PROFILE_BYTES = 1 << 20
 def check(task: Task, profile_set: str | None) -> str | None:
     """None when the arm (task, profile set) may start; else why it is BLOCKED."""
     root = task.config_root
+    for section, given in (("input.agent_params", task.agent_params), ("input.params", task.params)):
+        collision = param_collision(given)
+        if collision:  # M9: this arm cannot be handed its input; the others run
+            return f"{section}: {collision}"
     pinned = _pinned_set(task.profile) if task.kind != DRIVER else None
     effective = pinned or profile_set
     if effective is not None and task.kind != DRIVER:

@@ -167,6 +167,17 @@ def grader_id(g: Any) -> str:
     return f"processor:{g.script}" if g.kind == "processor" else f"judge:{g.profile}"
 
 
+def gate_aliases(ids: list[str]) -> dict[str, str]:
+    """M10: the id jaato-eval gives a graded processor (`processor:<file name>`) -> its id
+    here, for each file name only one of `ids` has."""
+    names: dict[str, list[str]] = {}
+    for gid in ids:
+        if gid.startswith("processor:"):
+            names.setdefault("processor:" + gid.rsplit("/", 1)[-1], []).append(gid)
+    return {alias: found[0] for alias, found in names.items()
+            if len(found) == 1 and alias not in ids}
+
+
 GraderItem = Annotated[Union[ScriptGrader, ProcessorGrader, JudgeGrader],
                        Field(discriminator="kind"), BeforeValidator(grader_kind)]
 
@@ -233,8 +244,9 @@ class Manifest(Section):
     marks: Annotated[tuple[Mark, ...], a_list(), Expect("a list"),
                      Field(description="pytest marks: `smoke` or {name: arguments}")] = ()
     contamination: Annotated[Contamination, Field(description="block (default): an arm whose "
-                                                              "agent reached the answer key is "
-                                                              "BLOCKED; caveat: a caveat")] = "block"
+                                                              "agent reached the answer key "
+                                                              "FAILS, the calls named; caveat: "
+                                                              "a caveat")] = "block"
 
     @classmethod
     def check_raw(cls, data: dict) -> None:
@@ -267,7 +279,7 @@ class Manifest(Section):
         ids = [grader_id(g) for g in self.graders]
         for i, g in enumerate(self.graders):
             for j, gate in enumerate(getattr(g, "gate_on", ())):
-                if gate in ids[:i]:
+                if gate in ids[:i] or gate in gate_aliases(ids[:i]):
                     continue
                 later = " runs after this judge;" if gate in ids[i:] else " is no grader of this task;"
                 valid = ", ".join(repr(x) for x in ids[:i]) or "none (no grader runs before it)"

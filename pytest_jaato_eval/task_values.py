@@ -16,7 +16,7 @@ from typing import Annotated, Any, Callable
 from pydantic import BeforeValidator, Field, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from .contract import PASSTHROUGH_NAME, param_variable
+from .contract import PASSTHROUGH_NAME
 
 # Parameters, mark arguments and the degrade ladder are handed on as JSON: a bound on how
 # many values one may hold keeps a YAML alias bomb from expanding into billions of them.
@@ -200,15 +200,10 @@ def plain_json(value: Any) -> Any:
 
 
 def params(value: Any) -> Any:
-    seen: dict[str, str] = {}
     for key in value:
         if not isinstance(key, str):
             raise problem(f"key {shown(key)} is of type {type_name(key)}; keys must be strings")
-        var = param_variable(key)
-        if var in seen:  # M9
-            raise problem(f"keys {seen[var]!r} and {key!r} both map to ${var}; rename one")
-        seen[var] = key
-    return plain_json(value)
+    return plain_json(value)  # keys that collide BLOCK the arm (M9, preflight.py)
 
 
 JSON = {"description": "plain JSON: string, number, boolean, null, list or mapping"}

@@ -48,6 +48,7 @@ class DriverArmSpec:
     cascade_id: str
     ceiling: Ceiling = field(default_factory=lambda: Ceiling(900))
     env_passthrough: tuple[str, ...] = ()  # harness.env_passthrough (contract.curated_env)
+    author_modules: Path | None = None  # the harness's copy of the fixture (contract.py)
 
 
 def run_driver_arm(spec: DriverArmSpec) -> AgentRun:
@@ -119,7 +120,8 @@ class _DriverArm:
         spec, out = self.spec, self.out
         env = build_contract_env(workspace=spec.workspace, config_root=spec.config_root,
                                  params=spec.params, socket=spec.socket_path,
-                                 cascade_id=spec.cascade_id, passthrough=spec.env_passthrough)
+                                 cascade_id=spec.cascade_id, passthrough=spec.env_passthrough,
+                                 author_modules=spec.author_modules)
         started = time.monotonic()
         proc, tree = await processes.start_async(
             spec.run, cwd=spec.workspace, env=env, stdin=asyncio.subprocess.DEVNULL,

@@ -46,6 +46,7 @@ class GraderContext:
     arm_id: str | None = None
     profile_set: str | None = None  # the set the arm ran under (the harness wrote it)
     sample: Any = None  # the arm's sample (samples.Sample): the dataset row it ran on
+    author_modules: Path | None = None  # the harness's copy of the fixture (contract.py)
     # (grader id, run) of each session a grader opened (a judge's): the arm's judge bill
     # and the judge's part of its transcript.
     grader_runs: list[tuple[str, AgentRun]] = field(default_factory=list)
@@ -68,7 +69,7 @@ class GraderContext:
         return build_contract_env(workspace=self.workspace, config_root=self.config_root,
                                   params=self.params, socket=self.socket_path,
                                   cascade_id=self.cascade_id, passthrough=passthrough,
-                                  sample=self.sample)
+                                  sample=self.sample, author_modules=self.author_modules)
 
     @property
     def truncation_reason(self) -> str | None:

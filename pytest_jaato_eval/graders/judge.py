@@ -28,6 +28,7 @@ from typing import Any
 from ..engine.session import Ceiling, SessionArmSpec, run_session_arm
 from ..manifest import GraderSpec
 from ..results.review import NEEDS_HUMAN
+from ..task_sections import gate_aliases
 from ..verdict import PASS, Verdict
 from ..workspace import WorkspaceError, copy_config, remove_tree
 from .context import GraderContext
@@ -110,6 +111,7 @@ def judge_prompt(ctx: GraderContext, spec: GraderSpec) -> str:
 
 def _gate(spec: GraderSpec, ctx: GraderContext) -> str | None:
     states = {v.grader_id: v.state for v in ctx.verdicts}
+    states.update({alias: states[gid] for alias, gid in gate_aliases(list(states)).items()})
     for gate in spec.options["gate_on"]:
         state = states.get(gate)
         if state is None:

@@ -22,9 +22,6 @@ BAD = {
     "missing-fixture": "id: f\nenvironment: {fixture: gone, config_root: .jaato}\n"
                        "input: {prompt: p}\nharness: {profile: w}\n"
                        "graders: [{kind: script, run: 'true'}]\n",
-    "param-collision": "id: g\nenvironment: {fixture: fixture, config_root: .jaato}\n"
-                       "input: {prompt: p, agent_params: {a-b: 1, a_b: 2}}\nharness: {profile: w}\n"
-                       "graders: [{kind: script, run: 'true'}]\n",
     "empty-graders": "id: h\nenvironment: {fixture: fixture, config_root: .jaato}\n"
                      "input: {prompt: p}\nharness: {profile: w}\ngraders: []\n",
     "unknown-grader": "id: i\nenvironment: {fixture: fixture, config_root: .jaato}\n"
@@ -39,7 +36,6 @@ EXPECT = {
     "wrong-kind-key": "harness.run: harness.run is not read under harness.kind: session",
     "bad-repeats": "repeats: expected an integer >= 1, got int 0",
     "missing-fixture": "environment.fixture: 'gone' resolves to",
-    "param-collision": "input.agent_params: keys 'a-b' and 'a_b' both map",
     "empty-graders": "graders: empty",
     "unknown-grader": "graders[0].kind: unknown kind 'vibes'",
     "bad-yaml": "not valid YAML",

@@ -150,6 +150,15 @@ def test_a_driver_arm_needs_no_profiles_of_its_own(tmp_path):
     assert "judge profile 'rubric'" in preflight.check(judged, "nosuch")
 
 
+def test_colliding_parameters_block_that_arm_only(tmp_path):
+    """M9: `issue-id` and `issue_id` both want $JAATO_EVAL_PARAM_ISSUE_ID: the manifest loads
+    and its arms are BLOCKED before they cost anything, as jaato-eval blocks them."""
+    task = make(tmp_path, TASK.replace("input: {prompt: do it}",
+                                       "input: {prompt: do it, agent_params: {issue-id: 1, issue_id: 2}}"))
+    assert preflight.check(task, "echo") == ("input.agent_params: keys 'issue-id' and 'issue_id' "
+                                             "both map to $JAATO_EVAL_PARAM_ISSUE_ID; rename one")
+
+
 # -- end to end -----------------------------------------------------------------------------
 def blocked_lines(result) -> list[str]:
     return [line for line in result.outlines if line.startswith("BLOCKED ")]

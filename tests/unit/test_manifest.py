@@ -80,10 +80,6 @@ def test_id_is_stringified(tmp_path):
     (VALID.replace("harness: {profile: writer}", "harness: {kind: driver, run: x, profile: w}")
      .replace("input: {prompt: do it}\n", ""),
      ": harness.profile: ", "not read under harness.kind: driver"),
-    # parameter keys that map to one variable (M9)
-    (VALID.replace("input: {prompt: do it}",
-                   "input: {prompt: do it, agent_params: {issue-id: 1, issue_id: 2}}"),
-     ": input.agent_params: ", "'issue-id' and 'issue_id' both map to $JAATO_EVAL_PARAM_ISSUE_ID"),
     (VALID.replace("input: {prompt: do it}", "input: {prompt: do it, agent_params: {1: x}}"),
      ": input.agent_params: ", "key 1 is of type int; keys must be strings"),
     # an empty grader list
@@ -350,3 +346,25 @@ def test_a_task_folder_is_resolved_once_and_the_same_as_realpath(tmp_path):
                       str(real / "fx"), "task.yaml", "linked.yaml", "loop"):
             expected = os.path.realpath(os.path.join(folder, value))
             assert _resolved_in(resolved, value)[0] == expected, (folder, value)
+
+
+def test_a_gate_may_name_a_processor_by_its_file_name_as_jaato_eval_does(tmp_path):
+    """M10: jaato-eval ids a graded processor `processor:<file name>`; such a gate_on loads
+    when one processor before the judge has that name, and the judge reads its verdict."""
+    from pytest_jaato_eval.graders.context import GraderContext
+    from pytest_jaato_eval.graders.judge import _gate
+    from pytest_jaato_eval.verdict import Verdict
+
+    gated = VALID.replace('  - {kind: script, run: "true"}\n',
+                          "  - {kind: processor, script: processors/check.py}\n"
+                          "  - {kind: judge, profile: rubric, gate_on: ['processor:check.py']}\n")
+    task = load_task(write(tmp_path, gated))
+    judge = task.graders[1]
+    ctx = GraderContext(workspace=tmp_path, config_root=tmp_path, params={})
+    ctx.verdicts = [Verdict.failed("processor:processors/check.py", "c", "1 error(s)")]
+    assert _gate(judge, ctx) == "gate processor:check.py=FAIL"
+    ctx.verdicts = [Verdict.passed("processor:processors/check.py", "c", "no errors")]
+    assert _gate(judge, ctx) is None
+    twice = gated.replace("  - {kind: judge", "  - {kind: processor, script: other/check.py}\n"
+                                               "  - {kind: judge")
+    assert "'processor:check.py' is no grader of this task" in error_of(tmp_path, twice)

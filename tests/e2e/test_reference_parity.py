@@ -1,0 +1,85 @@
+"""jaato-eval 0.3.4 itself and the plugin, side by side on one daemon, over the task set in
+tests/parity/tasks (built from jaato-eval's README examples): every arm gets the reference's
+verdict, and the reference's store validates, reports and compares against ours.
+
+jaato-eval is in the `test` extra (it needs only jaato-sdk and PyYAML, which we pin too); where
+it is missing, tests/parity/side_by_side.py makes a venv of its own under .venv/ once.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from jaato_project import REPO, short_tmpdir
+
+sys.path.insert(0, str(REPO / "tests" / "parity"))
+import side_by_side  # noqa: E402
+
+pytestmark = [pytest.mark.daemon, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def both(daemon):
+    """(reference run, our run, scratch folder): the same tasks, the same daemon."""
+    scratch = short_tmpdir("jpar-")
+    tmp = scratch / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    ref_python = side_by_side.reference_python(REPO / ".venv" / "jaato-eval-0.3.4")
+    ref = side_by_side.run_reference(
+        ref_python, side_by_side.copy_tasks(side_by_side.TASKS, scratch / "ref-tasks"),
+        scratch / "ref.jsonl", daemon.socket_path, scratch, env)
+    ours = side_by_side.run_ours(
+        side_by_side.copy_tasks(side_by_side.TASKS, scratch / "our-tasks"),
+        scratch / "ours.jsonl", daemon.socket_path, scratch, env)
+    yield ref, ours, scratch
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_the_reference_and_the_plugin_agree_arm_by_arm(both):
+    ref, ours, scratch = both
+    reference = side_by_side.records(scratch / "ref.jsonl")
+    assert reference, f"jaato-eval wrote no store: {ref.stderr[-2000:]}"
+    pairs = side_by_side.pair(reference, side_by_side.records(scratch / "ours.jsonl"))
+    assert len(pairs) == len(reference) >= 14
+    differ = [p.line() for p in pairs if not p.same]
+    assert not differ, "\n".join(differ)
+    assert ours.returncode == ref.returncode == 1  # one FAIL (processor-fail) in both runs
+    by_task = {p.key[0]: p for p in pairs}
+    persona = by_task["add-pagination"]
+    # A persona's turns are the session's own (its events carry the persona's name).
+    assert persona.ours["turns"] == persona.reference["turns"] >= 1
+    assert (persona.ours["usage"]["spend_total_tokens"]
+            == persona.reference["usage"]["spend_total_tokens"])
+    # The judge's instrument caveat rides on judge-graded arms in both stores.
+    assert bool(persona.ours["caveats"]) == bool(persona.reference["caveats"]) is True
+    assert by_task["budget-pool"].ours["caveats"] == by_task["budget-pool"].reference["caveats"] == []
+
+
+def run_command(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest_jaato_eval", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_reference_store_validates_reports_and_compares(both):
+    _, _, scratch = both
+    ref_store, our_store = scratch / "ref.jsonl", scratch / "ours.jsonl"
+    valid = run_command("validate", str(ref_store))
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    report = run_command("report", str(ref_store))
+    assert report.returncode == 1, report.stderr  # the reference's own exit: one FAIL
+    blocked = [r for r in side_by_side.records(ref_store) if r["state"] == "BLOCKED"]
+    for record in blocked:  # every blocked reason, the arm's or its grader's
+        reasons = [record["blocked_reason"]] if record["blocked_reason"] else [
+            v["blocked_reason"] for v in record["verdicts"] if v["state"] == "BLOCKED"]
+        assert any(r and r[:60] in report.stdout for r in reasons), (record["arm_id"], reasons)
+    assert "state 'BLOCKED'" not in report.stdout
+    compared = run_command("compare", str(ref_store), str(our_store))
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+    paired = [json.loads(line) for line in our_store.read_text().splitlines()]
+    assert len(paired) == len(blocked) + len([r for r in side_by_side.records(ref_store)
+                                              if r["state"] != "BLOCKED"])
