@@ -227,7 +227,7 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
     return settings.redact(build_record(
         arm_id=arm.id, task_id=task.id, profile_set=arm.set_name, repeat=arm.repeat,
         state=state, blocked_reason=blocked_reason, verdicts=verdicts, run=run,
-        caveats=caveats, completion_nudges=nudges, budget_ceiling=ceiling,
+        notes=caveats, completion_nudges=nudges, budget_ceiling=ceiling,
         pool_limits={k: v for k, v in task.budget.items() if k != "degrade"} if task.budget else None,
         pool_on_arrival=on_arrival,
         extra={"run_id": settings.run_id, "task_hash": task.content_hash,

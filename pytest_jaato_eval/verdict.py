@@ -57,3 +57,22 @@ def roll_up(verdicts: Iterable[Verdict], blocked_before_grading: str | None = No
     if not verdicts:
         return BLOCKED, "no grader returned a verdict"
     return PASS, None
+
+
+# What a grader kind cannot establish, said once per arm it graded (the record's `caveats`,
+# which readers such as jaato-server's results reader print verbatim as instrument limits).
+INSTRUMENT_CAVEATS = {
+    "judge": ("Graded by a judge: a language model scoring another model's work. It is not a "
+              "calibrated instrument, and its error rate is not known to be zero; read a "
+              "judge-graded verdict as an indication, not a measurement."),
+}
+
+
+def instrument_caveats(grader_ids: Iterable[str | None]) -> list[str]:
+    """The caveats of the grader kinds among `grader_ids`, each once, in first-seen order."""
+    said: list[str] = []
+    for gid in grader_ids:
+        caveat = INSTRUMENT_CAVEATS.get(str(gid or "").split(":", 1)[0])
+        if caveat and caveat not in said:
+            said.append(caveat)
+    return said

@@ -172,7 +172,7 @@ def block_crashed(report: Any, nodeid: str, arm: dict[str, str], run_id: str,
     record = redact(build_record(
         arm_id=arm["arm_id"], task_id=arm.get("task_id") or arm["arm_id"],
         profile_set=arm.get("profile_set") or "default", repeat=repeat,
-        state=BLOCKED, blocked_reason=reason, verdicts=[], run=AgentRun(), caveats=[
+        state=BLOCKED, blocked_reason=reason, verdicts=[], run=AgentRun(), notes=[
             "synthesised by the controller: the worker running this arm crashed"],
         completion_nudges=None, extra={"run_id": run_id, "task_hash": None, "workspace": None,
                                        "finished_at": time.time()}))

@@ -90,11 +90,21 @@ def notes_text(record: dict[str, Any]) -> list[str]:
         notes.append(f"blocked: {record['blocked_reason']}")
     if record.get("error"):
         notes.append(f"error: {record['error']}")
-    caveats = record.get("caveats")
-    notes += [str(c) for c in caveats] if isinstance(caveats, list) else []
+    for key in ("notes", "caveats"):
+        said = record.get(key)
+        notes += [str(c) for c in said] if isinstance(said, list) else []
     if record.get("workspace"):
         notes.append(f"workspace kept: {record['workspace']}")
     return notes
+
+
+def cost_text(record: dict[str, Any]) -> str:
+    """The agent's cost, and the judge's beside it when a judge graded the arm."""
+    text = money(number(usage(record).get("cost_usd")))
+    judge = record.get("judge_usage")
+    if isinstance(judge, dict):
+        text += f" + judge {money(number(judge.get('cost_usd')))}"
+    return text
 
 
 def arm_fields(record: dict[str, Any]) -> dict[str, str]:
@@ -113,7 +123,7 @@ def arm_fields(record: dict[str, Any]) -> dict[str, str]:
         "session id": _text(record.get("session_id")),
         "sessions": str(len(sessions)) if isinstance(sessions, list) else DASH,
         "turns": _text(record.get("turns")),
-        "cost": money(number(usage(record).get("cost_usd"))),
+        "cost": cost_text(record),
         "budget": budget_text(record),
         "nudges": DASH if nudges is None else f"{nudges:g}/2",
         "duration": DASH if duration is None else f"{duration:.1f}s",

@@ -35,6 +35,9 @@ class RecordError(ValueError):
 class ArmRecord:
     # -- R2: the reference's keys, in its order ------------------------------------------
     results_version: str | None = RESULTS_VERSION
+    # The limits of the instruments that graded the arm (a judge is a model scoring a model),
+    # as jaato-eval and jaato-server's results reader mean the field; the engine's own
+    # remarks on the run are `notes`.
     caveats: list[str] = field(default_factory=list)
     arm_id: str = ""
     task_id: str | None = None
@@ -61,6 +64,9 @@ class ArmRecord:
     pool_on_arrival: Json = None
     provenance: dict | None = None
     # -- ours ---------------------------------------------------------------------------
+    # What the engine noticed about the run (history absent, a retried session.new, a
+    # contamination caveat, ...): shown beside the verdict, never a grader's limit.
+    notes: list[str] = field(default_factory=list)
     run_id: str | None = None
     task_hash: str | None = None
     termination_reason: str | None = None
@@ -198,7 +204,7 @@ def _provenance() -> dict[str, Any]:
 
 
 def build_record(*, arm_id: str, task_id: str, profile_set: str, repeat: int, state: str,
-                 blocked_reason: str | None, verdicts: list, run: Any, caveats: list[str],
+                 blocked_reason: str | None, verdicts: list, run: Any, notes: list[str],
                  completion_nudges: int | None, extra: dict[str, Any],
                  budget_ceiling: dict | None = None, pool_limits: dict | None = None,
                  pool_on_arrival: dict | None = None) -> ArmRecord:
@@ -206,7 +212,10 @@ def build_record(*, arm_id: str, task_id: str, profile_set: str, repeat: int, st
     declared field is set, any other key is kept as written."""
     from ..engine.accounting import payload_hash
     record = ArmRecord(
-        caveats=list(caveats), arm_id=arm_id, task_id=task_id, profile_set=profile_set,
+        caveats=instrument_caveats(v.get("grader_id") for v in verdicts), notes=list(notes),
+        arm_id=arm_id, task_id=task_id, profile_set=profile_set,
+    from ..verdict import instrument_caveats
+    verdicts = [v.to_dict() if hasattr(v, "to_dict") else dict(v) for v in verdicts]
         repeat=repeat, state=state, blocked_reason=blocked_reason,
         verdicts=[v.to_dict() if hasattr(v, "to_dict") else dict(v) for v in verdicts],
         usage=dict(run.usage), duration_seconds=run.duration_seconds, turns=run.turns,

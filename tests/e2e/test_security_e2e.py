@@ -261,9 +261,9 @@ def test_an_agent_reading_the_answer_key_is_blocked_as_contaminated(project):
     assert peek["verdicts"][0]["state"] == "PASS"  # graded, but not counted
     caveat = by["peek-caveat"]
     assert caveat["state"] == "PASS" and caveat["contaminated"] is True
-    assert any(c.startswith("contaminated (kept as a caveat") for c in caveat["caveats"])
-    assert by["escape"]["contaminated"] is True
-    assert "outside the workspace" in by["escape"]["blocked_reason"]
+    assert any(c.startswith("contaminated (kept as a caveat") for c in caveat["notes"])
+    assert by["escape"]["contaminated"] is True and by["escape"]["state"] == "FAIL"
+    assert "outside the workspace" in by["escape"]["verdicts"][-1]["detail"]
     assert by["clean"]["contaminated"] is False and by["clean"]["state"] == "PASS"
     result.stdout.fnmatch_lines(["BLOCKED *peek* - *contaminated: 1 tool call(s)*"])
 

@@ -327,7 +327,7 @@ def test_the_producer_stores_live_values_as_the_store_reads_them():
 
     record = build_record(
         arm_id="t@s#0", task_id="t", profile_set="s", repeat=0, state="BLOCKED",
-        blocked_reason="arm ceiling", verdicts=[], run=AgentRun(), caveats=[],
+        blocked_reason="arm ceiling", verdicts=[], run=AgentRun(), notes=[],
         completion_nudges=None, extra={"termination_reason": Reason.OPERATOR,
                                        "workspace": Path("/tmp/ws"), "contaminated": False})
     assert record.termination_reason == "operator_request" and record.workspace == "/tmp/ws"

@@ -33,7 +33,7 @@ def test_a_failed_session_start_names_the_daemons_cause(project):
     assert "emitted during init" not in reason
     # Nothing was spent before the session existed: it was sent again, and the record says so.
     assert any(c.startswith("session.new was sent again (try 2 of at most 3, before any "
-                            "model call)") for c in r["caveats"]), r["caveats"]
+                            "model call)") for c in r["notes"]), r["notes"]
 
 
 def _arm(daemon, tmp, ceiling: float) -> SessionArmSpec:

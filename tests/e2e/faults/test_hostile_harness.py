@@ -183,8 +183,8 @@ def test_processes_the_agent_leaves_running_are_ended_before_grading(project, tm
     by = one_record_each(project, {"lingerer@echo#0", "lingerer@echo#1"})
     for record in by.values():
         assert record["state"] == "PASS", record["verdicts"]
-        said = [c for c in record["caveats"] if "left" in c and "ended before grading" in c]
-        assert said and "marker.txt" in said[0], record["caveats"]
+        said = [c for c in record["notes"] if "left" in c and "ended before grading" in c]
+        assert said and "marker.txt" in said[0], record["notes"]
     assert len(pids.read_text().split()) == 6
     assert result.ret == 0
     assert gone("sleep 4711")
@@ -493,5 +493,5 @@ def test_session_new_dropped_by_the_daemon_is_sent_again_not_blocked(project):
     by = one_record_each(project, {"first@echo#0"})
     r = by["first@echo#0"]
     assert r["state"] == "PASS" and result.ret == 0, r
-    (caveat,) = [c for c in r["caveats"] if c.startswith("session.new was sent again")]
+    (caveat,) = [c for c in r["notes"] if c.startswith("session.new was sent again")]
     assert "SessionNotConfirmed: the connection dropped before session.new was answered" in caveat
