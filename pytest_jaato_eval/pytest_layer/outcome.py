@@ -172,7 +172,7 @@ def block_crashed(report: Any, nodeid: str, arm: dict[str, str], run_id: str,
     record = redact(build_record(
         arm_id=arm["arm_id"], task_id=arm.get("task_id") or arm["arm_id"],
         profile_set=arm.get("profile_set") or "default", repeat=repeat,
-        state=BLOCKED, blocked_reason=reason, verdicts=[], run=AgentRun(), notes=[
+        state=BLOCKED, blocked_reason=reason, verdicts=[], run=AgentRun(), caveats=[
             "synthesised by the controller: the worker running this arm crashed"],
         completion_nudges=None, extra={"run_id": run_id, "task_hash": None, "workspace": None,
                                        "finished_at": time.time()}))
@@ -189,13 +189,6 @@ def record_of(report: Any) -> dict[str, Any] | None:
 def is_blocked(report: Any) -> bool:
     record = record_of(report)
     return record is not None and record["state"] == BLOCKED
-
-
-def report_status(report: Any):
-    """X3: ('blocked', 'B', 'BLOCKED') for a blocked arm's report (call, or a setup that erred)."""
-    if is_blocked(report):
-        return BLOCKED_CATEGORY, "B", ("BLOCKED", {"yellow": True})
-    return None
 
 
 def fold_exit_status(exitstatus: int, blocked: int) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from .run import RunContext, arm_of, has_kept_workspaces, own_folder
+from .progress import DaemonClock
 from .sigterm import SigtermAsInterrupt
 
 
@@ -39,6 +40,7 @@ class Worker:
         self._prestart: threading.Thread | None = None
         self._release = threading.Event()  # ends the thread that spawned the daemon
         self._prestart_error: BaseException | None = None
+        self.clock = DaemonClock()  # says the private daemon's start on the terminal
         self.sigterm = SigtermAsInterrupt()
         # Fixture errors seen in setup, by exception: names the fixture in a BLOCKED record.
         self.fixture_errors: dict[int, tuple[str, BaseException]] = {}
@@ -108,13 +110,19 @@ class Worker:
     def _keep_daemon(self, daemon) -> None:
         try:
             with self._lock:
+                self.clock.starting()
                 daemon.ensure()
+                self.clock.ready()
         except BaseException as exc:  # noqa: BLE001 - handed to the first arm's fixture
             self._prestart_error = exc
         self._release.wait()
 
     def socket(self) -> str:
         """The daemon's socket, started (or waited for) now: the `jaato_daemon` default."""
+        private = not self.settings.socket
+        if private:
+            self.clock.starting()  # the early start's, or this one's
+            self.clock.say_starting()
         if self._prestart is not None and self._prestart_error is None:
             with self._lock:  # the early start holds it until the daemon answers
                 pass
@@ -122,7 +130,11 @@ class Worker:
         from ..engine.daemon import StartAbandoned
         if error is not None and not isinstance(error, StartAbandoned):
             raise error
-        return self.ensure()
+        socket = self.ensure()
+        if private:
+            self.clock.ready()
+            self.clock.say_ready()
+        return socket
 
     def ensure(self) -> str:
         """The daemon's socket; a private daemon that died is started again."""
@@ -167,6 +179,10 @@ class Worker:
         return self._pool_owner.reading(cid) if self._pool_owner else None
 
     # -- hooks -------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session) -> None:
+        self.clock.config = session.config  # the terminal the daemon's start is said on
+
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config, items) -> None:
         from .collect import deselect_resumed

@@ -1,0 +1,103 @@
+"""What a run shows while it goes and after it: a line per finished arm, the private
+daemon's start, what an interrupted run left and how to run it, the judge's bill, and
+the Markdown pivot in GitHub's step summary. Against a real daemon."""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+
+import pytest
+import yaml
+from jaato_project import WRITER, signer
+
+JUDGE_COST = 0.002
+
+
+def judge_profile(payload: dict, cost: float | None = JUDGE_COST) -> dict:
+    usage = {"prompt_tokens": 40, "output_tokens": 8, **({"cost_usd": cost} if cost else {})}
+    return dict(WRITER, name="judge", completion_payload_schema={
+        "type": "object", "properties": {"score": {}, "errors": {"type": "array"}},
+        "required": ["score", "errors"]}, plugin_configs={
+        "echo": {"tool_call": {"name": "signal_completion", "args": payload}, "response": "ok",
+                 "usage": usage},
+        "permission": {"policy": {"defaultPolicy": "allow"}}})
+
+
+def judged_task(project, task_id="judged"):
+    agent = signer({"answer": "42"})
+    agent["plugin_configs"]["echo"]["usage"] = {"prompt_tokens": 10, "output_tokens": 5,
+                                                "cost_usd": 0.001}
+    project.task(task_id, profile=agent, graders=[
+        {"kind": "judge", "profile": "judge", "threshold": 0.5}])
+    where = project.root / "tasks" / task_id / ".jaato" / "profiles" / "echo"
+    (where / "judge.yaml").write_text(yaml.safe_dump(judge_profile({"score": 1, "errors": []})))
+
+
+def test_a_line_per_arm_at_default_verbosity_dots_under_q(project):
+    project.task("ok")
+    project.task("bad", graders=[{"kind": "script", "run": "grep -qx STEADY answer.txt"}])
+    result = project.run("tasks")
+    out = result.stdout.str()
+    # verdict, arm id, cost and duration, one line each
+    assert re.search(r"^  PASS +ok@echo#0  \$0\.00\d\d · \d+\.\d s", out, re.M), out
+    assert re.search(r"^  FAIL +bad@echo#0  \$0\.00\d\d · \d+\.\d s", out, re.M), out
+    assert "1 failed, 1 passed" in out
+    quiet = project.run("tasks", "-q").stdout.str()
+    assert "  PASS " not in quiet and re.search(r"^[.F]{2}", quiet, re.M), quiet
+    verbose = project.run("tasks", "-v").stdout.str()
+    assert re.search(r"task\.yaml::ok\[echo-r0\] PASSED \$0\.00\d\d · \d", verbose), verbose
+
+
+def test_an_early_stop_says_what_did_not_run_and_the_command_that_runs_it(project):
+    project.task("a-bad", graders=[{"kind": "script", "run": "false"}])
+    project.task("b-ok")
+    project.task("c-ok")
+    out = project.run("tasks", "-x").stdout.str()
+    line = next(x for x in out.splitlines() if "did not run" in x)
+    assert line.startswith("2 arms did not run; they run with: pytest "), line
+    command = shlex.split(line.split("with: ", 1)[1])
+    assert "--resume" in command and "-x" in command
+    again = project.run(*command[1:]).stdout.str()  # the plugin's own store and socket args
+    assert "did not run" not in again
+    assert {r["task_id"] for r in project.records()} == {"a-bad", "b-ok", "c-ok"}
+
+
+def test_the_judges_bill_is_its_own_and_the_pivot_shows_both(project, tmp_path):
+    judged_task(project)
+    summary = tmp_path / "summary.md"
+    project.monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    out = project.run("tasks").stdout.str()
+    (r,) = project.records()
+    assert r["state"] == "PASS", r["verdicts"]
+    assert r["usage"]["cost_usd"] == pytest.approx(0.001)  # the agent's alone
+    assert r["judge_usage"]["cost_usd"] == pytest.approx(JUDGE_COST)
+    assert r["judge_usage"]["spend_total_tokens"] == 48
+    header = next(x for x in out.splitlines() if x.startswith("task "))
+    assert "judge cost" in header and "total cost" in header
+    row = next(x for x in out.splitlines() if x.startswith("judged "))
+    assert "$0.0010" in row and "$0.0020" in row and "$0.0030" in row
+    assert re.search(r"judged@echo#0  \$0\.0010 \(judge \$0\.0020\)", out), out
+    # GitHub's step summary got the Markdown pivot, and the run said so
+    assert f"pivot appended to $GITHUB_STEP_SUMMARY ({summary})" in out
+    text = summary.read_text()
+    assert "| judged | echo | 100% |" in text and "judge cost" in text
+    data = json.loads(project.pytester.run(sys.executable, "-m", "pytest_jaato_eval", "report",
+                                           str(project.store), "--format", "json"
+                                           ).stdout.str())
+    assert data["cells"][0]["judge_cost_usd"] == pytest.approx(JUDGE_COST)
+
+
+@pytest.mark.slow  # a private daemon's start; the arm lines are shown by the tests above
+def test_the_private_daemons_start_is_said_with_its_time(project):
+    project.task("ok")
+    out = project.run("tasks", shared_daemon=False).stdout.str()
+    lines = out.splitlines()
+    ready = next(i for i, x in enumerate(lines)
+                 if re.fullmatch(r"jaato-eval: private jaato daemon ready after \d+\.\d s", x))
+    starting = [i for i, x in enumerate(lines) if x.startswith(
+        "jaato-eval: starting the private jaato daemon")]
+    assert all(i < ready for i in starting), out  # said while waiting, when it had to wait
+    arm = next(i for i, x in enumerate(lines) if x.startswith("  PASS "))
+    assert ready < arm
