@@ -49,3 +49,15 @@ def test_the_examples_pass_on_the_echo_provider(project):
     # What the page says about echo's usage: counted per model call, two calls an arm.
     usage = records["script-check"]["usage"]
     assert usage["spend_total_tokens"] == 30 and usage["cost_usd"] == pytest.approx(0.002)
+
+
+def test_the_dataset_example_runs_one_arm_per_sample(project):
+    for path, text in doc_files().items():
+        project.write(path, text)
+    result = project.run("datasets", "-v")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["datasets/words/task.yaml::words[[]plain-echo-r0[]] PASSED*",
+                                 "datasets/words/task.yaml::words[[]polite-echo-r0[]] PASSED*"])
+    records = project.records()
+    assert sorted(r["arm_id"] for r in records) == ["words[plain]@echo#0", "words[polite]@echo#0"]
+    assert {r["sample_id"] for r in records} == {"plain", "polite"}
