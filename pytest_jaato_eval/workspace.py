@@ -139,10 +139,17 @@ class Bin:
     def put(self, path: Path) -> None:
         with self._lock:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._drain, daemon=True,
-                                                name="jaato-workspace-bin")
-                self._thread.start()
-            self._queue.put(path)
+                thread = threading.Thread(target=self._drain, daemon=True,
+                                          name="jaato-workspace-bin")
+                try:
+                    thread.start()
+                except RuntimeError:  # no thread to be had (the process is at its limit)
+                    thread = None
+                self._thread = thread
+            if self._thread is not None:
+                self._queue.put(path)
+                return
+        discard(path)  # removed here and now: slower, never lost
 
     def _drain(self) -> None:
         while (path := self._queue.get()) is not None:

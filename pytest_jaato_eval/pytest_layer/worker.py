@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -21,6 +22,7 @@ from .sigterm import SigtermAsInterrupt
 
 
 BIN_WAIT = 60.0  # for the background removal of workspaces at the run's end
+DISCARDED = "discarded"  # in a run folder: what its run could not remove (a later run does)
 
 
 class Worker:
@@ -103,9 +105,13 @@ class Worker:
             return
         self.sigterm.install()
         # Made here, not in the thread, so the run can abandon the start while it boots.
-        self._prestart = threading.Thread(target=self._keep_daemon, args=(self.daemon,),
-                                          name="jaato-daemon-start", daemon=True)
-        self._prestart.start()
+        prestart = threading.Thread(target=self._keep_daemon, args=(self.daemon,),
+                                    name="jaato-daemon-start", daemon=True)
+        try:
+            prestart.start()
+        except RuntimeError:  # no thread to be had: the first arm starts the daemon itself
+            return
+        self._prestart = prestart
 
     def _keep_daemon(self, daemon) -> None:
         try:
@@ -232,13 +238,28 @@ class Worker:
         """Stop our daemon and remove what the run made, kept workspaces excepted.
 
         Idempotent: called at unconfigure, whether or not the session got as far
-        as its finish.
+        as its finish. Never raises: a step that fails (no thread, process or file to be
+        had) is named on stderr and the steps after it still run; what could not be
+        removed stays in a run folder that names this process as its owner, which a later
+        run removes (sweep.sweep_dead_runs).
         """
+        for what, step in (("stopping the daemon", self._stop_daemon),
+                           ("removing workspaces", self._remove_workspaces),
+                           ("ending process trees", self._end_trees),
+                           ("removing the run folder", self._remove_run_dir)):
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - the run still ends with its summary
+                _say(f"{what} failed: {type(exc).__name__}: {exc}")
+
+    def _stop_daemon(self) -> None:
         self.wind_down()
         if self._daemon is not None:
             self._daemon.stop()
         self._release.set()
         self.sigterm.restore()
+
+    def _remove_workspaces(self) -> None:
         if self._bin is not None:
             self._bin.empty(BIN_WAIT)  # past it, the loop below removes what is left
         if self._arm_settings is not None:  # now the daemon can no longer write into them
@@ -246,12 +267,23 @@ class Worker:
             for ws in set(self._arm_settings.made) - set(self._arm_settings.kept):
                 workspace.discard(ws)
             sweep.remove_session_tmp(self._arm_settings.sessions)
+
+    def _end_trees(self) -> None:
         if self._arm_settings is not None or self._daemon is not None:
             from .. import processes
             processes.kill_live_trees()
+
+    def _remove_run_dir(self) -> None:
         run_dir, self._run_dir = self._run_dir, None
         if run_dir is None or not run_dir.exists():
             return
+        try:
+            self._empty_run_dir(run_dir)
+        finally:
+            kept = set(self._arm_settings.kept) if self._arm_settings is not None else None
+            _left_for_later(run_dir, self.context.run_id, kept)
+
+    def _empty_run_dir(self, run_dir: Path) -> None:
         kept = run_dir / "workspaces"
         # What this run kept, by its own list: an external daemon may still write into a
         # discarded workspace (a session's trackers), which must not pass for a kept one.
@@ -266,3 +298,38 @@ class Worker:
                     child.unlink(missing_ok=True)
         if not has_kept:
             shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _say(line: str) -> None:
+    try:
+        sys.stderr.write(f"jaato-eval: {line}\n")
+    except (OSError, ValueError):
+        pass
+
+
+def _left_for_later(run_dir: Path, run_id: str, kept: set[Path] | None) -> None:
+    """What of a run folder could not be removed is named, and handed to a later run.
+
+    The folder gets back the owner file a later run sweeps it by once this process is
+    gone; an unkept workspace moves out of `workspaces/` (which the sweep leaves alone:
+    kept workspaces are the user's) into `discarded/`, which it removes.
+    """
+    from .. import sweep
+    if not run_dir.exists():
+        return
+    workspaces = run_dir / "workspaces"
+    left = [p for p in run_dir.iterdir() if p != workspaces and p.name != sweep.OWNER_FILE]
+    if workspaces.is_dir() and kept is not None:
+        kept_here = {Path(ws).resolve() for ws in kept}
+        for ws in [p for p in workspaces.iterdir() if p.resolve() not in kept_here]:
+            (run_dir / DISCARDED).mkdir(exist_ok=True)
+            try:
+                ws.rename(run_dir / DISCARDED / ws.name)
+            except OSError:
+                pass
+            left.append(ws)
+    if not left:
+        return
+    sweep.write_owner(run_dir, run_id)
+    shown = ", ".join(str(p) for p in left[:3]) + (f" (+{len(left) - 3} more)" if len(left) > 3 else "")
+    _say(f"could not remove {shown}; a later run removes it")
