@@ -156,11 +156,14 @@ class Cell:
 
     @property
     def det(self) -> float | None:
-        """P3: share of answering arms with the modal payload; None under two answers (a
-        missing payload agrees with nothing, and one answer agrees only with itself)."""
+        """P3, jaato-eval's number: the largest group of exercised arms with one payload, over
+        every exercised arm; 0 when no two agree (a group of one is no agreement); None
+        under two answers. An arm without a payload stays in the denominator: it did not
+        reproduce the answer, and det_text says how many answered."""
         if self.answered < 2:
             return None
-        return stats.modal_share(self.payloads.elements())
+        modal = self.payloads.most_common(1)[0][1]
+        return modal / self.exercised if modal > 1 else 0.0
 
     @property
     def det_text(self) -> str:

@@ -60,7 +60,7 @@ def test_pass_fail_blocked_429(tmp_path):
     assert row["pass rate"] == "50%" and row["95% CI"] == "9–91%" and row["floor"] == "33%"
     assert (row["n"], row["pass"], row["fail"], row["blocked"]) == ("2", "1", "1", "1")
     assert row["cost"] == "$0.7500+"   # the BLOCKED arm reported no cost: a partial sum, marked
-    assert row["tokens"] == "150+" and row["det"] == "50%"
+    assert row["tokens"] == "150+" and row["det"] == "0%"  # two answers, no two alike
     assert "(1×) ProviderError: 429 Too Many Requests" in text
     assert "(1×) 429" in text.replace("ProviderError: ", "")
     assert lines[-1].strip() == "t @ echo: (1×) ProviderError: 429 Too Many Requests"
@@ -96,7 +96,7 @@ def test_det_with_blocked_arms_never_exceeds_100(tmp_path):
 
 @given(st.lists(st.tuples(st.sampled_from(["PASS", "FAIL", "BLOCKED"]),
                           st.sampled_from(["a", "b", None])), min_size=1, max_size=12))
-def test_det_is_a_share_of_the_arms_that_answered(arms_):
+def test_det_is_the_modal_share_of_the_exercised_arms(arms_):
     records = [arm("t", "s", i, state, h=h, reason="r") for i, (state, h) in enumerate(arms_)]
     (cell,) = build_cells(records)
     exercised = [h for state, h in arms_ if state != "BLOCKED"]
@@ -104,8 +104,8 @@ def test_det_is_a_share_of_the_arms_that_answered(arms_):
     if len(answered) < 2:  # a missing payload agrees with nothing
         assert cell.det is None and cell.det_text == DASH
     else:
-        assert 0 < cell.det <= 1.0
-        assert cell.det * len(answered) == max(answered.count(v) for v in set(answered))
+        modal = max(answered.count(v) for v in set(answered))
+        assert cell.det == (modal / len(exercised) if modal > 1 else 0.0)
         if len(answered) < len(exercised):
             assert cell.det_text.endswith(f" ({len(answered)} of {len(exercised)} answered)")
 
@@ -123,7 +123,7 @@ def test_det_with_some_arms_unanswered_shows_the_count(tmp_path):
                                arm("t", "s", 4, "PASS", h=None),
                                arm("t", "s", 5, "BLOCKED", reason="r")])
     row = columns(render_pivot(build_cells(records)))
-    assert row["det"] == "100% (2 of 5 answered)"
+    assert row["det"] == "40% (2 of 5 answered)"  # jaato-eval's number, and how many answered
     one = store(tmp_path, [arm("u", "s", 0, "PASS", h="x"), arm("u", "s", 1, "PASS", h=None)],
                 name="one.jsonl")
     assert columns(render_pivot(build_cells(one)))["det"] == DASH  # one answer agrees with itself
