@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 import time
 
@@ -76,6 +77,63 @@ def test_the_ceiling_still_cuts_the_session_and_stops_it_on_the_daemon(daemon, p
     run = run_session_arm(spec)
     assert run.blocked_reason.startswith("arm ceiling: the arm ran past 3 s")
     assert run.session_id and run.termination_reason == "operator_request"
+
+
+class LateRelay:
+    """A socket that refuses connections (bound, not listening: ECONNREFUSED, as a daemon
+    restarting on its path does) for `refuse` seconds, then relays to the real daemon."""
+
+    def __init__(self, path: str, upstream: str, refuse: float):
+        self.path, self.upstream = path, upstream
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(path)
+        self.refused_until = time.monotonic() + refuse
+        self.thread = threading.Thread(target=self._serve, args=(refuse,), daemon=True)
+        self.thread.start()
+
+    def _serve(self, refuse: float) -> None:
+        time.sleep(refuse)
+        self.server.listen(8)
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            up.connect(self.upstream)
+            for a, b in ((client, up), (up, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def test_a_refused_connection_before_the_session_is_tried_again(daemon, project):
+    spec = _arm(daemon, project.tmp, ceiling=600)
+    relay = LateRelay(str(project.tmp / "late.sock"), daemon.socket_path, refuse=3)
+    try:
+        spec.socket_path = relay.path
+        run = run_session_arm(spec)
+    finally:
+        relay.close()
+    assert run.blocked_reason is None, run.blocked_reason
+    assert (spec.workspace / "answer.txt").read_text() == "READY\n"
+    (caveat,) = [c for c in run.caveats if c.startswith("the daemon refused the connection")]
+    assert "Connection refused" in caveat and "before any model call" in caveat
 
 
 THREADLESS = """\
