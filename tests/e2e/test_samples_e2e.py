@@ -204,3 +204,52 @@ def test_an_error_in_the_test_body_is_blocked_with_its_traceback_never_fail(proj
     failed = by["test_fails_with_pytest_fail@echo#0"]
     assert failed["state"] == "FAIL" and "not good enough" in failed["verdicts"][0]["detail"]
     assert result.parseoutcomes().get("blocked") == 2
+
+
+def two_set_dataset_task(project, n_rows: int, repeats: int):
+    path = dataset_task(project, [{"id": f"s{i:02d}", "word": f"s{i:02d}"} for i in range(n_rows)],
+                        repeats=repeats)
+    other = path.parent / ".jaato" / "profiles" / "other"
+    other.mkdir()
+    (other / "writer.yaml").write_text((path.parent / ".jaato/profiles/echo/writer.yaml").read_text())
+    return path
+
+
+def test_a_shard_keeps_every_arm_of_a_sample_together(project):
+    two_set_dataset_task(project, 6, 2)
+    shards = []
+    for i in (1, 2):
+        result = project.run("tasks", "--co", "-q", "--profile-set=echo,other",
+                             f"--jaato-shard={i}/2")
+        shards.append([line for line in result.stdout.lines if "::words[" in line])
+    assert len(shards[0]) + len(shards[1]) == 24 and not set(shards[0]) & set(shards[1])
+    samples = [{line.split("[")[1].split("-")[0] for line in shard} for shard in shards]
+    assert not samples[0] & samples[1] and len(samples[0] | samples[1]) == 6
+    assert all(len(shard) == 4 * len(s) for shard, s in zip(shards, samples))  # 2 sets x 2 repeats
+
+
+@pytest.mark.slow
+def test_fifty_samples_by_two_sets_by_two_repeats_shard_resume_and_validate(project):
+    """The dataset sweep end to end: shard 1 of 2 runs, --resume runs exactly the rest,
+    the store holds each of the 200 arms once, and the pivot and `report` count per task."""
+    two_set_dataset_task(project, 50, 2)
+    first = project.run("tasks", "--profile-set=echo,other", "--jaato-shard=1/2")
+    assert first.ret == 0, first.stdout.str()
+    half = project.records()
+    by_sample: dict[str, int] = {}
+    for r in half:
+        by_sample[r["sample_id"]] = by_sample.get(r["sample_id"], 0) + 1
+    assert set(by_sample.values()) == {4} and 10 < len(by_sample) < 40  # whole samples only
+    rest = project.run("tasks", "--profile-set=echo,other", "--resume")
+    assert rest.ret == 0
+    rest.assert_outcomes(passed=200 - len(half), deselected=len(half))
+    records = project.records()
+    assert len(records) == 200 == len({r["arm_id"] for r in records})
+    assert {r["sample_id"] for r in records} == {f"s{i:02d}" for i in range(50)}
+    checked = validate(project)
+    assert checked.returncode == 0, checked.stdout
+    shown = subprocess.run([sys.executable, "-m", "pytest_jaato_eval", "report",
+                            str(project.store)], capture_output=True, text=True, timeout=120)
+    rows = [line.split() for line in shown.stdout.splitlines() if line.startswith("words")]
+    assert [(r[1], r[4], r[5]) for r in rows] == [("echo", "100", "100"),
+                                                  ("other", "100", "100")], shown.stdout
