@@ -58,6 +58,10 @@ class ArmSettings:
     owned_dir: Path | None = None
     owned: dict[Path, Path] = field(default_factory=dict)
     sandbox: str = "none"  # what confined the agents of this process (engine/sandbox.py)
+    # Keep each arm's transcript (results/transcripts.py); the compressed file of an arm
+    # waits here, by arm id, until its report takes it to the store's writer.
+    transcripts: bool = True
+    pending_transcripts: dict[str, tuple[str, bytes]] = field(default_factory=dict)
 
 
 def owned_config(task: Task, settings: ArmSettings) -> Path:
@@ -212,6 +216,9 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
     if run.session_id and run.history is None and task.kind != DRIVER:
         caveats.append("history absent: the daemon did not answer the history request")
 
+    transcript = None
+    if settings.transcripts and (run.session_id or grader_runs):  # before the workspace goes
+        transcript = keep_transcript(arm, settings, run, grader_runs or [], ws)
     kept = None
     if ws is not None:
         if keeps(settings, state):
@@ -237,7 +244,22 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
                "contamination_evidence": contamination_evidence,
                "workspace": kept, "finished_at": time.time(), "sandbox": settings.sandbox,
                "judge_usage": summed_usage(r.usage for _, r in grader_runs) if grader_runs
-               else None}))
+               else None, "transcript": transcript}))
+
+
+def keep_transcript(arm: Arm, settings: ArmSettings, run: AgentRun, grader_runs: list,
+                    ws: Path | None) -> str:
+    """Build, mask and compress the arm's transcript; hold it for the store's writer and
+    return its file name (the record's `transcript`)."""
+    from .engine.accounting import tracker_record
+    from .results import transcripts
+    document = transcripts.build(
+        arm_id=arm.id, task_id=arm.task.id, run_id=settings.run_id, run=run,
+        driver=arm.task.kind == DRIVER, grader_runs=grader_runs,
+        session_files=(lambda sid: tracker_record(ws, sid)) if ws is not None else None)
+    name = transcripts.file_name(arm.id, settings.run_id)
+    settings.pending_transcripts[arm.id] = (name, transcripts.encode(settings.redact(document)))
+    return name
 
 
 __all__ = ["Arm", "ArmSettings", "arms_of", "run_arm", "run_agent", "arm_record", "make_workspace", "PASS", "FAIL", "BLOCKED"]

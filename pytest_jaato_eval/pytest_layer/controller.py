@@ -50,6 +50,7 @@ class Controller:
         self.expected: set[str] = set()   # node ids of the arms collected to run
         self.finished: set[str] = set()   # node ids of the arms that wrote their record
         self.stopped = False              # interrupted, or stopped early (-x, --maxfail)
+        self.transcript_errors: list[str] = []  # transcripts that could not be written
         self._worker_root: Path | None = None
         self.sigterm = SigtermAsInterrupt()  # under -n: the workers' folders are swept at the end
 
@@ -141,8 +142,23 @@ class Controller:
         self.store.append(record)  # flushed as each arm ends
         self.records.append(record)
         self.finished.add(report.nodeid)
+        carried = outcome.transcript_of(report)
+        if carried is not None:
+            self._write_transcript(record, *carried)
         if outcome.is_blocked(report):
             self.blocked.append((report.nodeid, record.blocked_reason or ""))
+
+    def _write_transcript(self, record, name: str, data: bytes) -> None:
+        """Beside the store, after its record (the store set aside its previous copy, and
+        that copy's transcripts, at its first record). A file that cannot be written is
+        said at the end, never a lost arm."""
+        from ..results import transcripts
+        try:
+            if name != record.transcript:
+                raise ValueError(f"the report's transcript {name!r} is not the record's")
+            transcripts.write(self.store.path, name, data)
+        except (OSError, ValueError) as exc:
+            self.transcript_errors.append(f"{record.arm_id}: {exc}")
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
@@ -231,6 +247,10 @@ class Controller:
         note = self.kept_note()
         if note:
             tr.write_line(note)
+        if self.transcript_errors:
+            errors = self.transcript_errors
+            tr.write_line(f"error: {len(errors)} transcript(s) not written, e.g. {errors[0]}",
+                          red=True)
         settings = self.settings  # P4: the documents show what the pivot shows
         for line in write_documents(pivot, settings.html, settings.pdf, str(store.path)):
             tr.write_line(line, red=line.startswith("error:"))

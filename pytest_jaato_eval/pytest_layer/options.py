@@ -54,6 +54,9 @@ def add_options(parser) -> None:
     group.addoption("--jaato-shard", dest="jaato_shard", default=None, metavar="I/N",
                     help="run only shard I of N (1-based): every arm of a task in one shard, "
                          "the same split on every machine (docs/running.md)")
+    group.addoption("--no-jaato-transcripts", dest="jaato_transcripts", action="store_false",
+                    default=True, help="keep no transcripts beside the store (default: each "
+                                       "arm's, compressed, in <store>.transcripts/)")
     group.addoption("--jaato-html", dest="jaato_html", default=None, metavar="PATH",
                     help="also write a self-contained HTML report (pivot, chart, one row per arm)")
     group.addoption("--jaato-pdf", dest="jaato_pdf", default=None, metavar="PATH",
@@ -99,6 +102,7 @@ class Settings:
     keep_previous: str = "one"  # store.Store: "one" or "all" (--jaato-keep-previous)
     sandbox: str = "auto"  # --jaato-sandbox: engine/sandbox.py
     rootdir: Path | None = None  # hidden from a confined agent, with the checkout in it
+    transcripts: bool = True  # each arm's transcript beside the store (results/transcripts.py)
 
 
 def _path(value: str, rootdir: Path) -> Path:
@@ -148,6 +152,7 @@ def read_settings(config) -> Settings:
         html=html, pdf=pdf,
         shard=shard, samples=opt.jaato_samples, narrowed=narrowed_by(config),
         keep_previous="all" if opt.jaato_keep_previous else "one",
+        transcripts=bool(getattr(opt, "jaato_transcripts", True)),
     )
 
 

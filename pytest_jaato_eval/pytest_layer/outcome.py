@@ -19,6 +19,7 @@ from ..verdict import BLOCKED, FAIL
 BLOCKED_CATEGORY = "blocked"
 EXIT_BLOCKED = 2
 RECORD_ATTR = "jaato_record"
+TRANSCRIPT_ATTR = "jaato_transcript"
 EVIDENCE_LINES = 40  # per verdict in the failure text: the tail is where a failure shows
 
 
@@ -236,6 +237,31 @@ def on_report(item: Any, call: Any, report: Any, worker: Any) -> None:
             record["xfail"] = expectation
     item.user_properties.extend(junit_properties(record))  # JUnit reads them at teardown (X7)
     mark_report(report, item, record)
+    carry_transcript(report, worker, record["arm_id"])
+
+
+def carry_transcript(report: Any, worker: Any, arm_id: str) -> None:
+    """The arm's transcript rides on its report to the store's writer (the controller,
+    in this process or across xdist's channel): its file name and compressed bytes."""
+    settings = worker.arm_settings()
+    pending = settings.pending_transcripts.pop(arm_id, None)
+    if pending is not None:
+        import base64
+        setattr(report, TRANSCRIPT_ATTR, {"name": pending[0],
+                                          "data": base64.b64encode(pending[1]).decode()})
+
+
+def transcript_of(report: Any) -> tuple[str, bytes] | None:
+    """(file name, compressed transcript) carried by an arm's report, or None."""
+    carried = getattr(report, TRANSCRIPT_ATTR, None)
+    if not isinstance(carried, dict) or not isinstance(carried.get("data"), str):
+        return None
+    import base64
+    import binascii
+    try:
+        return str(carried.get("name")), base64.b64decode(carried["data"], validate=True)
+    except (binascii.Error, ValueError):
+        return None
 
 
 def xfail_of(item: Any) -> dict[str, Any] | None:

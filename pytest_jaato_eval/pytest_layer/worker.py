@@ -65,7 +65,8 @@ class Worker:
             root = self.settings.workspaces or (self.run_dir / "workspaces")
             self._arm_settings = ArmSettings(
                 workspace_root=root, keep_workspaces=self.settings.keep_workspaces,
-                ceiling=self.settings.ceiling, run_id=self.context.run_id)
+                ceiling=self.settings.ceiling, run_id=self.context.run_id,
+                transcripts=self.settings.transcripts)
         return self._arm_settings
 
     def discard(self, ws: Path) -> None:

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import review
+from . import review, show_command
 from .command_io import EXIT_OK, EXIT_UNUSABLE, Unusable, expand, open_stores, say
 from .compare import cmd_compare
 from .merge_command import cmd_merge
@@ -149,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
                                         "YAML language server)")
     sch.set_defaults(func=_cmd_schema)
     review.add_parser(sub)
+    show_command.add_parser(sub)
     return parser
 
 

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterator
 
+from . import transcripts
 from .record import ArmRecord
 from .store_reader import task_ids_in
 
@@ -163,6 +164,7 @@ class Store:
             target = previous_path(self.path)
             os.replace(self.path, target)
             self.rotated_to = target
+            transcripts.follow(self.path, target)
             return
         stamp = time.strftime("%Y%m%d-%H%M%S")
         for n in range(1000):
@@ -174,6 +176,7 @@ class Store:
                 continue
             os.replace(self.path, target)
             self.rotated_to = target
+            transcripts.follow(self.path, target)
             return
         raise StoreError(f"{self.path}: no free name to keep the previous store under")
 
