@@ -13,7 +13,8 @@ from pytest_html import extras
 from ..report import arms, tables
 from ..report.html import environment, pivot_view
 from ..results.pivot import build_cells
-from .outcome import record_of
+from ..results import transcript_view, transcripts
+from .outcome import record_of, transcript_of
 
 COLUMNS = ("state", "model", "provider", "session id", "turns", "cost", "budget", "nudges",
            "payload")
@@ -51,7 +52,14 @@ class JaatoHtmlColumns:
         if record is None or report.when != "call":
             return
         self.records.append(record)
-        body = str(_macros().arm_extra(arms.notes_text(record), tables.arm_evidence(record)))
+        evidence = tables.arm_evidence(record)
+        carried = transcript_of(report)  # the arm's transcript rides on its report
+        if carried is not None:
+            try:
+                evidence.transcript = transcript_view.sessions(transcripts.decode(carried[1]))
+            except transcripts.TranscriptUnreadable as exc:
+                evidence.transcript_note = str(exc)
+        body = str(_macros().arm_extra(arms.notes_text(record), evidence))
         if body.strip():
             report.extras = list(getattr(report, "extras", None) or []) + [extras.html(body)]
 

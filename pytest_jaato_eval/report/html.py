@@ -114,7 +114,8 @@ def context(records: "Pivot | Iterable[Any]", *, title: str = "jaato-eval report
     pivot = records if isinstance(records, Pivot) else Pivot.of_records(records)
     cells = pivot.cells
     summarise = not every_arm_shown(cells)
-    table = tables.gather(shown_records(pivot, summarise), cells, summarise)
+    table = tables.gather(shown_records(pivot, summarise), cells, summarise,
+                          store=pivot.name)  # each arm's transcript, read from beside it
     points = chart.profile_points(cells)
     meta = [f"{pivot.arm_count} arms in {len(cells)} cells (task × profile set)",
             f"generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}"]

@@ -10,8 +10,9 @@ its row, naming the rest of that kind, and one evidence per kind and task
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
+from ..results import transcript_view, transcripts
 from ..results.cell import DASH, reason_key
 from ..render import safe_text
 from . import arms
@@ -43,6 +44,8 @@ class ArmEvidence:
     error: str
     verdicts: list[VerdictView]
     also: list[str] = field(default_factory=list)  # arms of other profile sets failing alike
+    transcript: list[Any] | None = None  # transcript_view.SessionView, when one was kept
+    transcript_note: str = ""            # why a named transcript is not shown
 
 
 @dataclass
@@ -159,8 +162,10 @@ class TaskTable:
 class Tables:
     """Every task's table, filled one record at a time."""
 
-    def __init__(self, summarise: bool, passed: dict[tuple[str, str], int] | None = None):
+    def __init__(self, summarise: bool, passed: dict[tuple[str, str], int] | None = None,
+                 transcripts: Callable[[ArmEvidence, dict[str, Any]], ArmEvidence] | None = None):
         self.summarise = summarise
+        self.with_transcript = transcripts or (lambda ev, record: ev)
         self.passed = passed or {}   # (task, profile set) -> PASS arms, from the pivot
         self.cells: dict[tuple[str, str], _Cell] = {}
         self.graders: dict[str, dict[str, None]] = {}  # task -> grader ids, first seen first
@@ -179,8 +184,8 @@ class Tables:
         key = (_repeat(record), str(record.get("arm_id")))
         if not self.summarise:
             cell.rows.append((key, _row(record)))
-            if worth_reading(record):
-                cell.evidence.append((key, arm_evidence(record)))
+            if worth_reading(record) or record.get("transcript"):
+                cell.evidence.append((key, self.with_transcript(arm_evidence(record), record)))
         else:
             sig = signature(record)
             group = cell.groups.get(sig)
@@ -193,7 +198,8 @@ class Tables:
                     kinds[sig][1].also.append(_text(record.get("arm_id"), 80))
                 else:
                     kinds[sig] = ((str(record.get("profile_set") or "default"), key),
-                                  arm_evidence(record, failed_only=True))
+                                  self.with_transcript(arm_evidence(record, failed_only=True),
+                                                       record))
             else:
                 cell.overflow.append((*key, str(record.get("state"))))
 
@@ -227,6 +233,23 @@ class Tables:
             yield TaskTable(_text(task), list(self.graders.pop(task, {})), rows, evidence, passed)
 
 
+def transcript_reader(store: Any):
+    """What adds an arm's transcript to its evidence, or None when the store keeps none."""
+    if store is None or not transcripts.folder_of(store).is_dir():
+        return None
+
+    def add(evidence: ArmEvidence, record: dict[str, Any]) -> ArmEvidence:
+        if record.get("transcript") is None:
+            return evidence
+        try:
+            evidence.transcript = transcript_view.sessions(
+                transcripts.read(store, record.get("transcript")))
+        except transcripts.TranscriptUnreadable as exc:
+            evidence.transcript_note = safe_text(exc, 400)
+        return evidence
+    return add
+
+
 def _row(record: dict[str, Any]) -> Row:
     fields = {c: safe_text(v, CELL_CHARS, collapse=c == "notes")
               for c, v in arms.arm_fields(record).items()}
@@ -236,9 +259,12 @@ def _row(record: dict[str, Any]) -> Row:
     return Row(fields, verdicts)
 
 
-def gather(records: Iterable[Any], cells: Iterable[Any], summarise: bool) -> Tables:
-    """The tables of `records`; `cells` give each task × profile set's PASS count."""
-    tables = Tables(summarise, {(c.task_id, c.profile_set): c.passed for c in cells})
+def gather(records: Iterable[Any], cells: Iterable[Any], summarise: bool,
+           store: Any = None) -> Tables:
+    """The tables of `records`; `cells` give each task × profile set's PASS count. With
+    `store` (its path), each arm's evidence carries its transcript, read from beside it."""
+    tables = Tables(summarise, {(c.task_id, c.profile_set): c.passed for c in cells},
+                    transcript_reader(store))
     for record in records:
         tables.add(record)
     return tables

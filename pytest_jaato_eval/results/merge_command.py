@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import transcripts
 from .command_io import EXIT_OK, Unusable, expand, say
 from .merge import Merged, Refused, combine, limited, read_store
 
@@ -80,10 +81,27 @@ def cmd_merge(args) -> int:
     for note in merged.pin_notes:
         say(f"warning: {note}", file=sys.stderr)
     kept = write_store(out, merged)
+    if kept is not None:
+        transcripts.follow(out, kept)  # the old OUT's transcripts go with it
+    missing = copy_transcripts(out, merged)
     total = sum(len(s.records) for s in stores)
     say(f"{out}: {len(merged.records)} arms from {len(stores)} stores ({total} records read"
         + (f", {len(merged.replaced)} arms in more than one store" if merged.replaced else "")
         + ")")
     if kept is not None:
         say(f"the previous {out.name} was kept as {kept}")
+    if missing:
+        say(f"warning: {missing} record(s) name a transcript their input's folder does not "
+            f"hold; the merged store names it all the same", file=sys.stderr)
     return EXIT_OK
+
+
+def copy_transcripts(out: Path, merged: Merged) -> int:
+    """Each counted record's transcript, copied beside OUT; how many could not be found."""
+    missing = 0
+    for index, position in merged.chosen:
+        store = merged.stores[index]
+        name = store.records[position].transcript
+        if name is not None and not transcripts.copy(store.path, out, name):
+            missing += 1
+    return missing

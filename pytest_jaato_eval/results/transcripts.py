@@ -291,17 +291,22 @@ def read(store: Path | str, name: Any) -> dict[str, Any]:
             raw = fh.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise TranscriptUnreadable(f"{path}: {exc.strerror or exc}") from None
+    return decode(raw, str(path))
+
+
+def decode(raw: bytes, where: str = "transcript") -> dict[str, Any]:
+    """A compressed transcript's content, bounded; raises TranscriptUnreadable."""
     if len(raw) > MAX_FILE_BYTES:
-        raise TranscriptUnreadable(f"{path}: larger than {MAX_FILE_BYTES:,} bytes; not read")
+        raise TranscriptUnreadable(f"{where}: larger than {MAX_FILE_BYTES:,} bytes; not read")
     try:  # a bounded inflate: a small file that unpacks to gigabytes is refused
         inflate = zlib.decompressobj(wbits=31)
         text = inflate.decompress(raw, 4 * MAX_JSON_BYTES)
         if inflate.unconsumed_tail:
-            raise TranscriptUnreadable(f"{path}: unpacks to more than "
+            raise TranscriptUnreadable(f"{where}: unpacks to more than "
                                        f"{4 * MAX_JSON_BYTES:,} bytes; not read")
         data = json.loads(text)
     except (zlib.error, ValueError, RecursionError) as exc:
-        raise TranscriptUnreadable(f"{path}: not a transcript ({type(exc).__name__})") from None
+        raise TranscriptUnreadable(f"{where}: not a transcript ({type(exc).__name__})") from None
     if not isinstance(data, dict) or not isinstance(data.get("sessions"), list):
-        raise TranscriptUnreadable(f"{path}: not a transcript (no sessions)")
+        raise TranscriptUnreadable(f"{where}: not a transcript (no sessions)")
     return data
