@@ -101,3 +101,53 @@ def test_the_private_daemons_start_is_said_with_its_time(project):
     assert all(i < ready for i in starting), out  # said while waiting, when it had to wait
     arm = next(i for i, x in enumerate(lines) if x.startswith("  PASS "))
     assert ready < arm
+
+
+def transcript(project, record) -> dict:
+    from pytest_jaato_eval.results import transcripts
+    return transcripts.read(project.store, record["transcript"])
+
+
+def test_every_arm_keeps_its_transcript_with_its_judges_and_shows_it(project):
+    judged_task(project)
+    project.task("bad", graders=[{"kind": "script", "run": "grep -qx STEADY answer.txt"}])
+    out = project.run("tasks", "--html=page.html").stdout.str()
+    by = {r["task_id"]: r for r in project.records()}
+    bad = transcript(project, by["bad"])
+    (agent,) = bad["sessions"]
+    assert agent["session_id"] == by["bad"]["session_id"] and agent["model"] == "echo"
+    call = agent["messages"][1]["parts"][0]
+    assert (call["name"], call["args"]["path"]) == ("writeNewFile", "answer.txt")
+    result = agent["messages"][2]["parts"][0]
+    assert result["type"] == "function_response" and result["result"]["success"] is True
+    assert agent["turns"] and agent["turns"][0]["total"] == 15
+    judged = transcript(project, by["judged"])
+    assert [s["role"] for s in judged["sessions"]] == ["agent", "judge"]
+    assert judged["sessions"][1]["payload"] == {"score": 1, "errors": []}
+    assert judged["sessions"][0]["payload"] == {"answer": "42"}
+    # the terminal view: the failed arm's story, then its grader's verdict
+    shown = project.pytester.run(sys.executable, "-m", "pytest_jaato_eval", "show",
+                                 str(project.store), "-k", "bad").stdout.str()
+    assert shown.index("→ writeNewFile") < shown.index("agent: done") < shown.index(
+        "script:grep -qx STEADY answer.txt: FAIL")
+    # pytest-html has it as the item's extra, folded
+    page = (project.root / "page.html").read_text()
+    assert "transcript: 1 session" in page and "transcript: 2 sessions" in page
+    assert "did not run" not in out
+
+
+@pytest.mark.slow  # four runs; the rotation is also shown by tests/unit/test_transcripts.py
+def test_transcripts_resume_rotate_with_the_store_and_can_be_turned_off(project):
+    project.task("a")
+    project.task("b")
+    folder = project.store.with_name("results.transcripts")
+    project.run("tasks/a")
+    first = sorted(p.name for p in folder.iterdir())
+    assert len(first) == 1
+    project.run("tasks", "--resume")  # b is added beside a's
+    assert len(list(folder.iterdir())) == 2
+    assert all(transcript(project, r)["arm_id"] == r["arm_id"] for r in project.records())
+    project.run("tasks", "--no-jaato-transcripts")  # the store is set aside, its transcripts too
+    assert not folder.exists() and all(r["transcript"] is None for r in project.records())
+    (kept,) = project.root.glob("results.*.transcripts")
+    assert len(list(kept.iterdir())) == 2
