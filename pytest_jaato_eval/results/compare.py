@@ -46,6 +46,33 @@ class GroupChange:
                 and stats.clearly_below(self.new.interval, self.base.interval))
 
 
+def _per_arm(total: float | None, arms: int) -> float | None:
+    return None if total is None or arms <= 0 else total / arms
+
+
+def cost_delta_text(g: GroupChange) -> str:
+    """What an arm costs now minus what it cost: agent and judge together, and the judge's
+    part when a judge graded either side (each over the arms that reported a cost)."""
+    if g.base is None or g.new is None:
+        return "—"
+    def per_arm(c: Cell) -> tuple[float | None, float | None]:
+        agent = _per_arm(c.cost, c.arms_total - c.cost_unknown)
+        judge = _per_arm(c.judge_cost, c.judged - c.judge_cost_unknown)
+        total = None if agent is None and judge is None else (agent or 0.0) + (judge or 0.0)
+        return total, judge
+    (bt, bj), (nt, nj) = per_arm(g.base), per_arm(g.new)
+    if bt is None or nt is None:
+        return "—"
+    text = _signed(nt - bt)
+    if g.base.judged or g.new.judged:
+        text += " (judge " + ("—" if bj is None or nj is None else _signed(nj - bj)) + ")"
+    return text
+
+
+def _signed(dollars: float) -> str:
+    return f"{'-' if dollars < 0 else '+'}${abs(dollars):.4f}"
+
+
 def _cell_text(c: Cell | None) -> str:
     if c is None:
         return "absent"
@@ -88,14 +115,14 @@ def cmd_compare(args) -> int:
     for w in pin_differences(pins_of(base), pins_of(new)):
         say(f"warning: pins differ: {w}")
     changes = compare_groups(base.cells, new.cells)
-    header = ("group", "base", "new", "Δ pass rate", "flips", "")
+    header = ("group", "base", "new", "Δ pass rate", "Δ cost/arm", "flips", "")
     rows = [header]
     for g in changes:
         d = g.delta
         flips = ", ".join(x for x in (f"{len(g.down)} PASS→FAIL" if g.down else "",
                                       f"{len(g.up)} FAIL→PASS" if g.up else "") if x) or "—"
         rows.append((f"{g.task_id} @ {g.profile_set}", _cell_text(g.base), _cell_text(g.new),
-                     "—" if d is None else f"{100 * d:+.0f} pts", flips,
+                     "—" if d is None else f"{100 * d:+.0f} pts", cost_delta_text(g), flips,
                      "REGRESSED" if g.regressed else ""))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for r in rows:

@@ -115,3 +115,21 @@ def test_the_step_summary_is_appended_and_an_unwritable_one_is_a_line(tmp_path):
                                                           arms=5) in text
     line = append_step_summary(tmp_path / "no" / "such" / "dir", pivot, "s.jsonl")
     assert line.startswith("error: $GITHUB_STEP_SUMMARY:")
+
+
+def test_compare_shows_the_cost_delta_per_arm_with_the_judges_part(tmp_path, capsys):
+    base = write_store(tmp_path / "b.jsonl", [
+        arm_record("t", "echo", 0, "PASS", cost=0.01, judge_usage={"cost_usd": 0.02}),
+        arm_record("u", "echo", 0, "PASS", cost=0.01)])
+    new = write_store(tmp_path / "n.jsonl", [
+        arm_record("t", "echo", 0, "PASS", cost=0.03, judge_usage={"cost_usd": 0.01}),
+        arm_record("u", "echo", 0, "PASS", cost=None)])
+    assert main(["compare", str(base), str(new)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(x for x in lines if x.startswith("group"))
+    t = next(x for x in lines if x.startswith("t @ echo"))
+    u = next(x for x in lines if x.startswith("u @ echo"))
+    column = header.index("Δ cost/arm")
+    # agent +$0.02 and judge -$0.01: together +$0.01 an arm, the judge's part said
+    assert t[column:].startswith("+$0.0100 (judge -$0.0100)")
+    assert u[column:].startswith("—")  # the new side reported no cost: unknown, never 0
