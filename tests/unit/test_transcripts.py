@@ -217,3 +217,25 @@ def test_in_a_real_browser_the_transcript_is_folded_until_opened(tmp_path):
     # closed, nothing of it shown; opened: the session shows, its tool call still folded;
     # the call opened: its arguments show
     assert json.loads(found) == [False, False, False, True, False, True, True], found
+
+
+def test_the_show_commands_in_the_docs_run_as_written(tmp_path):
+    import re
+    import shlex
+    import subprocess
+    import sys
+    from pathlib import Path
+    doc = (Path(__file__).parents[2] / "docs" / "reports.md").read_text()
+    (block,) = [b for b in re.findall(r"^```bash\n(.*?)^```", doc, re.S | re.M)
+                if "pytest_jaato_eval show results.jsonl" in b]
+    store = tmp_path / "results.jsonl"
+    name = transcripts.file_name("write-file@echo#1", "r1")
+    transcripts.write(store, name, transcripts.encode(build()))
+    write_store(store, [arm_record("write-file", "echo", 1, "FAIL", transcript=name)])
+    for line in block.strip().splitlines():
+        argv = shlex.split(line, comments=True)
+        assert argv[:3] == ["python", "-m", "pytest_jaato_eval"]
+        done = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "write-file@echo#1: FAIL" in done.stdout and "→ writeNewFile" in done.stdout
