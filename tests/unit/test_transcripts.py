@@ -220,6 +220,7 @@ def test_in_a_real_browser_the_transcript_is_folded_until_opened(tmp_path):
 
 
 def test_the_show_commands_in_the_docs_run_as_written(tmp_path):
+    import os
     import re
     import shlex
     import subprocess
@@ -232,10 +233,10 @@ def test_the_show_commands_in_the_docs_run_as_written(tmp_path):
     name = transcripts.file_name("write-file@echo#1", "r1")
     transcripts.write(store, name, transcripts.encode(build()))
     write_store(store, [arm_record("write-file", "echo", 1, "FAIL", transcript=name)])
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     for line in block.strip().splitlines():
-        argv = shlex.split(line, comments=True)
-        assert argv[:3] == ["python", "-m", "pytest_jaato_eval"]
-        done = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, capture_output=True,
-                              text=True, timeout=120)
+        assert shlex.split(line)[:3] == ["python", "-m", "pytest_jaato_eval"]
+        done = subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "PATH": path})
         assert done.returncode == 0, done.stdout + done.stderr
         assert "write-file@echo#1: FAIL" in done.stdout and "→ writeNewFile" in done.stdout
