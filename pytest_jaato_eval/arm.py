@@ -199,6 +199,8 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
     task = arm.task
     caveats = [*run.caveats, *caveats]  # what the engine did comes first
     state, blocked_reason = roll_up(verdicts, run.blocked_reason)
+    if run.error and not run.blocked_reason:
+        blocked_reason = None  # S8: an unsigned arm carries `error`; its graders say the rest
     contaminated, contamination_evidence = None, []  # no agent run, nothing to check
     if ws is not None and run.session_id:
         ledger = ledger_of(run.history)

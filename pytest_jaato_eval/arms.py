@@ -37,6 +37,15 @@ class Arm:
         sample = f"[{self.sample.id}]" if self.sample is not None else ""
         return f"{self.task.id}{sample}@{self.set_name}#{self.repeat}"
 
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """Its id, and the id jaato-eval gives the same arm when it runs under the task's
+        own set without --profile-set (`@default`): a store of either names it (R3)."""
+        if self.profile_set is None or self.profile_set != self.task.profile_set:
+            return (self.id,)
+        sample = f"[{self.sample.id}]" if self.sample is not None else ""
+        return (self.id, f"{self.task.id}{sample}@{DEFAULT_SET}#{self.repeat}")
+
     # What the agent and the graders are given: the task's, rendered for the sample.
     @property
     def prompt(self) -> str | None:

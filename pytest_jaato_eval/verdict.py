@@ -6,7 +6,7 @@ fault. It never enters a pass-rate denominator and is always shown.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 PASS, FAIL, BLOCKED = "PASS", "FAIL", "BLOCKED"
 STATES = (PASS, FAIL, BLOCKED)
@@ -57,6 +57,21 @@ def roll_up(verdicts: Iterable[Verdict], blocked_before_grading: str | None = No
     if not verdicts:
         return BLOCKED, "no grader returned a verdict"
     return PASS, None
+
+
+def blocked_grader(verdicts: Any) -> str | None:
+    """`<grader id>: <reason>` of the first BLOCKED verdict (as stored: dicts): why an arm is
+    BLOCKED when a grader, not the arm, was (an unsigned arm, and every such arm of
+    jaato-eval's, leaves the arm's blocked_reason unset)."""
+    for v in verdicts if isinstance(verdicts, (list, tuple)) else ():
+        if isinstance(v, Mapping) and v.get("state") == BLOCKED and v.get("blocked_reason"):
+            return f"{v.get('grader_id')}: {v['blocked_reason']}"
+    return None
+
+
+def blocked_why(record: Mapping[str, Any]) -> str | None:
+    """Why a stored arm is BLOCKED: its own blocked_reason, else its first blocked grader's."""
+    return record.get("blocked_reason") or blocked_grader(record.get("verdicts"))
 
 
 # What a grader kind cannot establish, said once per arm it graded (the record's `caveats`,

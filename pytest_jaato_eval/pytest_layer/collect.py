@@ -234,7 +234,7 @@ def deselect_resumed(config, items, done: dict) -> None:
     dropped: list = []
     for item in items:
         arm = arm_of(item)
-        (dropped if arm is not None and arm.id in done else kept).append(item)
+        (dropped if arm is not None and any(i in done for i in arm.ids) else kept).append(item)
     if dropped:
         items[:] = kept
         config.hook.pytest_deselected(items=dropped)

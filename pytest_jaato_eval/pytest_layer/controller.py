@@ -138,6 +138,7 @@ class Controller:
         if raw is None:
             return
         from ..results.record import ArmRecord
+        from ..verdict import blocked_why
         record = ArmRecord.from_dict(raw)
         self.store.append(record)  # flushed as each arm ends
         self.records.append(record)
@@ -146,7 +147,7 @@ class Controller:
         if carried is not None:
             self._write_transcript(record, *carried)
         if outcome.is_blocked(report):
-            self.blocked.append((report.nodeid, record.blocked_reason or ""))
+            self.blocked.append((report.nodeid, blocked_why(record) or ""))
 
     def _write_transcript(self, record, name: str, data: bytes) -> None:
         """Beside the store, after its record (the store set aside its previous copy, and

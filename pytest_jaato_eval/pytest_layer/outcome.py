@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ..render import safe_text
-from ..verdict import BLOCKED, FAIL
+from ..verdict import BLOCKED, FAIL, blocked_why
 
 BLOCKED_CATEGORY = "blocked"
 EXIT_BLOCKED = 2
@@ -36,7 +36,7 @@ class ArmBlocked(Exception):
 
     def __init__(self, record: dict[str, Any]):
         self.record = record
-        super().__init__(f"BLOCKED: {record.get('blocked_reason')}")
+        super().__init__(f"BLOCKED: {blocked_why(record)}")
 
 
 def raise_for(record: dict[str, Any]) -> None:
@@ -90,8 +90,8 @@ def junit_properties(record: dict[str, Any]) -> list[tuple[str, str]]:
         ("jaato_cost_usd", "" if usage.get("cost_usd") is None else str(usage["cost_usd"])),
         ("jaato_turns", str(record.get("turns"))),
     ]
-    if record.get("blocked_reason"):
-        props.append(("jaato_blocked_reason", one_line(record["blocked_reason"])))
+    if blocked_why(record):
+        props.append(("jaato_blocked_reason", one_line(blocked_why(record))))
     # pytest escapes property values for XML, not names: a NUL in a grader id would
     # otherwise make the whole JUnit file unreadable.
     props += [(f"jaato_verdict[{_id(v['grader_id'], 200)}]", v["state"])
@@ -106,7 +106,7 @@ def mark_report(report: Any, item: Any, record: Any) -> None:
     if record["state"] == BLOCKED:
         _, lineno, _ = item.location
         report.outcome = "skipped"
-        report.longrepr = (str(item.path), lineno, f"BLOCKED: {one_line(record['blocked_reason'])}")
+        report.longrepr = (str(item.path), lineno, f"BLOCKED: {one_line(blocked_why(data))}")
         if hasattr(report, "wasxfail"):  # an environment fault is no expected failure
             del report.wasxfail
 

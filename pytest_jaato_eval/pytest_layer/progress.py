@@ -17,7 +17,7 @@ from typing import Any
 
 from ..render import safe_text
 from ..results.cell import money
-from ..verdict import BLOCKED, FAIL, PASS
+from ..verdict import BLOCKED, FAIL, PASS, blocked_why
 from .outcome import BLOCKED_CATEGORY, record_of
 
 PREFIX = "jaato-eval:"
@@ -47,7 +47,7 @@ def arm_line(record: Any, duration: float | None, width: int) -> str:
     state = record.get("state")
     line = (f"  {safe_text(state, 8):<7} {safe_text(record.get('arm_id'), 80, collapse=False)}"
             f"  {arm_facts(record, duration)}")
-    reason = record.get("blocked_reason")
+    reason = blocked_why(record)
     if state == BLOCKED and reason:
         line += f" · {safe_text(reason, None)}"
     return safe_text(line, max(width, 40), collapse=False)

@@ -25,7 +25,7 @@ from . import review, show_command
 from .command_io import EXIT_OK, EXIT_UNUSABLE, Unusable, expand, open_stores, say
 from .compare import cmd_compare
 from .merge_command import cmd_merge
-from .cell import Cell, plural
+from .cell import Cell
 from .pivot_formats import FORMATS, RENDERERS
 from .pivot_text import render_pivot
 from .store import check_output
@@ -64,7 +64,7 @@ def cmd_report(args) -> int:
     for note in pivot.skipped_notes():
         say(note, file=sys.stderr)
     if args.format == "text":
-        say(f"{pivot.source}: {plural(pivot.arm_count, 'arm')}")
+        say(f"{pivot.source}: {pivot.counted}")
         lines = render_pivot(pivot.cells, k=args.k)
     else:  # stdout holds the document alone, for a pipe or a file
         lines = RENDERERS[args.format](pivot.cells, k=args.k, source=str(pivot.source),

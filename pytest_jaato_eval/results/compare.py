@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from . import stats
 from .command_io import EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE, Unusable, expand, open_stores, say
 from .cell import Cell, interval_text, pct, plural
+from .record import DEFAULT_SET
 from ..report.pins import pin_differences, pins_of
 from ..verdict import BLOCKED, FAIL, PASS
 
@@ -80,22 +81,43 @@ def _cell_text(c: Cell | None) -> str:
             + (f" +{c.blocked}B" if c.blocked else "") + f" det {c.det_text}")
 
 
-def compare_groups(base: list[Cell], new: list[Cell]) -> list[GroupChange]:
+def _defaults_paired(cells: dict, other: dict) -> list[str]:
+    """jaato-eval names a task's own profile set `default` when run without --profile-set.
+    A task whose only group is `default` on one side and one named set on the other is one
+    group: keyed here by the named set. Returns what was paired, said."""
+    said = []
+    for task in sorted({t for t, s in cells if s == DEFAULT_SET}):
+        mine = [s for t, s in cells if t == task]
+        theirs = [s for t, s in other if t == task]
+        if mine == [DEFAULT_SET] and len(theirs) == 1 and theirs[0] != DEFAULT_SET:
+            cells[(task, theirs[0])] = cells.pop((task, DEFAULT_SET))
+            said.append(f"{task} @ {DEFAULT_SET} is paired with {task} @ {theirs[0]} "
+                        f"(jaato-eval's name for a task's own profile set)")
+    return said
+
+
+def compare_groups(base: list[Cell], new: list[Cell],
+                   paired: list[str] | None = None) -> list[GroupChange]:
     bcells = {(c.task_id, c.profile_set): c for c in base}
     ncells = {(c.task_id, c.profile_set): c for c in new}
+    said = _defaults_paired(bcells, ncells) + _defaults_paired(ncells, bcells)
+    if paired is not None:
+        paired.extend(said)
     changes = []
     for key in sorted(set(bcells) | set(ncells)):
         g = GroupChange(*key, bcells.get(key), ncells.get(key))
-        barms = {a.arm_id: a for a in (g.base.arms if g.base else [])}
-        narms = {a.arm_id: a for a in (g.new.arms if g.new else [])}
-        for arm in sorted(set(barms) & set(narms)):
-            b, n = barms[arm].state, narms[arm].state
+        # Arms pair by (sample, repeat): within a group that is the arm, whatever its id says.
+        barms = {(a.sample_id or "", a.repeat): a for a in (g.base.arms if g.base else [])}
+        narms = {(a.sample_id or "", a.repeat): a for a in (g.new.arms if g.new else [])}
+        for slot in sorted(set(barms) & set(narms)):
+            arm = narms[slot].arm_id
+            b, n = barms[slot].state, narms[slot].state
             if (b, n) == (PASS, FAIL):
                 g.down.append(arm)
             elif (b, n) == (FAIL, PASS):
                 g.up.append(arm)
             elif b != n and BLOCKED in (b, n):
-                reason = narms[arm].blocked_reason if n == BLOCKED else None
+                reason = narms[slot].blocked_reason if n == BLOCKED else None
                 g.blocked.append(f"{arm}: {b} → {n}" + (
                     f" ({' '.join(str(reason).split())[:120]})" if reason else ""))
         changes.append(g)
@@ -114,7 +136,10 @@ def cmd_compare(args) -> int:
     say(f"new:  {new.source} ({plural(new.arm_count, 'arm')})")
     for w in pin_differences(pins_of(base), pins_of(new)):
         say(f"warning: pins differ: {w}")
-    changes = compare_groups(base.cells, new.cells)
+    paired: list[str] = []
+    changes = compare_groups(base.cells, new.cells, paired)
+    for line in paired:
+        say(f"note: {line}")
     header = ("group", "base", "new", "Δ pass rate", "Δ cost/arm", "flips", "")
     rows = [header]
     for g in changes:
@@ -149,6 +174,12 @@ def cmd_compare(args) -> int:
     if not both:
         say(f"nothing compared: no group (task @ profile set) is in both stores "
             f"({plural(one_side, 'group')} in only one)")
+        return EXIT_UNUSABLE
+    smaller = min(sum(g.base is not None for g in changes), sum(g.new is not None for g in changes))
+    if 2 * both < smaller:  # "no group regressed" would be a claim about groups never compared
+        say(f"refused: only {both} of the {smaller} groups of the smaller store are in both "
+            f"stores; compare stores of the same tasks and profile sets (the groups in only "
+            f"one are listed above)")
         return EXIT_UNUSABLE
     tail = f"; {plural(one_side, 'group')} in only one store" if one_side else ""
     say(f"no group regressed ({plural(both, 'group')} in both stores compared{tail})")

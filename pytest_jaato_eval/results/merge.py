@@ -7,7 +7,9 @@ The rules, the same for every command:
 - An arm id in several stores counts once: within a store its last record (R3), and
   between stores the record that finished later (`finished_at`); with no later
   `finished_at` to tell them apart, the store named later wins. Every such choice
-  is said on stderr.
+  is said on stderr. jaato-eval names a task's own profile set `default` (run without
+  --profile-set): `t@default#0` is the same arm as `t@echo#0` when `echo` is the only
+  other set any store has for `t`.
 - A task with two different content hashes (`task_hash`) — a task changed between
   the shards — is refused: its arms would measure two different tasks.
 - Records are copied as they are: each keeps its own `run_id`, `task_hash` and
@@ -23,7 +25,7 @@ from typing import Sequence, cast
 
 from .command_io import Unusable, no_record, readable
 from .pivot import PROVENANCE_PINS, Pivot
-from .record import ArmRecord
+from .record import DEFAULT_SET, ArmRecord
 from ..report.pins import pins
 from .store_reader import scan
 from .validation import record_problems
@@ -132,14 +134,25 @@ def combine(stores: list[StoreFile]) -> Merged:
     hashes: dict[str, dict[str, tuple[Path, int]]] = {}
     # arm id -> (store index, position in it) of the record that counts so far.
     best: dict[str, tuple[int, int]] = {}
+    sets: dict[str, set[str]] = {}
+    for store in stores:
+        for record in store.records:
+            sets.setdefault(str(record.task_id), set()).add(record.set_name)
+
+    def same_arm(record: ArmRecord) -> str:
+        named = sets.get(str(record.task_id), set()) - {DEFAULT_SET}
+        if record.set_name != DEFAULT_SET or len(named) != 1:
+            return record.arm_id
+        return record.arm_id.replace(f"@{DEFAULT_SET}#", f"@{next(iter(named))}#", 1)
+
     for index, store in enumerate(stores):
         latest: dict[str, int] = {}
         for position, (record, line) in enumerate(zip(store.records, store.line_of)):
             if record.task_hash is not None:
                 hashes.setdefault(str(record.task_id), {}).setdefault(
                     str(record.task_hash), (store.path, line))
-            latest.pop(record.arm_id, None)
-            latest[record.arm_id] = position
+            latest.pop(same_arm(record), None)
+            latest[same_arm(record)] = position
         for arm, position in latest.items():
             record = store.records[position]
             if arm not in best:

@@ -11,10 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .cell import ArmSummary, Cell
+from .cell import ArmSummary, Cell, plural
 from .record import ArmRecord, RecordError, coerce, fields_reader
 from .record_values import number_or_none
 from .store_reader import fields_loader, read_at
+from ..verdict import BLOCKED, blocked_grader
 
 
 # What the pivot reads of a record, decided by the record's own checks (the usage
@@ -57,6 +58,8 @@ class _Interned:
 def _summary(data: dict, offset: int | None, intern: _Interned) -> ArmSummary:
     """Raises RecordError when `data` is not a record."""
     arm_id, task, pset, repeat, state, reason, phash, run_id, thash = _read(data)
+    if state == BLOCKED and not reason:
+        reason = blocked_grader(data.get("verdicts"))
     usage = data.get("usage")
     cost = tokens = None
     if type(usage) is dict:
@@ -110,13 +113,15 @@ class Pivot:
     @classmethod
     def of_records(cls, records: Iterable[ArmRecord | dict]) -> "Pivot":
         latest: dict[str, ArmRecord] = {}
+        n = 0
         for r in records:
             r = coerce(r)
+            n += 1
             latest.pop(r.arm_id, None)  # the last record wins, at its own place
             latest[r.arm_id] = r
         intern = _Interned()
         pivot = cls({a: summarise(r, intern=intern) for a, r in latest.items()}, records=latest)
-        pivot.lines_read = len(latest)
+        pivot.lines_read = n
         return pivot
 
     @classmethod
@@ -134,6 +139,17 @@ class Pivot:
     @property
     def arm_count(self) -> int:
         return sum(c.arms_total for c in self.cells)
+
+    @property
+    def counted(self) -> str:
+        """What the pivot counted, said: `5 arms`, or `5 arms (7 records: 2 superseded by a
+        later record of the same arm, which is the one counted)` (R3)."""
+        said = plural(self.arm_count, "arm")
+        extra = self.lines_read - self.arm_count
+        if extra > 0:
+            said += (f" ({plural(self.lines_read, 'record')}: {extra} superseded by a later "
+                     f"record of the same arm, which is the one counted)")
+        return said
 
     def arms(self, cell: Cell, states: Iterable[str] | None = None) -> Iterator[ArmRecord]:
         """The cell's latest records, in its order (repeat, arm id); only those in
@@ -175,14 +191,17 @@ def _scan(path: Path):
     partial = None
     intern = _Interned()
     n = offset = 0
-    loads, summary = fields_loader(_LINE_FIELDS), _summary
+    loads, summary, loads_whole = fields_loader(_LINE_FIELDS), _summary, fields_loader()
     with open(path, "rb") as fh:
         for number, raw in enumerate(fh, 1):
             start, offset = offset, offset + len(raw)
             if raw.isspace():
                 continue
             try:
-                a = summary(loads(raw), start, intern)
+                data = loads(raw)
+                if type(data) is dict and data.get("state") == BLOCKED and not data.get("blocked_reason"):
+                    data = loads_whole(raw)  # rare: the reason is a grader's (its verdicts)
+                a = summary(data, start, intern)
             except RecordError as exc:
                 skipped.append((number, str(exc)))
                 continue

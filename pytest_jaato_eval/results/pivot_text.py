@@ -8,8 +8,8 @@ ID_WIDTH = 80  # a task id or set name in a pivot row: long enough to tell ids a
 
 LEGEND = ("CI: 95% Wilson interval · floor: pass rate counting BLOCKED as FAIL · "
           "—: unknown, never 0",
-          "det: share of answering arms (a payload) with the modal payload, — under two "
-          "answers · pass@k / pass^k: any / all of k attempts pass")
+          "det: largest group of arms with one payload, over the arms exercised; — under "
+          "two answers · pass@k / pass^k: any / all of k attempts pass")
 PARTIAL_NOTE = "+: some arms reported none; the sum covers the arms that did"
 JUDGE_NOTE = ("cost: the agent's sessions · judge cost: the judge's own sessions · "
               "total cost: both")

@@ -23,6 +23,7 @@ from typing import Any
 from .record_values import checker, clean, shown_type
 
 RESULTS_VERSION = "1"
+DEFAULT_SET = "default"  # the set name of an arm run under no named set (jaato-eval's too)
 
 Json = Any  # any JSON value, cleaned of numbers no reader can format (record_values.clean)
 
@@ -130,7 +131,7 @@ class ArmRecord:
     # -- derived values every reader shares -------------------------------------------------
     @property
     def set_name(self) -> str:
-        return self.profile_set or "default"
+        return self.profile_set or DEFAULT_SET
 
     @property
     def cost(self) -> float | None:
@@ -211,14 +212,13 @@ def build_record(*, arm_id: str, task_id: str, profile_set: str, repeat: int, st
     """The record of an arm that just ended. `extra` holds further keys by name: a
     declared field is set, any other key is kept as written."""
     from ..engine.accounting import payload_hash
+    from ..verdict import instrument_caveats
+    verdicts = [v.to_dict() if hasattr(v, "to_dict") else dict(v) for v in verdicts]
     record = ArmRecord(
         caveats=instrument_caveats(v.get("grader_id") for v in verdicts), notes=list(notes),
         arm_id=arm_id, task_id=task_id, profile_set=profile_set,
-    from ..verdict import instrument_caveats
-    verdicts = [v.to_dict() if hasattr(v, "to_dict") else dict(v) for v in verdicts]
         repeat=repeat, state=state, blocked_reason=blocked_reason,
-        verdicts=[v.to_dict() if hasattr(v, "to_dict") else dict(v) for v in verdicts],
-        usage=dict(run.usage), duration_seconds=run.duration_seconds, turns=run.turns,
+        verdicts=verdicts, usage=dict(run.usage), duration_seconds=run.duration_seconds, turns=run.turns,
         finish_reason=run.finish_reason, payload_hash=payload_hash(run.payload),
         error=run.error, session_id=run.session_id, session_ids=list(run.session_ids),
         model=run.model, provider=run.provider,

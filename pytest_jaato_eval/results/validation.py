@@ -28,8 +28,9 @@ def record_problems(r: ArmRecord) -> tuple[list[str], list[str]]:
         elif v["state"] == BLOCKED and not v.get("blocked_reason"):
             problems.append(f"verdicts[{i}] is BLOCKED without a blocked_reason")
     vstates = [v["state"] for v in r.verdicts]
-    if r.state == BLOCKED and not r.blocked_reason:
-        problems.append("BLOCKED without a blocked_reason (a BLOCKED arm carries its reason)")
+    if r.state == BLOCKED and not r.blocked_reason and BLOCKED not in vstates:
+        # A grader's BLOCKED verdict is a reason: jaato-eval leaves the arm's unset then.
+        problems.append("BLOCKED without a reason: no blocked_reason and no BLOCKED verdict")
     if r.state in (PASS, FAIL) and r.blocked_reason:
         problems.append(f"{r.state} with a blocked_reason: the verdicts say otherwise")
     if r.state == PASS and (not vstates or any(s != PASS for s in vstates)):
@@ -99,6 +100,8 @@ def _validate_one(path: Path) -> tuple[list[str], list[str], str]:
         else:
             warnings.append(f"{path}: {arm}: appears {len(seen)} times (lines {lines}); "
                             f"the last counts")
-    summary = (f"{path}: {plural(records, 'record')}, {plural(len(problems), 'problem')}, "
-               f"{plural(len(warnings), 'warning')}")
+    counted = "" if len(where) == records else (
+        f" of {plural(len(where), 'arm')} (the last record of an arm is the one counted)")
+    summary = (f"{path}: {plural(records, 'record')}{counted}, "
+               f"{plural(len(problems), 'problem')}, {plural(len(warnings), 'warning')}")
     return problems, warnings, summary

@@ -75,12 +75,18 @@ def test_unsigned_arm_is_graded_and_its_processor_blocked(project):
     project.task("tree-bad", profile=unsigned(), graders=[
         {"kind": "script", "run": "grep -qx STEADY answer.txt"},
         processor(project, "tree-bad", "def validate(payload, context):\n    return []\n")])
-    project.run("tasks", "--arm-timeout=120")
+    project.task("tree-payload", profile=unsigned(), graders=[
+        {"kind": "script", "run": "grep -qx READY answer.txt"},
+        processor(project, "tree-payload", "def validate(payload, context):\n    return []\n")])
+    result = project.run("tasks", "--arm-timeout=120")
     by = {r["task_id"]: r for r in project.records()}
-    ok, bad = by["tree-ok"], by["tree-bad"]
-    for r in (ok, bad):
+    ok, bad, payload = by["tree-ok"], by["tree-bad"], by["tree-payload"]
+    for r in (ok, bad, payload):
         assert r["error"].startswith("NudgeExhausted"), r["error"]
-        assert r["blocked_reason"] is None
+        assert r["blocked_reason"] is None  # as jaato-eval writes it: the graders say the rest
+    assert payload["state"] == "BLOCKED"  # its processor has no payload to read
+    assert "BLOCKED tasks/tree-payload/task.yaml::tree-payload[echo-r0] - processor:" in (
+        result.stdout.str())
     assert ok["state"] == "PASS"  # the tree is real, so it is graded
     assert bad["state"] == "FAIL"  # and a failing tree stays in the denominator
     assert bad["verdicts"][1]["state"] == "BLOCKED"
@@ -91,9 +97,9 @@ def test_unsigned_arm_is_graded_and_its_processor_blocked(project):
     ({"score": 0.7, "errors": []}, [], [], "PASS", "score 0.7", True),  # == threshold passes
     ({"score": 0.5, "errors": []}, [], [], "FAIL", "score 0.5 < 0.7", True),
     ({"score": "high", "errors": []}, [], [], "BLOCKED", "score is 'high', not a number", True),
-    # `errors` is read as the defects found (docs/tasks.md, the judge's answer contract)
-    ({"score": 1, "errors": ["cannot read"]}, [], [], "FAIL", "found 1 defect(s): cannot read",
-     True),
+    # `errors` is the judge saying it could not grade, as jaato-eval reads it (docs/tasks.md)
+    ({"score": 1, "errors": ["cannot read"]}, [], [], "BLOCKED",
+     "the judge cannot grade: cannot read", True),
     ({"score": 1, "errors": []}, ["false"], ["script:false"], "BLOCKED",
      "gate script:false=FAIL", False),
     ({"score": 1, "errors": []}, [], ["script:false"], "BLOCKED", "gate script:false not run",

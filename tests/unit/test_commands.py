@@ -170,7 +170,7 @@ def test_validate_finds_every_problem(tmp_path):
     bad_state = arm("t", "s", 1, "PASS")
     bad_state["state"] = "SKIPPED"
     no_reason = arm("t", "s", 2, "BLOCKED")
-    no_reason["blocked_reason"] = None
+    no_reason["blocked_reason"], no_reason["verdicts"] = None, []
     old_version = arm("t", "s", 3, "PASS")
     old_version["results_version"] = "0"
     twice = arm("t", "s", 4, "PASS")
@@ -184,7 +184,7 @@ def test_validate_finds_every_problem(tmp_path):
     out = result.stdout
     assert f"{store}:1: t@s#0: missing keys: session_id, provenance" in out
     assert f"{store}:2: t@s#1: state 'SKIPPED': expected one of PASS, FAIL, BLOCKED" in out
-    assert f"{store}:3: t@s#2: BLOCKED without a blocked_reason" in out
+    assert f"{store}:3: t@s#2: BLOCKED without a reason: no blocked_reason and no BLOCKED verdict" in out
     assert f"{store}:4: t@s#3: results_version '0': this reader knows '1'" in out
     assert f"{store}: t@s#4: written more than once by one run (lines 5, 6)" in out
     assert f"{store}:7: t@s#5: PASS, but not every grader verdict is PASS" in out
@@ -383,3 +383,67 @@ def test_hostile_but_valid_json_is_never_a_traceback(tmp_path, key, value):
     assert validate.returncode == 1 and f"{path}:2: t@s#1: " in validate.stdout
     if key not in ("state", "verdicts"):
         assert f": {key}" in validate.stdout
+
+
+# -- a store jaato-eval 0.3.4 wrote --------------------------------------------------------------
+def reference_arm(task, repeat, state, *, grader_reason=None):
+    """A record as jaato-eval writes it run without --profile-set: `@default`, profile_set
+    null, and a grader's BLOCKED verdict with the arm's blocked_reason left unset."""
+    record = arm(task, "default", repeat, state, run=None, task_hash=None)
+    record["profile_set"] = None
+    if grader_reason:
+        record["blocked_reason"] = None
+        record["verdicts"][0].update(state="BLOCKED", blocked_reason=grader_reason)
+    return record
+
+
+def test_a_reference_store_validates_and_reports_its_graders_blocked_reasons(tmp_path, capsys):
+    store = write(tmp_path / "ref.jsonl", [
+        reference_arm("t", 0, "PASS"),
+        reference_arm("t", 1, "BLOCKED", grader_reason="arm produced no signal_completion payload")])
+    assert main(["validate", str(store)]) == 0
+    capsys.readouterr()
+    assert main(["report", str(store)]) == 2
+    out = capsys.readouterr().out
+    assert "script:grep -qx READY answer.txt: arm produced no signal_completion payload" in out
+    assert "state 'BLOCKED'" not in out
+
+
+def test_an_arm_written_twice_counts_once_and_report_says_so(tmp_path, capsys):
+    """R3: jaato-eval's run appends to its --out; the later record of an arm is the one
+    counted, by report and validate alike, and both say what they counted."""
+    store = write(tmp_path / "ref.jsonl", [reference_arm("t", 0, "FAIL"),
+                                           reference_arm("t", 0, "PASS")])
+    assert main(["report", str(store)]) == 0
+    assert "1 arm (2 records: 1 superseded by a later record of the same arm" in (
+        capsys.readouterr().out)
+    assert main(["validate", str(store)]) == 0
+    assert "2 records of 1 arm (the last record of an arm is the one counted)" in (
+        capsys.readouterr().out)
+
+
+def test_compare_pairs_the_references_default_set_with_ours(tmp_path, capsys):
+    ref = write(tmp_path / "ref.jsonl", [reference_arm("t", 0, "PASS"), reference_arm("u", 0, "PASS")])
+    ours = write(tmp_path / "ours.jsonl", [arm("t", "echo", 0, "FAIL"), arm("u", "echo", 0, "PASS")])
+    assert main(["compare", str(ref), str(ours)]) == 1
+    out = capsys.readouterr().out
+    assert "note: t @ default is paired with t @ echo" in out
+    assert "PASS→FAIL t@echo#0" in out and "regressed: 1 group: t @ echo" in out
+
+
+def test_compare_refuses_stores_that_pair_almost_nothing(tmp_path, capsys):
+    base = write(tmp_path / "a.jsonl", [arm(t, "echo", 0, "PASS") for t in "abcde"])
+    new = write(tmp_path / "b.jsonl", [arm("a", "echo", 0, "PASS")]
+                + [arm(t, "other", 0, "PASS") for t in "bcde"])
+    assert main(["compare", str(base), str(new)]) == 2
+    assert "refused: only 1 of the 5 groups of the smaller store are in both" in (
+        capsys.readouterr().out)
+
+
+def test_merge_takes_the_references_default_arm_as_ours(tmp_path, capsys):
+    ref = write(tmp_path / "ref.jsonl", [reference_arm("t", 0, "FAIL")])
+    ours = write(tmp_path / "ours.jsonl", [arm("t", "echo", 0, "PASS")])
+    out = tmp_path / "merged.jsonl"
+    assert main(["merge", str(out), str(ref), str(ours)]) == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["arm_id"] for r in lines] == ["t@echo#0"]
