@@ -235,7 +235,7 @@ def test_the_show_commands_in_the_docs_run_as_written(tmp_path):
     write_store(store, [arm_record("write-file", "echo", 1, "FAIL", transcript=name)])
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     for line in block.strip().splitlines():
-        assert shlex.split(line)[:3] == ["python", "-m", "pytest_jaato_eval"]
+        assert shlex.split(line.split("  #")[0])[:3] == ["python", "-m", "pytest_jaato_eval"]
         done = subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
                               text=True, timeout=120, env={**os.environ, "PATH": path})
         assert done.returncode == 0, done.stdout + done.stderr
