@@ -157,6 +157,35 @@ class TaskTable:
     rows: list[Row]
     evidence: list[ArmEvidence]
     passed: list[tuple[str, int]]   # summarised: (profile set, PASS arms), no rows
+    samples: list["SampleRow"] = field(default_factory=list)  # a dataset task's drill-down
+
+
+@dataclass
+class SampleRow:
+    """One sample of a task, over every profile set and repeat: its arms' states."""
+    sample_id: str
+    passed: int = 0
+    failed: int = 0
+    blocked: int = 0
+
+
+def sample_rows(cells: Iterable[Any]) -> dict[str, list[SampleRow]]:
+    """task -> its samples in id order, counted from the pivot's arms (every arm, also in
+    a summarised report, where PASS records are not read)."""
+    found: dict[str, dict[str, SampleRow]] = {}
+    for cell in cells:
+        for a in cell.arms:
+            if a.sample_id is None:
+                continue
+            row = found.setdefault(cell.task_id, {}).setdefault(
+                a.sample_id, SampleRow(_text(a.sample_id, 80)))
+            if a.state == "PASS":
+                row.passed += 1
+            elif a.state == "FAIL":
+                row.failed += 1
+            else:
+                row.blocked += 1
+    return {task: [rows[k] for k in sorted(rows)] for task, rows in found.items()}
 
 
 class Tables:
@@ -171,6 +200,7 @@ class Tables:
         self.graders: dict[str, dict[str, None]] = {}  # task -> grader ids, first seen first
         # summarised: one evidence per task and kind of failure, with its owner's sort key
         self.kinds: dict[str, dict[tuple, tuple[tuple, ArmEvidence]]] = {}
+        self.samples: dict[str, list[SampleRow]] = {}  # task -> its per-sample drill-down
 
     def add(self, record: Any) -> None:
         record = arms.as_mapping(record)
@@ -230,7 +260,8 @@ class Tables:
                         f"other failures (only {GROUPS_PER_CELL} kinds are shown in full)"))
             evidence += [ev for _, ev in sorted(self.kinds.pop(task, {}).values(),
                                                 key=lambda ke: ke[0])]
-            yield TaskTable(_text(task), list(self.graders.pop(task, {})), rows, evidence, passed)
+            yield TaskTable(_text(task), list(self.graders.pop(task, {})), rows, evidence, passed,
+                            self.samples.pop(task, []))
 
 
 def transcript_reader(store: Any):
@@ -263,8 +294,10 @@ def gather(records: Iterable[Any], cells: Iterable[Any], summarise: bool,
            store: Any = None) -> Tables:
     """The tables of `records`; `cells` give each task × profile set's PASS count. With
     `store` (its path), each arm's evidence carries its transcript, read from beside it."""
+    cells = list(cells)
     tables = Tables(summarise, {(c.task_id, c.profile_set): c.passed for c in cells},
                     transcript_reader(store))
+    tables.samples = sample_rows(cells)
     for record in records:
         tables.add(record)
     return tables

@@ -3,6 +3,7 @@ shard unit, the judge's gate checked at load, and xfail in the pivot's exit
 (docs/tasks.md, "Datasets"). The end-to-end runs are in tests/e2e/test_samples_e2e.py."""
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
@@ -12,8 +13,10 @@ import pytest
 from pytest_jaato_eval.arms import arms_of
 from pytest_jaato_eval.manifest import ManifestError, load_task
 from pytest_jaato_eval.pytest_layer.shard import unit_of
+from pytest_jaato_eval.report import html
 from pytest_jaato_eval.results.cell import ArmSummary, Cell
 from pytest_jaato_eval.results.commands import report_exit
+from pytest_jaato_eval.testing.records import arm_record
 
 TASK = """\
 id: words
@@ -149,3 +152,18 @@ def test_report_exits_as_the_run_did_under_xfail():
     assert report_exit([_cell(("PASS", None), ("FAIL", None))]) == 1
     assert report_exit([_cell(("PASS", "strict"))]) == 1  # XPASS(strict) failed the run
     assert report_exit([_cell(("PASS", "xfail"))]) == 0
+
+
+def test_the_html_report_drills_down_per_sample():
+    records = []
+    for sample, states in (("cat", ("PASS", "FAIL")), ("dog", ("PASS", "PASS"))):
+        for repeat, state in enumerate(states):
+            r = arm_record("words", "echo", repeat, state, arm_id=f"words[{sample}]@echo#{repeat}")
+            r.extra["sample_id"] = sample
+            records.append(r)
+    doc = html.render(records)
+    table = doc[doc.index('<details class="samples">'):doc.index("</details>")]
+    assert "Per sample: 2 samples" in table
+    rows = [[cell for cell in re.findall(r"<td[^>]*>([^<]*)</td>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", table, re.S) if "<td" in row]
+    assert rows == [["cat", "1", "1", "0"], ["dog", "2", "0", "0"]]
