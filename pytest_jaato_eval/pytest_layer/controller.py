@@ -83,7 +83,7 @@ class Controller:
     def pytest_report_collectionfinish(self, config, items):
         """Said once, before the first arm: what confines the agents of this run."""
         if not config.option.collectonly and any(arm_of(item) for item in items):
-            return sandbox_line(self.settings)
+            return [sandbox_line(self.settings), *pool_advice(config, self.settings)]
         return None
 
     @pytest.hookimpl(trylast=True)
@@ -300,3 +300,15 @@ def sandbox_line(settings, seen: set | None = None) -> str:
     if seen and "none" in seen and sandbox is not None:
         return f"sandbox: {line}; some arms ran on a daemon that is not this run's: none"
     return f"sandbox: {line}"
+
+
+def pool_advice(config, settings) -> list[str]:
+    """With --jaato-socket and -n N, N arms at once share a daemon the run did not start:
+    each needs a warm runner slot of its own, which that daemon keeps only when it was
+    started with JAATO_RUNNER_POOL_SIZE >= N (else an arm cold-spawns its runner)."""
+    workers = getattr(config.option, "numprocesses", None)
+    if not settings.socket or not isinstance(workers, int) or workers < 2:
+        return []
+    return [f"advice: {workers} workers share the daemon at {settings.socket}: start it with "
+            f"JAATO_RUNNER_POOL_SIZE>={workers} so each arm claims a warm runner slot instead "
+            f"of starting one cold"]

@@ -462,3 +462,20 @@ def test_fence_names_declared_and_default_roots(tmp_path):
     (other / "root").symlink_to("/")
     assert fence.ignored(other / "into") and fence.ignored(other / "root")
     assert not fence.ignored(other)
+
+
+def test_a_shared_daemon_under_xdist_gets_the_runner_pool_advice():
+    """With --jaato-socket and -n N the run says what jaato-eval's sweep says for
+    --concurrency N: the daemon needs JAATO_RUNNER_POOL_SIZE >= N warm slots."""
+    from types import SimpleNamespace
+
+    from pytest_jaato_eval.pytest_layer.controller import pool_advice
+
+    def config(n):
+        return SimpleNamespace(option=SimpleNamespace(numprocesses=n))
+
+    shared = SimpleNamespace(socket="/tmp/d.sock")
+    (line,) = pool_advice(config(4), shared)
+    assert "JAATO_RUNNER_POOL_SIZE>=4" in line and "/tmp/d.sock" in line
+    assert pool_advice(config(1), shared) == pool_advice(config(None), shared) == []
+    assert pool_advice(config(4), SimpleNamespace(socket=None)) == []  # a private daemon per worker
