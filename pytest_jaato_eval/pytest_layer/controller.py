@@ -91,7 +91,7 @@ class Controller:
         if session.config.option.collectonly:
             return
         arms = [arm_of(item) for item in session.items]
-        self.expected = {item.nodeid for item, arm in zip(session.items, arms) if arm is not None}
+        self.expected |= {item.nodeid for item, arm in zip(session.items, arms) if arm is not None}
         if any(arm is not None for arm in arms):
             self._claim_store({arm.task.id for arm in arms if arm is not None})
 

@@ -56,8 +56,8 @@ def arm_line(record: Any, duration: float | None, width: int) -> str:
 def teststatus(report: Any, config: Any):
     """pytest_report_teststatus for an arm's report (None: pytest's own)."""
     record = record_of(report)
-    if record is None:
-        return None
+    if record is None or hasattr(report, "wasxfail"):
+        return None  # an xfail arm is pytest's own `x` / `X` (its record keeps the mark)
     state = record.get("state")
     category = STATE_CATEGORY.get(state, BLOCKED_CATEGORY)
     word, markup = WORDS.get(state, WORDS[BLOCKED])
