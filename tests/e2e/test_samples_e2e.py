@@ -110,6 +110,13 @@ def test_a_parametrised_python_arm_is_one_sample_per_parameter_set(project):
     assert {r["sample_id"] for r in records} == {"cat", "dog", "owl"}
     checked = validate(project)
     assert checked.returncode == 0 and "more than once" not in checked.stdout, checked.stdout
+    resumed = project.run("arms", "--resume")
+    assert resumed.ret == 5  # every arm is in the store: all deselected, none run again
+    resumed.assert_outcomes(deselected=6)
+    shards = [{line.split("[")[1].split("-")[0] for line in project.run(
+        "arms", "--co", "-q", f"--jaato-shard={i}/2").stdout.lines if "::test_writes[" in line}
+        for i in (1, 2)]
+    assert not shards[0] & shards[1] and shards[0] | shards[1] == {"cat", "dog", "owl"}
 
 
 def test_marker_mistakes_are_collection_errors_all_reported_together(project):
