@@ -4,8 +4,8 @@
 For each condition (idle, then 6 busy loops + a memory hog on this machine's cores) a fresh
 private daemon is started and timed to its first answer; then, on it, one after another:
 
-- `--arms` echo sessions: the connection's handshake, `session.new`'s answer, the prompt's
-  turn to its terminal;
+- `--arms` echo sessions: the connection's handshake, `session.new`'s answer (the first one
+  starts a runner from cold), the prompt's turn to its terminal, the history's answer;
 - one session on a fixture of `--files` files (the daemon walks the workspace at init);
 - one session whose scripted model hangs: the time from `session.stop` to the daemon's
   terminal for it (`termination_reason`).
@@ -60,6 +60,8 @@ async def session(sock: str, ws: Path, cr: Path, profile: str, *, hang: Scripted
     reasons: list[str] = []
     client.subscribe(EventType.SESSION_TERMINATED,
                      lambda ev: (reasons.append(getattr(ev, "reason", None)), ended.set()))
+    history = asyncio.Event()
+    client.subscribe(EventType.HISTORY, lambda ev: history.set())
     try:
         t = time.monotonic()
         sid = await client.create_session(profile=profile, timeout=600)
@@ -69,6 +71,10 @@ async def session(sock: str, ws: Path, cr: Path, profile: str, *, hang: Scripted
         if hang is None:
             await asyncio.wait_for(turn, 600)
             out["turn"] = time.monotonic() - t
+            t = time.monotonic()
+            await client.request_history()
+            await asyncio.wait_for(history.wait(), 120)
+            out["history"] = time.monotonic() - t
             return out
         await asyncio.to_thread(hang.wait_for_chat_requests, 1, 300)
         t = time.monotonic()
@@ -97,6 +103,7 @@ def condition(base: Path, args: argparse.Namespace, hog: Hog | None) -> dict:
                 rows.setdefault(key, []).append(value)
         got = asyncio.run(session(sock, workspace(base, "big", args.files), cr, "writer"))
         rows["create_big_fixture"] = [got["create"]]
+        rows["create_warm"] = rows["create"][1:] or rows["create"]
         with ScriptedModel([Turn.hang()]) as model:
             model.write_profile(cr, "hang", profile_set="echo")
             got = asyncio.run(session(sock, workspace(base, "hang"), cr, "hang", hang=model))
