@@ -51,3 +51,21 @@ def test_an_xfail_arm_is_stored_with_its_mark_and_report_exits_as_the_run(projec
     shown = report(project)
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert "1 (1 xfail)" in shown.stdout
+
+
+def test_fix_then_lf_shows_the_whole_sweep(project):
+    project.task("a-good")
+    bad = project.task("b-bad", graders=FAILING)
+    argv = [f"--jaato-out={project.store}", f"--jaato-socket={project.daemon.socket_path}",
+            "-p", "no:xdist", "tasks"]
+    project.monkeypatch.setenv("TMPDIR", str(project.tmp))
+    first = project.pytester.runpytest_subprocess(*argv, timeout=300)
+    assert first.ret == 1
+    bad.write_text(bad.read_text().replace("DONE", "READY"))  # the fix
+    rerun = project.pytester.runpytest_subprocess(*argv, "--lf", timeout=300)
+    assert rerun.ret == 0, rerun.stdout.str()
+    rerun.stdout.fnmatch_lines(["narrowed run (--lf): 1 record added to the store*"])
+    pivot = {line.split()[0]: line.split()[2] for line in rerun.stdout.lines
+             if line.startswith(("a-good", "b-bad"))}
+    assert pivot == {"a-good": "100%", "b-bad": "100%"}, rerun.stdout.str()
+    assert [r["state"] for r in project.records()] == ["PASS", "FAIL", "PASS"]
