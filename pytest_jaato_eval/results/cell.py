@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from . import stats
 from ..render import safe_text
@@ -67,9 +68,14 @@ class Cell:
     judge_cost_unknown: int = 0   # judged arms whose judge reported no cost
     expected_failures: int = 0    # FAIL arms that ran under an xfail mark: not the run's FAIL
     strict_passes: int = 0        # PASS arms under a strict xfail mark: the run's FAIL
+    # A dataset task's samples, each its own tally: pass@k, pass^k and det are about the
+    # repeats of one input, so they are taken per sample and averaged over the samples.
+    samples: dict[str, "SampleTally"] = field(default_factory=dict)
 
     def add(self, a: ArmSummary) -> None:
         self.arms.append(a)
+        if a.sample_id is not None:
+            self.samples.setdefault(a.sample_id, SampleTally()).add(a)
         if a.state == PASS:
             self.passed += 1
             if a.xfail == "strict":
@@ -160,6 +166,8 @@ class Cell:
         every exercised arm; 0 when no two agree (a group of one is no agreement); None
         under two answers. An arm without a payload stays in the denominator: it did not
         reproduce the answer, and det_text says how many answered."""
+        if self.samples:
+            return _mean(t.det for t in self.samples.values())
         if self.answered < 2:
             return None
         modal = self.payloads.most_common(1)[0][1]
@@ -174,10 +182,23 @@ class Cell:
         return text
 
     def pass_at(self, k: int | None) -> float | None:
+        if k is not None and self.samples:
+            return _mean(stats.pass_at_k(t.passed + t.failed, t.passed, k)
+                         for t in self.samples.values())
         return None if k is None else stats.pass_at_k(self.exercised, self.passed, k)
 
     def pass_hat(self, k: int | None) -> float | None:
+        if k is not None and self.samples:
+            return _mean(stats.pass_hat_k(t.passed + t.failed, t.passed, k)
+                         for t in self.samples.values())
         return None if k is None else stats.pass_hat_k(self.exercised, self.passed, k)
+
+    @property
+    def attempts(self) -> list[int]:
+        """The exercised arms of each attempt group: of each sample, or of the cell."""
+        if self.samples:
+            return [t.passed + t.failed for t in self.samples.values()]
+        return [self.exercised]
 
     @property
     def mean_cost(self) -> float | None:
@@ -190,10 +211,42 @@ class Cell:
 
 
 def default_k(cells: list[Cell]) -> int | None:
-    """One k for the whole pivot, so pass@k compares across cells: the smallest sample
-    among cells with repeats (at least 2 exercised arms); None when no cell has repeats."""
-    ns = [c.exercised for c in cells if c.exercised >= 2]
+    """One k for the whole pivot, so pass@k compares across cells: the fewest exercised
+    repeats of one input (a cell, or a dataset's sample) among those with repeats (at
+    least 2); None when nothing was repeated."""
+    ns = [n for c in cells for n in c.attempts if n >= 2]
     return min(ns) if ns else None
+
+
+@dataclass(slots=True)
+class SampleTally:
+    """One sample's arms in a cell: what pass@k and det need."""
+    passed: int = 0
+    failed: int = 0
+    payloads: Counter = field(default_factory=Counter)
+
+    def add(self, a: ArmSummary) -> None:
+        if a.state in (PASS, FAIL):
+            if a.state == PASS:
+                self.passed += 1
+            else:
+                self.failed += 1
+            if a.payload_hash is not None:
+                self.payloads[a.payload_hash] += 1
+
+    @property
+    def det(self) -> float | None:
+        """The cell's det rule, within the sample."""
+        if sum(self.payloads.values()) < 2:
+            return None
+        modal = self.payloads.most_common(1)[0][1]
+        return modal / (self.passed + self.failed) if modal > 1 else 0.0
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    """The mean of the known values; None when none is known."""
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
 
 
 # Ids in a reason (sessions, UUIDs, hashes) would split one cause into many digest lines.

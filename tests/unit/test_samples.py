@@ -14,7 +14,7 @@ from pytest_jaato_eval.arms import arms_of
 from pytest_jaato_eval.manifest import ManifestError, load_task
 from pytest_jaato_eval.pytest_layer.shard import unit_of
 from pytest_jaato_eval.report import html
-from pytest_jaato_eval.results.cell import ArmSummary, Cell
+from pytest_jaato_eval.results.cell import ArmSummary, Cell, default_k
 from pytest_jaato_eval.results.commands import report_exit
 from pytest_jaato_eval.testing.records import arm_record
 
@@ -167,3 +167,15 @@ def test_the_html_report_drills_down_per_sample():
     rows = [[cell for cell in re.findall(r"<td[^>]*>([^<]*)</td>", row)]
             for row in re.findall(r"<tr>(.*?)</tr>", table, re.S) if "<td" in row]
     assert rows == [["cat", "1", "1", "0"], ["dog", "2", "0", "0"]]
+
+
+def test_pass_at_k_and_det_are_taken_per_sample_and_averaged():
+    cell = Cell("words", "echo")
+    for sample, state, payload in (("a", "PASS", "x"), ("a", "PASS", "x"),
+                                   ("b", "FAIL", "y"), ("b", "FAIL", "y")):
+        cell.add(ArmSummary(f"words[{sample}]@echo#{len(cell.arms)}", "words", "echo", 0, state,
+                            None, payload, None, None, sample_id=sample))
+    assert default_k([cell]) == 2  # each sample's repeats, not the cell's four arms
+    assert cell.pass_at(2) == 0.5 and cell.pass_hat(2) == 0.5  # one sample always, one never
+    assert cell.det == 1.0  # each sample reproduced its own answer
+    assert cell.pass_rate == 0.5
