@@ -4,9 +4,9 @@ After the run, every tool call in the arm's ledger is read for the paths it name
 a file argument (a `path`, `file`, `directory`, … key) outside the workspace, or
 anything - a file argument, a word of a shell command, or any string argument -
 that reaches the task's config root, its directory (the manifest, the fixture's
-original), or a file a grader names. Such an arm is `contaminated: true`, BLOCKED
-with a reason that starts `contaminated:` and the offending calls as evidence:
-its verdict says nothing about the agent's skill, right or wrong.
+original), or a file a grader names. Such an arm is `contaminated: true` and FAILS,
+with a `contamination` verdict that names the offending calls: its graders' verdict
+says nothing about the agent's skill, and the agent chose to go there.
 
 The ledger says what the calls asked for, not everything they did (a command can
 build a path at run time), so this is a tripwire, not a sandbox. Where there is
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .verdict import BLOCKED
+from .verdict import BLOCKED, FAIL, Verdict
 
 PATH_KEYS = {"path", "paths", "file", "files", "file_path", "filepath", "filename", "directory",
              "dir", "cwd", "working_dir", "workdir", "target", "source", "src", "dest",
@@ -162,8 +162,14 @@ def _check(entries: list, protected: Protected) -> Finding:
 
 
 def apply(finding: Finding, mode: str, state: str, blocked_reason: str | None,
-          caveats: list[str]) -> tuple[str, str | None]:
-    """The arm's (state, blocked_reason) once the finding is applied; caveats grow in place."""
+          caveats: list[str], verdicts: list) -> tuple[str, str | None]:
+    """The arm's (state, blocked_reason) once the finding is applied; caveats and verdicts
+    grow in place.
+
+    A contaminated arm FAILS, whatever its graders said and whatever else went wrong: the
+    agent reached what it must not, by its own calls, so its verdict is not trusted, and a
+    BLOCKED would let it leave the pass rate at will. The `contamination` verdict names the
+    calls."""
     if finding.contaminated == "unknown":
         caveats.append(f"contamination unknown: {finding.why}")
         return state, blocked_reason
@@ -174,7 +180,8 @@ def apply(finding: Finding, mode: str, state: str, blocked_reason: str | None,
     if mode == "caveat":
         caveats.append(f"contaminated (kept as a caveat by `contamination: caveat`): {summary}")
         return state, blocked_reason
-    reason = f"contaminated: {summary}"
     if state == BLOCKED and blocked_reason:
-        reason += f"; {blocked_reason}"
-    return BLOCKED, reason
+        caveats.append(f"also blocked: {blocked_reason}")
+    verdicts.append(Verdict.failed("contamination", "the agent stays off the answer key",
+                                   f"contaminated: {summary}", finding.evidence))
+    return FAIL, None

@@ -110,8 +110,11 @@ def children(pid: int) -> list[int]:
     for tid in threads:
         try:
             fd = os.open(f"/proc/{pid}/task/{tid}/children", os.O_RDONLY)
-            try:
-                kids.extend(int(k) for k in os.read(fd, 65536).split())
+            try:  # the kernel hands the list out a page per read: read to its end
+                chunks = []
+                while chunk := os.read(fd, 65536):
+                    chunks.append(chunk)
+                kids.extend(int(k) for k in b"".join(chunks).split())
             finally:
                 os.close(fd)
         except (OSError, ValueError):

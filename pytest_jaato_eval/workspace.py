@@ -89,6 +89,26 @@ def materialise(root: Path, arm_id: str, fixture: Path, profile_set: str | None)
     return dest
 
 
+def copy_config(config_root: Path, dest: Path) -> Path:
+    """A copy of a config root at `dest` (which must not exist): what a session is handed, so
+    that nothing the agent or jaato writes there (jaato keeps its file backups under
+    `<config root>/sessions/`) reaches the checkout or what the graders read."""
+    try:
+        special = _Filter(Path(config_root))
+        shutil.copytree(config_root, dest, symlinks=True, ignore=special)
+    except (OSError, shutil.Error) as exc:
+        remove_tree(dest)
+        raise WorkspaceError(f"config root: could not copy {config_root} to {dest}: {exc}") from None
+    return dest
+
+
+def agent_config(config_root: Path, ws: Path) -> Path:
+    """The arm's own copy of its config root, beside its workspace (and removed with it)."""
+    dest = ws.parent / f".{ws.name}-config-state"
+    remove_tree(dest)  # a copy left by an earlier start of the same arm, never reused
+    return copy_config(config_root, dest)
+
+
 RM_WAIT = 300.0  # for coreutils' rm on a tree too deep for shutil.rmtree
 _SYSTEM_PATH = "/usr/bin:/bin"
 

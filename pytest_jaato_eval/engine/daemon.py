@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .. import launch, processes
 from .leftovers import Owned
+from .sandbox import Sandbox
 
 
 class DaemonError(Exception):
@@ -124,8 +125,16 @@ class PrivateDaemon:
     private = True
 
     def __init__(self, run_dir: Path, python: str = sys.executable,
-                 ready_timeout: float = 90.0, env: dict[str, str] | None = None):
+                 ready_timeout: float = 90.0, env: dict[str, str] | None = None,
+                 sandbox: Sandbox | None = None, writable: tuple[Path, ...] = (),
+                 hidden: tuple[Path, ...] = (), refusal: str | None = None):
         self.run_dir = Path(run_dir)
+        # Confined (engine/sandbox.py): the daemon's folder, its TMPDIR and `writable` are all
+        # it and the agent's tools may write; `hidden` they cannot even read.
+        self.sandbox = sandbox
+        self.writable = tuple(writable)
+        self.hidden = tuple(hidden)
+        self.refusal = refusal  # why it must not start at all (a sandbox required, missing)
         self.socket_path = str(self.run_dir / "daemon.sock")
         self.pid_file = self.run_dir / "daemon.pid"
         self.log_file = self.run_dir / "daemon.log"
@@ -151,10 +160,19 @@ class PrivateDaemon:
         if not self.alive() or self.marker is None:
             return None
         assert self.proc is not None
-        return Owned(self.proc.pid, self.marker)
+        pid = self.proc.pid
+        if self.sandbox is not None:  # bwrap, its pid-1 reaper, then the daemon
+            for _ in range(2):
+                kids = processes.children(pid)
+                if len(kids) != 1:
+                    return None
+                pid = kids[0]
+        return Owned(pid, self.marker)
 
     def ensure(self) -> str:
         """Start the daemon if it is not running (again, if it died); return its socket."""
+        if self.refusal:
+            raise DaemonError(self.refusal)
         if self._abandoned.is_set():  # abandoned before it began: this start is the one
             self._abandoned.clear()
             raise StartAbandoned(ABANDONED)
@@ -178,10 +196,18 @@ class PrivateDaemon:
         # The run's marker: a run killed outright leaves a daemon and runners a later run
         # can still name as ours (processes.kill_run_leftovers).
         env[processes.TREE_VAR] = self.marker = processes.run_prefix() + f"daemon-{os.getpid()}"
+        argv = [self.python, "-m", "jaato_server", "--ipc-socket", self.socket_path,
+                "--pid-file", str(self.pid_file), "--log-file", str(self.log_file)]
+        if self.sandbox is not None:
+            # jaato writes the pid it has in the sandbox's namespace: never one to signal here.
+            argv[argv.index(str(self.pid_file))] = str(self.run_dir / "daemon.ns-pid")
+            tmp = Path(env.get("TMPDIR") or self.run_dir / "tmp")
+            tmp.mkdir(parents=True, exist_ok=True)
+            argv = self.sandbox.command(argv, writable=[self.run_dir, tmp, *self.writable],
+                                        hidden=list(self.hidden), tmp=tmp)
         try:
             self.proc = subprocess.Popen(
-                [self.python, "-m", "jaato_server", "--ipc-socket", self.socket_path,
-                 "--pid-file", str(self.pid_file), "--log-file", str(self.log_file)],
+                argv,
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 cwd=self.run_dir, env=env,
                 start_new_session=True,  # its own group: Ctrl-C reaches us, we stop it
@@ -191,6 +217,8 @@ class PrivateDaemon:
             raise DaemonError(f"daemon: could not start {self.python} -m jaato_server: {exc}") from exc
         finally:
             out.close()
+        if self.sandbox is not None:  # the pid a crashed owner's sweep may signal: the sandbox's
+            self.pid_file.write_text(f"{self.proc.pid}\n")
         self.starts += 1
         deadline = time.monotonic() + self.ready_timeout
         while time.monotonic() < deadline:

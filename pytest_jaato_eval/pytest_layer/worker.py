@@ -66,7 +66,8 @@ class Worker:
             self._arm_settings = ArmSettings(
                 workspace_root=root, keep_workspaces=self.settings.keep_workspaces,
                 ceiling=self.settings.ceiling, run_id=self.context.run_id,
-                transcripts=self.settings.transcripts)
+                transcripts=self.settings.transcripts,
+                owned_dir=self.run_dir / "owned", sandbox=self.sandbox_name())
         return self._arm_settings
 
     def discard(self, ws: Path) -> None:
@@ -88,8 +89,33 @@ class Worker:
                 tmp.mkdir(exist_ok=True)
                 # The daemon's trace folders go under TMPDIR: keep them in our run folder.
                 self._daemon = PrivateDaemon(self.run_dir / "daemon",
-                                             env={**os.environ, "TMPDIR": str(tmp)})
+                                             env={**os.environ, "TMPDIR": str(tmp)},
+                                             **self.confinement())
         return self._daemon
+
+    def sandbox_name(self) -> str:
+        """What confines this process's agents: "bwrap", or "none" (a daemon that is not
+        ours, --jaato-sandbox=none, or a machine without one)."""
+        if self.settings.socket:
+            return "none"
+        from ..engine.sandbox import probe
+        sandbox, _ = probe(self.settings.sandbox)
+        return "none" if sandbox is None else sandbox.name
+
+    def confinement(self) -> dict[str, Any]:
+        """The private daemon's sandbox (engine/sandbox.py): what its agents may write (the
+        arms' folder) and what they may not even read (the checkout, the store, HOME, the
+        rest of this run's folder)."""
+        from ..engine.sandbox import hideable, probe
+        sandbox, why = probe(self.settings.sandbox)
+        if sandbox is None:  # --jaato-sandbox=bwrap: no arm runs unconfined
+            return {"refusal": f"sandbox: {why} (--jaato-sandbox=bwrap)"} if (
+                self.settings.sandbox == "bwrap") else {}
+        root = self.arm_settings().workspace_root
+        root.mkdir(parents=True, exist_ok=True)
+        hidden = [self.settings.rootdir, Path.cwd(), Path.home(), self.settings.store.parent,
+                  self.run_dir]
+        return {"sandbox": sandbox, "writable": (root,), "hidden": tuple(hideable(hidden))}
 
     @property
     def may_start_early(self) -> bool:

@@ -78,6 +78,8 @@ class ArmRecord:
     judge_usage: dict | None = None
     # The arm's transcript: its file, relative to the store's folder (results/transcripts.py).
     transcript: str | None = None
+    # What confined the agent (engine/sandbox.py): "bwrap", or "none" where nothing did.
+    sandbox: str | None = None
     # Keys this version does not declare, as read: a newer writer's fields survive a merge.
     extra: dict = field(default_factory=dict)
 

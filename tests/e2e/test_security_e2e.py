@@ -238,7 +238,10 @@ def test_a_processor_path_leaving_the_config_root_is_refused(project):
 
 # -- contamination ---------------------------------------------------------------------------
 
-def test_an_agent_reading_the_answer_key_is_blocked_as_contaminated(project):
+def test_an_agent_reading_the_answer_key_fails_as_contaminated(project):
+    """Reaching the answer key, or anything outside the workspace, is the agent's own act: the
+    arm FAILS with a `contamination` verdict naming the calls, whatever its graders said. A
+    BLOCKED would let a losing agent take itself out of the pass rate with one read."""
     root = project.root / "tasks"
     key = root / "peek" / ".jaato" / "check.py"
     project.task("peek", profile=agent("peeker", "readFile", path=str(key)),
@@ -253,19 +256,21 @@ def test_an_agent_reading_the_answer_key_is_blocked_as_contaminated(project):
     result = project.run("tasks", "-rA")
     by = {r["task_id"]: r for r in project.records()}
     peek = by["peek"]
-    assert peek["state"] == "BLOCKED" and peek["contaminated"] is True
-    assert peek["blocked_reason"].startswith("contaminated: 1 tool call(s)")
-    assert "reaches the config root" in peek["blocked_reason"]
+    assert peek["state"] == "FAIL" and peek["contaminated"] is True
+    assert peek["blocked_reason"] is None
+    graded, contaminated = peek["verdicts"]
+    assert graded["state"] == "PASS"  # graded, but not trusted
+    assert contaminated["grader_id"] == "contamination" and contaminated["state"] == "FAIL"
+    assert "reaches the config root" in contaminated["detail"]
     assert peek["contamination_evidence"] == [
         f"readFile path={str(key)!r} reaches the config root"]
-    assert peek["verdicts"][0]["state"] == "PASS"  # graded, but not counted
     caveat = by["peek-caveat"]
     assert caveat["state"] == "PASS" and caveat["contaminated"] is True
     assert any(c.startswith("contaminated (kept as a caveat") for c in caveat["notes"])
     assert by["escape"]["contaminated"] is True and by["escape"]["state"] == "FAIL"
     assert "outside the workspace" in by["escape"]["verdicts"][-1]["detail"]
     assert by["clean"]["contaminated"] is False and by["clean"]["state"] == "PASS"
-    result.stdout.fnmatch_lines(["BLOCKED *peek* - *contaminated: 1 tool call(s)*"])
+    result.stdout.fnmatch_lines(["FAILED *peek*"])
 
 
 # -- the judge -------------------------------------------------------------------------------

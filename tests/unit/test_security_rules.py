@@ -162,14 +162,19 @@ def test_a_workspace_inside_the_task_directory_is_not_contamination(tmp_path):
 def test_no_faithful_ledger_is_unknown_with_a_caveat_and_caveat_mode_keeps_the_verdict(tmp_path):
     finding = contamination.check(None, False, "no history", protected(tmp_path))
     caveats: list[str] = []
-    assert contamination.apply(finding, "block", "PASS", None, caveats) == ("PASS", None)
+    assert contamination.apply(finding, "block", "PASS", None, caveats, []) == ("PASS", None)
     assert caveats == ["contamination unknown: no history"]
     hit = contamination.Finding(True, ["readFile path='x' reaches the manifest"])
     caveats = []
-    assert contamination.apply(hit, "caveat", "FAIL", None, caveats) == ("FAIL", None)
-    state, reason = contamination.apply(hit, "block", "BLOCKED", "gate x", [])
-    assert state == "BLOCKED" and reason.startswith("contaminated: 1 tool call(s)")
-    assert reason.endswith("; gate x")
+    assert contamination.apply(hit, "caveat", "FAIL", None, caveats, []) == ("FAIL", None)
+    # contaminated: FAIL, even where the arm was BLOCKED (the agent cannot opt out that way)
+    caveats, verdicts = [], []
+    assert contamination.apply(hit, "block", "BLOCKED", "gate x", caveats, verdicts) == (
+        "FAIL", None)
+    assert caveats == ["also blocked: gate x"]
+    (verdict,) = verdicts
+    assert verdict.grader_id == "contamination" and verdict.state == "FAIL"
+    assert verdict.detail.startswith("contaminated: 1 tool call(s)")
 
 
 def test_a_flood_of_offending_calls_is_capped(tmp_path):

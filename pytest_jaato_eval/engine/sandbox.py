@@ -1,0 +1,128 @@
+"""The agent's confinement: the private daemon, and so every runner and tool below it, in a
+bubblewrap sandbox.
+
+jaato runs the agent's tools in runner processes its daemon forks (from one warm template),
+so the unit we can confine without reaching into jaato is the daemon's whole tree. Inside it:
+
+- the file system is the host's, read-only, with the folders that hold secrets or answers
+  hidden under empty tmpfs mounts (the pytest rootdir with the checkout, the task folders,
+  the store's folder, HOME) and only the daemon's own folder, the arms' folder and a private
+  /tmp writable: the agent writes its workspace and nothing the harness grades with;
+- a pid namespace of its own: pytest, the graders, other workers' daemons and every other
+  process on the machine are invisible and out of reach of a signal; `/proc/<ancestor>/environ`
+  names nothing outside the sandbox;
+- no capabilities: root inside is an ordinary user to the kernel (no ptrace of the daemon, no
+  mounts, no reading other users' files);
+- when the sandbox's first process ends, the kernel ends every process left in its namespace,
+  so nothing the agent started outlives the daemon, whoever kills what.
+
+Where bubblewrap is missing or the kernel refuses its namespaces, there is no sandbox
+(`sandbox: none` in the header and in every record); docs/security.md says what an
+unconfined agent can do.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+BWRAP = "bwrap"
+NONE = "none"
+PROBE_WAIT = 30.0  # s: one bwrap start, on a loaded machine
+_SYSTEM = tuple(Path(p) for p in ("/", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc",
+                                   "/proc", "/dev", "/sys", "/var", "/opt"))
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """A working bubblewrap: `command` wraps a program's argv in it."""
+
+    bwrap: str
+    name = BWRAP
+
+    def command(self, argv: list[str], *, writable: list[Path], hidden: list[Path],
+                tmp: Path) -> list[str]:
+        """`argv` run confined: `writable` folders read-write at their own paths, `tmp` as
+        /tmp, `hidden` folders empty and read-only, everything else read-only; the Python that runs it and
+        its packages stay readable even under a hidden folder."""
+        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        hidden = _outermost([Path("/tmp"), *hidden])[1:]  # /tmp is the private one already
+        for folder in _parents_first(hidden):
+            args += ["--tmpfs", str(folder)]
+        for folder in _parents_first(_python_folders()):
+            args += ["--ro-bind", str(folder), str(folder)]
+        args += ["--bind", str(tmp), "/tmp"]
+        for folder in _parents_first(writable):
+            args += ["--bind", str(folder), str(folder)]
+        for folder in _parents_first(hidden):  # once what is mounted inside them is in place
+            args += ["--remount-ro", str(folder)]
+        args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                 "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--"]
+        return args + argv
+
+
+def hideable(folders: list[Path]) -> list[Path]:
+    """The folders worth hiding: real ones, never the root or a system folder (hiding /usr
+    would hide the Python that runs the daemon; such a run is not confined there)."""
+    out = []
+    for folder in folders:
+        try:
+            folder = Path(folder).resolve()
+        except OSError:
+            continue
+        if folder.is_dir() and not any(folder == s or s.is_relative_to(folder)
+                                       for s in _SYSTEM):
+            out.append(folder)
+    return out
+
+
+def _python_folders() -> list[Path]:
+    """What the daemon's interpreter reads: the venv and the Python it was made from."""
+    return [Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}
+            if Path(p).is_dir()]
+
+
+def _outermost(folders: list[Path]) -> list[Path]:
+    """The first folder, then each other one not inside one kept before it."""
+    kept: list[Path] = []
+    for folder in folders[:1] + _parents_first(folders[1:]):
+        if not any(folder.is_relative_to(k) for k in kept):
+            kept.append(folder)
+    return kept
+
+
+def _parents_first(folders: list[Path]) -> list[Path]:
+    """Each folder once, a parent mounted before what is inside it."""
+    return sorted({Path(f) for f in folders}, key=lambda p: len(p.parts))
+
+
+@functools.cache
+def probe(wanted: str = "auto") -> tuple[Sandbox | None, str]:
+    """The sandbox this machine gives, and a line that says what it is or why there is none.
+
+    `wanted`: "auto" (bubblewrap where it works), "bwrap" (the same; the caller refuses to
+    run without it) or "none". Probed once per process: one throwaway bwrap start.
+    """
+    if wanted == NONE:
+        return None, "none: turned off (--jaato-sandbox=none); the agent runs as you"
+    exe = shutil.which(BWRAP)
+    if exe is None:
+        return None, ("none: bubblewrap (bwrap) is not installed; the agent runs as you "
+                      "(apt-get install bubblewrap, or see docs/security.md)")
+    try:
+        done = subprocess.run(
+            [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
+             "--cap-drop", "ALL", "--die-with-parent", "--", "/bin/sh", "-c", "exit 0"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            timeout=PROBE_WAIT, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"none: bubblewrap could not start ({exc}); the agent runs as you"
+    if done.returncode != 0:
+        why = done.stderr.decode(errors="replace").strip().splitlines()
+        return None, (f"none: bubblewrap is refused here ({why[-1] if why else done.returncode}:"
+                      f" user or pid namespaces unavailable); the agent runs as you")
+    return Sandbox(exe), f"{BWRAP}: the agent's tools see only their workspace and its daemon"
