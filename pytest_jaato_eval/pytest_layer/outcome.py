@@ -114,18 +114,19 @@ def mark_report(report: Any, item: Any, record: Any) -> None:
 # The arm's identity rides on every report of its item as user properties, so the
 # controller knows it even for an arm whose worker died (never rebuilt from a node id).
 IDENTITY = (("jaato_arm_id", "arm_id"), ("jaato_task_id", "task_id"),
-            ("jaato_profile_set", "profile_set"), ("jaato_repeat", "repeat"))
+            ("jaato_profile_set", "profile_set"), ("jaato_repeat", "repeat"),
+            ("jaato_sample_id", "sample_id"))  # the sample: only an arm that has one
 
 
 def identity(arm: Any) -> dict[str, str]:
     """What the controller knows an arm by (it never sees the Arm itself under -n)."""
     return {"arm_id": arm.id, "task_id": arm.task.id, "profile_set": arm.set_name,
-            "repeat": str(arm.repeat)}
+            "repeat": str(arm.repeat), "sample_id": getattr(arm, "sample_id", None) or ""}
 
 
 def identity_properties(arm: Any) -> list[tuple[str, str]]:
     values = identity(arm)
-    return [(prop, values[key]) for prop, key in IDENTITY]
+    return [(prop, values[key]) for prop, key in IDENTITY if values[key] or key != "sample_id"]
 
 
 _LABELLED = pytest.StashKey[bool]()
@@ -173,10 +174,12 @@ def block_crashed(report: Any, nodeid: str, arm: dict[str, str], run_id: str,
     record = redact(build_record(
         arm_id=arm["arm_id"], task_id=arm.get("task_id") or arm["arm_id"],
         profile_set=arm.get("profile_set") or "default", repeat=repeat,
-        state=BLOCKED, blocked_reason=reason, verdicts=[], run=AgentRun(), caveats=[
+        state=BLOCKED, blocked_reason=reason, verdicts=[], run=AgentRun(), notes=[
             "synthesised by the controller: the worker running this arm crashed"],
         completion_nudges=None, extra={"run_id": run_id, "task_hash": None, "workspace": None,
-                                       "finished_at": time.time()}))
+                                       "finished_at": time.time(),
+                                       **({"sample_id": arm["sample_id"]}
+                                          if arm.get("sample_id") else {})}))
     report.when = "call"
     report.outcome = "skipped"
     report.longrepr = (nodeid.split("::")[0], 0, f"BLOCKED: {reason}")

@@ -12,6 +12,7 @@ import pytest
 
 from pytest_jaato_eval.arms import arms_of
 from pytest_jaato_eval.manifest import ManifestError, load_task
+from pytest_jaato_eval.pytest_layer.outcome import arm_identity, block_crashed, identity_properties
 from pytest_jaato_eval.pytest_layer.shard import unit_of
 from pytest_jaato_eval.report import html
 from pytest_jaato_eval.results.cell import ArmSummary, Cell, default_k
@@ -179,3 +180,17 @@ def test_pass_at_k_and_det_are_taken_per_sample_and_averaged():
     assert cell.pass_at(2) == 0.5 and cell.pass_hat(2) == 0.5  # one sample always, one never
     assert cell.det == 1.0  # each sample reproduced its own answer
     assert cell.pass_rate == 0.5
+
+
+def test_a_samples_identity_rides_on_its_reports_and_into_a_crashed_arms_record(tmp_path):
+    task = load_task(write(tmp_path, TASK + "dataset: {rows: [{id: a, word: x}]}\n"))
+    (arm,) = arms_of(task, ["echo"], 1)
+    props = dict(identity_properties(arm))
+    assert props["jaato_arm_id"] == "words[a]@echo#0" and props["jaato_sample_id"] == "a"
+    report = SimpleNamespace(longrepr="worker 'gw0' crashed", user_properties=list(props.items()))
+    block_crashed(report, "tasks/words/task.yaml::words[a-echo-r0]", arm_identity(report), "r1")
+    record = report.jaato_record
+    assert record["state"] == "BLOCKED" and record["sample_id"] == "a"
+    assert record["arm_id"] == "words[a]@echo#0" and record["task_id"] == "words"
+    plain = arms_of(load_task(write(tmp_path, TASK)), ["echo"], 1)[0]
+    assert "jaato_sample_id" not in dict(identity_properties(plain))
