@@ -316,3 +316,28 @@ def test_a_script_graders_file_is_protected_too(tmp_path):
     calls = [{"name": "readFile", "args": {"path": "../cfg/checks/a.py"}}]
     assert contamination.check(calls, True, None, p).evidence == [
         "readFile path='../cfg/checks/a.py' reaches a grader's file"]
+
+
+# -- the author's modules ---------------------------------------------------------------------------
+def test_a_grader_imports_the_authors_module_never_the_agents_copy(tmp_path):
+    """`python -m pkg.score` in the workspace imports the author's pkg from the harness's copy
+    of the fixture: a module the agent changed is shadowed, one it added is not importable."""
+    import subprocess
+    import sys
+
+    author, ws = tmp_path / "fixture-copy", tmp_path / "ws"
+    for root, says in ((author, "author"), (ws, "agent")):
+        (root / "pkg").mkdir(parents=True)
+        (root / "pkg" / "__init__.py").write_text("")
+        (root / "pkg" / "score.py").write_text(f"print({says!r})\n")
+    (ws / "pkg" / "added.py").write_text("print('agent')\n")
+    env = build_contract_env(workspace=ws, config_root=tmp_path, params={},
+                             author_modules=author)
+    assert env["PYTHONSAFEPATH"] == "1" and env["PYTHONPATH"] == str(author)
+
+    def run(module):
+        return subprocess.run([sys.executable, "-m", module], cwd=ws, env=env,
+                              capture_output=True, text=True, timeout=60)
+    assert run("pkg.score").stdout == "author\n"
+    added = run("pkg.added")
+    assert added.returncode == 1 and "No module named pkg.added" in added.stderr
