@@ -205,26 +205,37 @@ def _size(value: Any) -> int:
 
 
 def _within_bound(transcript: dict[str, Any]) -> dict[str, Any]:
-    """The whole file under MAX_JSON_BYTES: the middle messages of the longest sessions go
-    first, each removal said."""
-    while _size(transcript) > MAX_JSON_BYTES:
-        longest = max((s for s in transcript["sessions"] if s["messages"]),
-                      key=lambda s: _size(s["messages"]), default=None)
-        if longest is None or len(longest["messages"]) <= 2:
-            transcript["sessions"] = [dict(s, messages=None, turns=None)
-                                      for s in transcript["sessions"]]
-            transcript["cuts"].append(f"every message cut: the transcript was larger than "
-                                      f"{MAX_JSON_BYTES:,} bytes")
-            break
-        messages = longest["messages"]
-        half = len(messages) // 2
-        gone = max(1, len(messages) // 4)
-        longest["messages"] = (messages[:half - gone // 2] + [
-            {"role": "cut", "parts": [{"type": "text", "text": f"[{gone:,} messages cut]"}]}]
-            + messages[half - gone // 2 + gone:])
-        transcript["cuts"].append(f"{longest['role']} session {longest['session_id']}: "
-                                  f"{gone:,} messages cut from the middle (the transcript was "
-                                  f"over {MAX_JSON_BYTES:,} bytes)")
+    """The whole file under MAX_JSON_BYTES: messages from the middle of the longest session
+    go first, each removal said. Each message is measured once."""
+    total = _size(transcript)
+    if total <= MAX_JSON_BYTES:
+        return transcript
+    for s in sorted((s for s in transcript["sessions"] if s["messages"]),
+                    key=lambda s: -_size(s["messages"])):
+        messages = s["messages"]
+        sizes = [_size(m) + 1 for m in messages]
+        lo = hi = len(messages) // 2  # messages[lo:hi] go: a window widening both ways
+        while total > MAX_JSON_BYTES and (lo > 1 or hi < len(messages) - 1):
+            if hi < len(messages) - 1 and (hi - len(messages) // 2 <= len(messages) // 2 - lo
+                                           or lo <= 1):
+                total, hi = total - sizes[hi], hi + 1
+            else:
+                total, lo = total - sizes[lo - 1], lo - 1
+        gone = hi - lo
+        if gone:
+            s["messages"] = messages[:lo] + [
+                {"role": "cut", "parts": [{"type": "text", "text": f"[{gone:,} messages cut]"}]}
+            ] + messages[hi:]
+            transcript["cuts"].append(f"{s['role']} session {s['session_id']}: {gone:,} "
+                                      f"messages cut from the middle (the transcript was over "
+                                      f"{MAX_JSON_BYTES:,} bytes)")
+        if total <= MAX_JSON_BYTES:
+            return transcript
+    if _size(transcript) > MAX_JSON_BYTES:  # what is left is too large still: messages go
+        transcript["sessions"] = [dict(s, messages=None, turns=None)
+                                  for s in transcript["sessions"]]
+        transcript["cuts"].append(f"every message cut: the transcript was larger than "
+                                  f"{MAX_JSON_BYTES:,} bytes")
     return transcript
 
 
