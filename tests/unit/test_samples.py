@@ -3,6 +3,7 @@ shard unit, the judge's gate checked at load, and xfail in the pivot's exit
 (docs/tasks.md, "Datasets"). The end-to-end runs are in tests/e2e/test_samples_e2e.py."""
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 from pathlib import Path
@@ -11,6 +12,10 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_jaato_eval.arms import arms_of
+from pytest_jaato_eval.engine.agent_run import AgentRun
+from pytest_jaato_eval.graders.context import GraderContext
+from pytest_jaato_eval.graders.judge import judge_prompt
+from pytest_jaato_eval.graders.processor import grade_processor
 from pytest_jaato_eval.manifest import ManifestError, load_task
 from pytest_jaato_eval.pytest_layer.outcome import arm_identity, block_crashed, identity_properties
 from pytest_jaato_eval.pytest_layer.shard import unit_of
@@ -194,3 +199,31 @@ def test_a_samples_identity_rides_on_its_reports_and_into_a_crashed_arms_record(
     assert record["arm_id"] == "words[a]@echo#0" and record["task_id"] == "words"
     plain = arms_of(load_task(write(tmp_path, TASK)), ["echo"], 1)[0]
     assert "jaato_sample_id" not in dict(identity_properties(plain))
+
+
+CHECK_SAMPLE = """\
+def validate(payload, context):
+    if context.sample == {"id": "a", "word": "cat"} and context.sample_id == "a":
+        return []
+    return [f"saw {context.sample!r} {context.sample_id!r}"]
+"""
+
+
+def test_a_processor_and_the_judge_see_the_sample(tmp_path):
+    task = load_task(write(tmp_path, TASK.replace('  - {kind: script, run: "true"}\n',
+                                                  "  - {kind: processor, script: check.py}\n"
+                                                  "  - {kind: judge, profile: rubric}\n")
+                           + "dataset: {rows: [{id: a, word: cat}]}\n"))
+    (tmp_path / ".jaato" / "check.py").write_text(CHECK_SAMPLE)
+    (arm,) = arms_of(task, None, None)
+    ctx = GraderContext(workspace=tmp_path / "fixture", config_root=tmp_path / ".jaato",
+                        params=arm.grader_params, run=AgentRun(payload={"answer": "cat"},
+                                                               finish_reason="stop"),
+                        sample=arm.sample)
+    verdict = grade_processor(task.graders[0], ctx)
+    assert verdict.state == "PASS", verdict
+    prompt = judge_prompt(ctx, task.graders[1])
+    assert "The sample this arm ran on (a):" in prompt and '"word": "cat"' in prompt
+    env = ctx.contract_env()
+    assert env["JAATO_EVAL_SAMPLE_ID"] == "a" and env["JAATO_EVAL_PARAM_WORD"] == "cat"
+    assert json.loads(env["JAATO_EVAL_SAMPLE"]) == {"id": "a", "word": "cat"}
