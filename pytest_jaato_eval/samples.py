@@ -72,7 +72,7 @@ def read_rows(path: Path) -> list[Any]:
         if path.stat().st_size > MAX_DATASET_BYTES:
             raise DatasetError("dataset.file", f"{path.name} is larger than "
                                                f"{MAX_DATASET_BYTES >> 20} MiB")
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a spreadsheet's CSV may open with a BOM
     except (OSError, UnicodeDecodeError) as exc:
         raise DatasetError("dataset.file", f"cannot read {path}: {exc}") from None
     if suffix == ".csv":

@@ -74,8 +74,8 @@ def test_jsonl_and_csv_files_and_the_limit(tmp_path):
     assert [s.id for s in task.samples] == [f"r{i}" for i in range(5)]
     assert [a.sample_id for a in arms_of(task, None, None)] == ["r0", "r1", "r2"]
     assert [a.sample_id for a in arms_of(task, None, None, samples=1)] == ["r0"]
-    csv = load_task(write(tmp_path, TASK + "dataset: rows.csv\n",
-                          rows_csv="id,word\nc1,cat\nc2,dog\n"))
+    csv = load_task(write(tmp_path, TASK + "dataset: rows.csv\n",  # as a spreadsheet saves it
+                          rows_csv="\ufeffid,word\r\nc1,cat\r\nc2,dog\r\n"))
     assert [(a.sample_id, a.prompt) for a in arms_of(csv, None, None)] == [
         ("c1", "Write cat (c1)."), ("c2", "Write dog (c2).")]
 
