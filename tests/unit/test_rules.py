@@ -291,7 +291,8 @@ def test_pivot_pass_rate_ignores_blocked_and_unknown_is_a_dash():
     (cell,) = cells
     assert (cell.passed, cell.failed, cell.blocked) == (1, 1, 1)
     assert cell.pass_rate == 0.5 and cell.cost == 0.5 and cell.tokens is None
-    assert cell.det == 0.5  # the blocked arm's hash is in neither numerator nor denominator
+    # The blocked arm's "x" is in neither side, so the two answers disagree: 0 (jaato-eval's rule).
+    assert cell.det == 0.0
     lines = render_pivot(cells)
     assert "50%" in lines[1] and "—" in lines[1]
     assert lines[-1].strip() == "t @ s: (1×) provider 429"
