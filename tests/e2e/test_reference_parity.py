@@ -83,3 +83,21 @@ def test_the_reference_store_validates_reports_and_compares(both):
     paired = [json.loads(line) for line in our_store.read_text().splitlines()]
     assert len(paired) == len(blocked) + len([r for r in side_by_side.records(ref_store)
                                               if r["state"] != "BLOCKED"])
+
+
+def test_resume_over_the_reference_store_runs_nothing_again(both, daemon):
+    """jaato-eval's `t@default#0` is our `t@echo#0` (the task's own set): --resume over its
+    store finds every arm done."""
+    _, _, scratch = both
+    store = scratch / "resumed.jsonl"
+    shutil.copyfile(scratch / "ref.jsonl", store)
+    before = store.read_text()
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", str(scratch / "our-tasks"), "-p", "no:cacheprovider",
+         "-q", "--resume", f"--jaato-out={store}", f"--jaato-socket={daemon.socket_path}",
+         f"--rootdir={scratch / 'our-tasks'}"],
+        cwd=scratch, env={**os.environ, "TMPDIR": str(scratch / "tmp")}, capture_output=True,
+        text=True, timeout=300)
+    assert f"{len(side_by_side.records(scratch / 'ref.jsonl'))} deselected" in run.stdout, (
+        run.stdout[-3000:])
+    assert store.read_text() == before  # nothing ran, nothing was appended
