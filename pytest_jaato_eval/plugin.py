@@ -101,6 +101,9 @@ def pytest_pycollect_makeitem(collector, name, obj):
 
 @pytest.hookimpl(tryfirst=True)  # before anything that deselects per machine (--resume, -k)
 def pytest_collection_modifyitems(config, items):
+    if config.option.jaato_samples:  # Python arms' (a task.yaml collects only N samples)
+        from .pytest_layer.python_arms import first_samples
+        first_samples(config, items, config.option.jaato_samples)
     if config.option.jaato_shard:
         from .pytest_layer.shard import select_shard
         select_shard(config, items)  # every machine splits the same collection

@@ -118,6 +118,28 @@ def sampled(item, arm: Arm) -> Arm:
     return dataclasses.replace(arm, sample=Sample("-".join(parts), fields))
 
 
+def first_samples(config, items: list, n: int) -> None:
+    """`--jaato-samples N` for arms written in Python: each test's first N samples, in
+    collection order; the rest deselected (before the shard split, as on every machine)."""
+    from .run import arm_of
+    seen: dict[str, list[str]] = {}
+    kept: list = []
+    dropped: list = []
+    for item in items:
+        arm = arm_of(item)
+        sample = getattr(arm, "sample", None)
+        if sample is None or getattr(item, "arm", None) is not None:  # task.yaml: collected so
+            kept.append(item)
+            continue
+        ids = seen.setdefault(arm.task.id, [])
+        if sample.id not in ids and len(ids) < n:
+            ids.append(sample.id)
+        (kept if sample.id in ids else dropped).append(item)
+    if dropped:
+        items[:] = kept
+        config.hook.pytest_deselected(items=dropped)
+
+
 def preflight_check(item) -> None:
     """Before any fixture of a Python arm: its profile set and profile exist, as a
     task.yaml arm's are checked (preflight.py); else the arm is BLOCKED, no session."""

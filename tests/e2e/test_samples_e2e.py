@@ -117,6 +117,9 @@ def test_a_parametrised_python_arm_is_one_sample_per_parameter_set(project):
         "arms", "--co", "-q", f"--jaato-shard={i}/2").stdout.lines if "::test_writes[" in line}
         for i in (1, 2)]
     assert not shards[0] & shards[1] and shards[0] | shards[1] == {"cat", "dog", "owl"}
+    quick = project.run("arms", "--co", "-q", "--jaato-samples=2")
+    assert [line.split("[")[1] for line in quick.stdout.lines if "::test_writes[" in line] == [
+        "cat-echo-r0]", "cat-echo-r1]", "dog-echo-r0]", "dog-echo-r1]"]
 
 
 def test_marker_mistakes_are_collection_errors_all_reported_together(project):
