@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import contamination, preflight, workspace
+from . import contamination, preflight, processes, workspace
 from .arms import Arm, arms_of
 from .engine.accounting import count_nudges, summed_usage
 from .engine.budget import profile_ceiling
@@ -24,7 +24,7 @@ from .graders.ledger import ledger_of
 from .manifest import DRIVER, Task
 from .results.record import build_record
 from .redact import Redactor
-from .verdict import BLOCKED, FAIL, PASS, roll_up
+from .verdict import BLOCKED, FAIL, PASS, Verdict, roll_up
 
 
 class Daemon(Protocol):
@@ -117,7 +117,16 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
 
     verdicts: list = []
     grader_runs: list = []
-    if not run.blocked_reason and ws is not None:
+    planted = workspace.special_files(ws) if not run.blocked_reason and ws is not None else []
+    if run.agent_fault:
+        verdicts = [Verdict.failed("sandbox", "the agent leaves its daemon running",
+                                   run.agent_fault)]
+    elif planted:  # a trap for the graders is the agent's own act, not a fault of ours
+        verdicts = [Verdict.failed(
+            "workspace", "the agent leaves regular files, folders and links",
+            f"the agent left {len(planted)} special file(s) (FIFO or device) in its workspace, "
+            f"{planted[0]} first; graders were not run on it", planted)]
+    elif not run.blocked_reason and ws is not None:
         ctx = GraderContext(
             workspace=ws, config_root=config, params=arm.grader_params, run=run,
             ledger=ledger_of(run.history), socket_path=socket, cascade_id=cascade_id,
@@ -178,6 +187,13 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
     run.caveats.extend(leftovers.said)
     if leftovers.lost and not run.blocked_reason:
         run.blocked_reason = leftovers.lost
+    if run.blocked_reason and owned is not None and settings.sandbox != "none" and (
+            processes.stat(owned.pid) or (0, 0, "Z"))[2] == "Z":
+        # In its sandbox nothing but the agent's own processes can reach its daemon: a daemon
+        # that died under the agent's session is the agent's doing, and not a way out of a FAIL.
+        run.agent_fault = (f"the daemon ended during the agent's session, in a sandbox where "
+                           f"only the agent's processes reach it ({run.blocked_reason})")
+        run.blocked_reason = None
     settings.sessions.extend((sid, ws) for sid in run.session_ids)  # the clean-up's exact paths
     if (run.blocked_reason or "").startswith("CascadeExhaustedError"):
         run.blocked_reason = f"pool {cascade_id} of task {task.id!r} exhausted: {run.blocked_reason}"

@@ -47,8 +47,10 @@ def _listing(workspace: Path) -> list[str]:
     files = []
     for dirpath, dirnames, filenames in os.walk(workspace):
         dirnames[:] = sorted(d for d in dirnames if d not in HIDDEN)
-        files += [str(Path(dirpath, f).relative_to(workspace)) for f in sorted(filenames)
-                  if f not in HIDDEN]
+        # Each name as a JSON string: a newline or a control character in a name the agent
+        # chose cannot start a line of the prompt, and an undecodable byte stays an escape.
+        files += [json.dumps(str(Path(dirpath, f).relative_to(workspace)))
+                  for f in sorted(filenames) if f not in HIDDEN]
         if len(files) >= LISTING_LIMIT:
             break
     return files[:LISTING_LIMIT]
@@ -169,8 +171,10 @@ def grade_judge(spec: GraderSpec, ctx: GraderContext) -> Verdict:
         view = own / "workspace"
         try:
             make_view(ctx.workspace, view)
-        except ViewTooLarge as exc:
-            return Verdict.blocked(spec.id, claim, str(exc))
+        except ViewTooLarge as exc:  # what the agent left: its doing, not the environment's
+            return Verdict.failed(spec.id, claim, f"{exc}: the agent left more than its judge "
+                                  f"can read (a task whose answer is that large needs a script "
+                                  f"or processor grader)")
         except OSError as exc:
             return Verdict.blocked(spec.id, claim, f"the judge's view of the workspace could "
                                    f"not be made: {exc}")

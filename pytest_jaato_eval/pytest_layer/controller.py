@@ -44,6 +44,7 @@ class Controller:
         self.settings = context.settings
         self._store = None
         self.records: list = []                   # ArmRecord, in finish order
+        self.forgery: str | None = None  # the store was written into: what was done about it
         self.blocked: list[tuple[str, str]] = []  # (nodeid, reason)
         self.arms: dict[str, dict[str, str]] = {}  # node id -> the arm's identity, as sent
         self.collection_failed = False
@@ -166,6 +167,14 @@ class Controller:
         self.stopped = exitstatus == pytest.ExitCode.INTERRUPTED or bool(
             session.shouldstop or session.shouldfail)
         session.exitstatus = outcome.fold_exit_status(session.exitstatus, len(self.blocked))
+        if self.records:  # before the summary reads it: a forged store is never what counts
+            changed = self.store.changed_by_others()
+            if changed:
+                evidence = self.store.set_aside_forgery(list(self.context.resumed.values()),
+                                                        self.records)
+                self.forgery = (f"error: {changed}; that file was set aside as {evidence}, and "
+                                f"the store written again with the records this run holds")
+                session.exitstatus = outcome.EXIT_STORE_FORGED
 
     def pytest_unconfigure(self, config):
         self.sigterm.restore()
@@ -240,6 +249,8 @@ class Controller:
                           f"the new {'record counts' if retried == 1 else 'records count'}")
         if self.records:
             tr.write_line(sandbox_line(self.settings, {r.sandbox for r in self.records}))
+        if self.forgery:
+            tr.write_line(self.forgery, red=True)
         if changed:
             tr.write_line(f"error: {changed}; the pivot above, and the documents, count "
                           f"only the records this run wrote and found", red=True)

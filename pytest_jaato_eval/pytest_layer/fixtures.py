@@ -172,10 +172,23 @@ class ArmHandle:
         run = self.agent_run
         if run.blocked_reason:
             raise EnvironmentFault(run.blocked_reason)
+        if run.agent_fault:  # the agent's own doing: its FAIL, whatever the test asserts next
+            raise AssertionError(run.agent_fault)
+        from ..workspace import special_files
+        planted = special_files(self.workspace)
+        if planted:  # a FIFO where the test reads would hang it: the agent's FAIL, said now
+            raise AssertionError(f"the agent left {len(planted)} special file(s) (FIFO or "
+                                 f"device) in its workspace: {', '.join(planted[:5])}")
         from ..graders.ledger import ledger_of
         return RunFacts(payload=run.payload, ledger=ledger_of(run.history), usage=dict(run.usage),
                         finish_reason=run.finish_reason, session_id=run.session_id,
                         model=run.model, turns=run.turns, history=run.history)
+
+    def read(self, relpath: str, limit: int = 16 * 1024 * 1024) -> str | None:
+        """A file the agent left, as text: its first `limit` bytes, or None when it is
+        missing, not a regular file, or a link out of the workspace. Never blocks."""
+        from ..engine.files import read_text_bounded
+        return read_text_bounded(self.workspace / relpath, limit, root=self.workspace)
 
     def run_task(self) -> None:
         """A task.yaml arm: its manifest's session or driver, then its graders."""

@@ -18,6 +18,7 @@ from ..verdict import BLOCKED, FAIL, blocked_why
 
 BLOCKED_CATEGORY = "blocked"
 EXIT_BLOCKED = 2
+EXIT_STORE_FORGED = 6  # the store was written into during the run: set aside, written afresh
 RECORD_ATTR = "jaato_record"
 TRANSCRIPT_ATTR = "jaato_transcript"
 EVIDENCE_LINES = 40  # per verdict in the failure text: the tail is where a failure shows

@@ -13,6 +13,7 @@ from typing import Sequence
 from .pivot import Pivot
 from .record import ArmRecord
 from ..render import safe_text
+from .store import is_evidence
 from .store_reader import scan
 
 
@@ -35,6 +36,9 @@ def readable(path: str | Path) -> Path:
         raise Unusable(f"{path}: no such file")
     if path.is_dir():
         raise Unusable(f"{path}: is a directory, expected a JSONL result store")
+    if is_evidence(path):
+        raise Unusable(f"{path}: the evidence of a store written into while its run went on "
+                       f"(set aside by that run, which wrote the store again): not a store")
     return path
 
 

@@ -119,6 +119,9 @@ class Store:
         StoreError naming the other run (pid, host, start) when one holds it."""
         if self._lock_fd is not None:
             return
+        if is_evidence(self.path):
+            raise StoreError(f"{self.path} is the evidence of a store written into during its "
+                             f"run, kept as it was found: pick another store")
         check_writable(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _take_lock(lock_path(self.path), self.path)
@@ -166,19 +169,10 @@ class Store:
             self.rotated_to = target
             transcripts.follow(self.path, target)
             return
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        for n in range(1000):
-            suffix = f"{stamp}-{n}" if n else stamp
-            target = self.path.with_name(f"{self.path.stem}.{suffix}{self.path.suffix}")
-            try:  # reserve the name: O_EXCL never takes one another copy holds
-                os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-            except FileExistsError:
-                continue
-            os.replace(self.path, target)
-            self.rotated_to = target
-            transcripts.follow(self.path, target)
-            return
-        raise StoreError(f"{self.path}: no free name to keep the previous store under")
+        target = _free_name(self.path)
+        os.replace(self.path, target)
+        self.rotated_to = target
+        transcripts.follow(self.path, target)
 
     def append(self, record: ArmRecord | dict) -> None:
         if self._fh is None:
@@ -196,6 +190,38 @@ class Store:
         data = text.encode("utf-8")
         self._ours.update(data)
         self._ours_size += len(data)
+
+    def set_aside_forgery(self, kept: list[dict], own: list[ArmRecord]) -> Path:
+        """The file holds what this run did not write: it goes aside, untouched, as evidence
+        (`NAME.tampered-STAMP.jsonl`, which no store command takes as a store), and the store
+        is written afresh with what the run holds: what the file held when the run claimed it
+        (its bytes, when they are intact; else the records the run read then, `kept`), then
+        the run's own records. Returns the evidence's path."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        evidence = _free_name(self.path, TAMPERED)
+        os.replace(self.path, evidence)
+        base_size, base_digest = self._base
+        with open(evidence, "rb") as fh:  # what it held before the run, when still intact
+            base = fh.read(base_size) if _digest_of(fh, base_size) == base_digest else None
+            if base is not None:
+                fh.seek(0)
+                base = fh.read(base_size)
+        lines = [json.dumps(r.to_dict() if isinstance(r, ArmRecord) else r, default=str)
+                 for r in ([] if base is not None else kept) + list(own)]
+        if base and not base.endswith(b"\n"):
+            base += b"\n"
+        data = (base or b"") + "".join(line + "\n" for line in lines).encode("utf-8")
+        fresh = self.path.with_name(f".{self.path.name}.fresh")
+        with open(fresh, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(fresh, self.path)
+        self._base, self._ours = (0, _digest(b"")), hashlib.sha256(data)
+        self._ours_size, self.append_to_existing = len(data), False
+        return evidence
 
     def changed_by_others(self) -> str | None:
         """What in the file is not what this run found and wrote, or None."""
@@ -238,6 +264,28 @@ class Store:
             return (f"{self.path} does not hold exactly the {self.written} record(s) this "
                     f"run wrote: somebody else wrote into it while the run went on")
         return None
+
+
+TAMPERED = "tampered"  # the evidence of a store written into during its run
+
+
+def is_evidence(path: Path) -> bool:
+    """A file a run set aside because somebody else wrote into it: never read as a store."""
+    return f".{TAMPERED}-" in Path(path).name
+
+
+def _free_name(path: Path, what: str = "") -> Path:
+    """`NAME.[what-]STAMP[-n]EXT`, reserved (O_EXCL never takes one another copy holds)."""
+    stamp = f"{what}-" * bool(what) + time.strftime("%Y%m%d-%H%M%S")
+    for n in range(1000):
+        suffix = f"{stamp}-{n}" if n else stamp
+        target = path.with_name(f"{path.stem}.{suffix}{path.suffix}")
+        try:
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            continue
+        return target
+    raise StoreError(f"{path}: no free name to keep the previous store under")
 
 
 def _take_lock(lock: Path, store: Path) -> int:

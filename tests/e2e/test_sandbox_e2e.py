@@ -103,3 +103,25 @@ def test_bwrap_required_but_missing_blocks_every_arm_saying_why(project, monkeyp
     (record,) = project.records()
     assert record["state"] == "BLOCKED" and "bubblewrap" in record["blocked_reason"]
     assert result.ret == 2
+
+
+def test_an_agent_cannot_turn_its_fail_into_blocked(project):
+    """A losing agent's ways out of the pass rate, each its own FAIL with the cause named:
+    leaving a FIFO where the grader reads (it would block the grader until its timeout), and
+    killing the daemon it runs on (in the sandbox only its own processes can). A later arm on
+    the same run is unaffected: the daemon is started again."""
+    project.task("a-fifo", profile=shell_agent("fifo", "mkfifo answer.txt"))
+    kill = "kill -9 $(pgrep -f 'jaato_server --ipc-socket'); sleep 5"
+    project.task("b-killer", profile=shell_agent("killer", kill))
+    project.task("c-honest")
+    result = project.run("tasks", "--jaato-sandbox=bwrap", "-p", "no:randomly",
+                         shared_daemon=False)
+    by = {r["task_id"]: r for r in project.records()}
+    fifo, killer = by["a-fifo"], by["b-killer"]
+    assert fifo["state"] == "FAIL" and fifo["verdicts"][0]["grader_id"] == "workspace"
+    assert fifo["verdicts"][0]["evidence"] == ["answer.txt"]
+    assert killer["state"] == "FAIL", killer
+    assert killer["verdicts"][0]["grader_id"] == "sandbox"
+    assert "daemon ended during the agent's session" in killer["verdicts"][0]["detail"]
+    assert by["c-honest"]["state"] == "PASS"
+    assert result.ret == 1

@@ -13,7 +13,8 @@ import time
 import pytest
 
 from pytest_jaato_eval.results.record import RECORD_KEYS, ArmRecord, RecordError
-from pytest_jaato_eval.results.store import Store, StoreError, lock_path, previous_path
+from pytest_jaato_eval.results.store import (Store, StoreError, is_evidence, lock_path,
+                                            previous_path)
 from pytest_jaato_eval.results.store_reader import read_records, scan
 from pytest_jaato_eval.testing.records import arm_record, write_store
 
@@ -333,3 +334,39 @@ def test_the_producer_stores_live_values_as_the_store_reads_them():
     assert record.termination_reason == "operator_request" and record.workspace == "/tmp/ws"
     assert record.extra == {"contaminated": False}
     assert ArmRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
+
+
+def test_a_forged_store_is_set_aside_and_written_again_from_what_the_run_holds(tmp_path):
+    """The evidence keeps every byte as found; the store holds the bytes it had before the
+    run when they are intact (else the records the run read then), then the run's own."""
+    path = write_store(tmp_path / "s.jsonl", [arm_record("u", repeat=0)])
+    before = path.read_bytes()
+    store = Store(path, append=True)
+    store.claim()
+    ours = [arm_record("t", repeat=0), arm_record("t", repeat=1)]
+    for record in ours:
+        store.append(record)
+    with open(path, "a") as fh:  # forged after the run's records
+        fh.write(json.dumps(arm_record("t", repeat=0, state="FAIL").to_dict()) + "\n")
+    found = path.read_bytes()
+    assert store.changed_by_others()
+    evidence = store.set_aside_forgery([], ours)
+    assert is_evidence(evidence) and evidence.read_bytes() == found
+    again = path.read_bytes()
+    assert again.startswith(before) and b'"FAIL"' not in again
+    assert [json.loads(line)["repeat"] for line in again.splitlines()] == [0, 0, 1]
+    assert store.changed_by_others() is None  # what counts now is exactly what it holds
+    store.close()
+
+    path = write_store(tmp_path / "e.jsonl", [arm_record("u", repeat=0)])
+    store = Store(path, append=True)
+    store.claim()
+    store.append(ours[0])
+    path.write_text(path.read_text().replace('"PASS"', '"FAIL"'))  # the old record edited
+    kept = [arm_record("u", repeat=0).to_dict()]
+    store.set_aside_forgery(kept, [ours[0]])
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(r["task_id"], r["state"]) for r in lines] == [("u", "PASS"), ("t", "PASS")]
+    store.close()
+    with pytest.raises(StoreError, match="evidence"):
+        Store(evidence).claim()

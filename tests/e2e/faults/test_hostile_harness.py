@@ -192,10 +192,11 @@ def test_processes_the_agent_leaves_running_are_ended_before_grading(project, tm
 
 
 def test_a_record_the_agent_forges_into_the_store_counts_nowhere(project):
-    """The agent finds the store (it runs as the developer; /proc names pytest's folder and
-    options) and appends a copy of an earlier arm's record turned FAIL: read back, the last
-    record per arm would win. The pivot and the documents count only what the run wrote,
-    and the summary says the store was written into."""
+    """An unconfined agent (the suite's daemon is not the run's, so nothing confines it)
+    finds the store and appends a copy of an earlier arm's record turned FAIL: read back,
+    the last record per arm would win. The run sets the written-into file aside as evidence,
+    writes the store again with the records it holds, exits with its own code, and no store
+    command takes the evidence for a store."""
     store = project.root / "results.jsonl"
     forge = f"tail -n 1 {store} | sed 's/\"state\": \"PASS\"/\"state\": \"FAIL\"/g' >> {store}"
     profile = {"name": "forger", "provider": "echo", "model": "echo",
@@ -208,14 +209,21 @@ def test_a_record_the_agent_forges_into_the_store_counts_nowhere(project):
     project.task("b-forger", profile=profile, graders=[{"kind": "script", "run": "true"}])
     result = timed_run(project, "tasks", CEILING, "--jaato-html=report.html", bound=120)
     out = result.stdout.str()
+    (evidence,) = project.root.glob("results.tampered-*.jsonl")
+    forged = evidence.read_text().splitlines()
+    assert len(forged) == 3 and '"state": "FAIL"' in forged[1], "the forgery is not the evidence"
     lines = store.read_text().splitlines()
-    assert len(lines) == 3 and '"state": "FAIL"' in lines[1], "the forgery reached the file"
+    assert [json.loads(line)["arm_id"] for line in lines] == ["a-honest@echo#0", "b-forger@echo#0"]
+    assert all(json.loads(line)["state"] == "PASS" for line in lines)
     honest = [line.split() for line in out.splitlines() if line.startswith("a-honest ")]
     assert honest and honest[0][2] == "100%", out
-    assert "error: " in out and "somebody else wrote into it" in out, out
+    assert "somebody else wrote into it" in out and "set aside as" in out, out
     html = (project.root / "report.html").read_text()
     assert "a-honest@echo#0" in html and ">FAIL<" not in html.split("a-honest@echo#0")[1][:400]
-    assert result.ret == 0
+    assert result.ret == 6
+    refused = subprocess.run([sys.executable, "-m", "pytest_jaato_eval", "report", str(evidence)],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "not a store" in refused.stderr + refused.stdout
 
 
 # -- bounded reads of what the agent wrote ------------------------------------------------
