@@ -26,7 +26,7 @@ from .files import inside, read_text_bounded
 from .accounting import TurnAccumulator, USAGE_KEYS, empty_usage, merge_tracker
 from .agent_run import AgentRun
 from .ceiling import Ceiling
-from .connection import STOP_WAIT, handshake
+from .connection import STOP_WAIT, connect_patiently
 
 log = logging.getLogger(__name__)
 TAIL_LINES = 40
@@ -94,11 +94,15 @@ class _DriverArm:
 
     async def run(self) -> AgentRun:
         spec, out = self.spec, self.out
-        self.client = client = IPCClient(
-            spec.socket_path, client_type=ClientType.API, auto_start=False, env_file=".env",
-            workspace_path=str(spec.workspace), config_root=str(spec.config_root))
+        client: IPCClient | None = None
         try:
-            if not await handshake(client):
+            client, connected, note = await connect_patiently(lambda: IPCClient(
+                spec.socket_path, client_type=ClientType.API, auto_start=False, env_file=".env",
+                workspace_path=str(spec.workspace), config_root=str(spec.config_root)))
+            self.client = client
+            if note:
+                out.caveats.append(note)
+            if not connected:
                 out.blocked_reason = f"daemon: could not connect to {spec.socket_path}"
                 return out
             client.subscribe(EventType.TURN_COMPLETED, self._on_turn)
@@ -110,8 +114,9 @@ class _DriverArm:
         finally:
             self._attribute()
             try:
-                async with asyncio.timeout(STOP_WAIT):
-                    await client.disconnect()
+                if client is not None:
+                    async with asyncio.timeout(STOP_WAIT):
+                        await client.disconnect()
             except (Exception, asyncio.CancelledError):  # noqa: BLE001
                 log.debug("driver arm: disconnect failed", exc_info=True)
         return out

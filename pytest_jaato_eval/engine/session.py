@@ -22,7 +22,7 @@ from .accounting import (TurnAccumulator, merge_tracker, session_ids_in,
                          tracker_record)
 from .agent_run import UNSIGNED_ERRORS, AgentRun
 from .ceiling import Ceiling
-from .connection import STOP_WAIT, HandshakeTimeout, handshake, unless_disconnected
+from .connection import STOP_WAIT, connect_patiently, unless_disconnected
 
 __all__ = ["AgentRun", "Ceiling", "SessionArmSpec", "run_session_arm", "UNSIGNED_ERRORS"]
 
@@ -37,9 +37,6 @@ CREATE_WAIT = 180.0
 # Tries of session.new before the session exists: nothing is spent yet (no model call), so a
 # transient failure is sent again while the time before the session stays under the ceiling.
 CREATE_TRIES = 3
-# A refused connection before the session exists: a daemon restarting answers again within
-# its start (15 s beside a CPU hog, bench/RESULTS.md); retried for this long, then BLOCKED.
-CONNECT_PATIENCE = 30.0
 # The daemon's terminal after session.stop: measured at 0.01 s idle and beside a CPU hog
 # (bench/RESULTS.md); past this the arm ends without the confirmation, and says so.
 STOP_CONFIRM_WAIT = 10.0
@@ -154,35 +151,15 @@ class _SessionArm:
         return True
 
     async def _connect(self) -> bool:
-        """The handshake, tried again while a refused connection may be a daemon restarting.
-
-        Only before the session exists (nothing is spent yet), and for CONNECT_PATIENCE
-        seconds at most; a daemon that accepts and then stalls (HandshakeTimeout) already
-        had its wait, and a refusal that outlasts the patience is the arm's reason.
-        """
+        """The handshake; a refused one tried again while nothing is spent (connection.py)."""
         spec = self.spec
-        waited, pause = 0.0, 0.5
-        while True:
-            self.client = IPCClient(  # a fresh client each try: a failed one keeps its state
-                spec.socket_path, client_type=ClientType.API, auto_start=False,
-                env_file=spec.env_file, workspace_path=str(spec.workspace),
-                config_root=str(spec.config_root))
-            try:
-                connected = await handshake(self.client)
-            except HandshakeTimeout:
-                raise
-            except (ConnectionError, OSError) as exc:
-                if waited + pause > CONNECT_PATIENCE:
-                    raise
-                refused = f"{type(exc).__name__}: {exc}"
-                await asyncio.sleep(pause)
-                waited, pause = waited + pause, min(pause * 2, 8.0)
-                continue
-            if waited:
-                self.out.caveats.append(
-                    f"the daemon refused the connection ({refused[:200]}); connected after "
-                    f"{waited:g} s of retries, before any model call")
-            return connected
+        self.client, connected, note = await connect_patiently(lambda: IPCClient(
+            spec.socket_path, client_type=ClientType.API, auto_start=False,
+            env_file=spec.env_file, workspace_path=str(spec.workspace),
+            config_root=str(spec.config_root)))
+        if note:
+            self.out.caveats.append(note)
+        return connected
 
     async def _create(self, kwargs: dict) -> str | None:
         """session.new, sent again on a fresh connection after a transient daemon failure.

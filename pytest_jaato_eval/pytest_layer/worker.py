@@ -348,7 +348,10 @@ def _left_for_later(run_dir: Path, run_id: str, kept: set[Path] | None) -> None:
     left = [p for p in run_dir.iterdir() if p != workspaces and p.name != sweep.OWNER_FILE]
     if workspaces.is_dir() and kept is not None:
         kept_here = {Path(ws).resolve() for ws in kept}
-        for ws in [p for p in workspaces.iterdir() if p.resolve() not in kept_here]:
+        # A kept workspace keeps the daemon's state folders beside it (workspace.discard).
+        beside = tuple(f".{ws.name}-" for ws in kept_here)
+        for ws in [p for p in workspaces.iterdir() if p.resolve() not in kept_here
+                   and not (p.name.startswith(beside) and p.name.endswith("-state"))]:
             (run_dir / DISCARDED).mkdir(exist_ok=True)
             try:
                 ws.rename(run_dir / DISCARDED / ws.name)

@@ -57,16 +57,18 @@ def test_what_the_run_could_not_remove_is_named_and_the_next_run_removes_it(tmp_
         (ws / "sub").mkdir(parents=True)
         (ws / "sub" / "f").write_text("x")
     (run_dir / "daemon").mkdir()
+    beside_kept = run_dir / "workspaces" / f".{kept.name}-config-state"
+    beside_kept.mkdir()
     worker._left_for_later(run_dir, "run-abc", {kept})
     err = capsys.readouterr().err
     assert f"jaato-eval: could not remove {run_dir / 'daemon'}" in err and str(stuck) in err
-    assert "a later run removes it" in err and str(kept) not in err
+    assert "a later run removes it" in err and str(kept) not in err and "config-state" not in err
     assert (run_dir / worker.DISCARDED / stuck.name / "sub" / "f").exists()
     assert (run_dir / sweep.OWNER_FILE).exists()
     _owner_gone(run_dir)
     assert sweep.sweep_dead_runs(root) == [run_dir]
     # The user's kept workspace stays; the leftovers are gone.
-    assert (kept / "sub" / "f").exists()
+    assert (kept / "sub" / "f").exists() and beside_kept.is_dir()
     assert not (run_dir / worker.DISCARDED).exists() and not (run_dir / "daemon").exists()
 
 
