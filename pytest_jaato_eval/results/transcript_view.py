@@ -60,7 +60,7 @@ def _number(value: Any) -> float | None:
 
 def _steps(messages: list | None) -> list[Step]:
     if messages is None:
-        return [Step("note", "no history: the daemon did not give this session's messages")]
+        return [Step("note", "no messages: this session's history was not received")]
     steps = []
     for m in messages:
         if not isinstance(m, dict):

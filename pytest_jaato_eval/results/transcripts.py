@@ -183,10 +183,18 @@ def build(*, arm_id: str, task_id: str, run_id: str | None, run: Any, driver: bo
             saved = saved if isinstance(saved, dict) else {}
             history = saved.get("history") if isinstance(saved.get("history"), list) else None
             turns = saved.get("turn_accounting")
-            sessions.append(session(
-                "driver", run, session_id=sid, history=history,
-                accounting=turns if isinstance(turns, list) else None, source=FROM_FILE,
-                cuts=cuts))
+            one = session("driver", run, session_id=sid, history=history,
+                          accounting=turns if isinstance(turns, list) else None,
+                          source=FROM_FILE, cuts=cuts)
+            # What this session spent and how it ended, as its file says: the run's own
+            # figures are the whole arm's.
+            spent = saved.get("budget_usage") if isinstance(saved.get("budget_usage"), dict) \
+                else {}
+            one.update(usage={"cost_usd": spent.get("usd"),
+                              "spend_total_tokens": spent.get("tokens")},
+                       duration_seconds=None, termination_reason=saved.get("end_reason"),
+                       error=None, blocked_reason=None, payload=None)
+            sessions.append(one)
     elif getattr(run, "session_id", None):
         sessions.append(session("agent", run, history=run.history,
                                 accounting=getattr(run, "turn_accounting", None), cuts=cuts))

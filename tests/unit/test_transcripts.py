@@ -240,3 +240,19 @@ def test_the_show_commands_in_the_docs_run_as_written(tmp_path):
                               text=True, timeout=120, env={**os.environ, "PATH": path})
         assert done.returncode == 0, done.stdout + done.stderr
         assert "write-file@echo#1: FAIL" in done.stdout and "→ writeNewFile" in done.stdout
+
+
+def test_a_driver_arm_keeps_every_session_from_its_files_with_its_own_figures():
+    saved = {"history": history(), "turn_accounting": [{"turn": 0, "total": 120}],
+             "budget_usage": {"usd": 0.0008, "tokens": 240}, "end_reason": "natural"}
+    run = AgentRun(session_id="d1", session_ids=["d1", "d2"], model="echo", provider="echo")
+    run.usage.update(cost_usd=0.0016)  # the whole arm's: not either session's
+    document = transcripts.build(arm_id="d@echo#0", task_id="d", run_id="r", run=run,
+                                 driver=True, session_files={"d1": saved}.get)
+    one, two = document["sessions"]
+    assert (one["role"], one["session_id"], two["session_id"]) == ("driver", "d1", "d2")
+    assert one["source"] == transcripts.FROM_FILE
+    assert one["usage"] == {"cost_usd": 0.0008, "spend_total_tokens": 240}
+    assert one["messages"][1]["parts"][0]["name"] == "writeNewFile"
+    assert two["messages"] is None  # no file: said, not invented
+    assert "no messages: this session's history was not received" in text_lines(document)[-1]
