@@ -195,6 +195,7 @@ class Tables:
                  transcripts: Callable[[ArmEvidence, dict[str, Any]], ArmEvidence] | None = None):
         self.summarise = summarise
         self.with_transcript = transcripts or (lambda ev, record: ev)
+        self.reads_transcripts = transcripts is not None
         self.passed = passed or {}   # (task, profile set) -> PASS arms, from the pivot
         self.cells: dict[tuple[str, str], _Cell] = {}
         self.graders: dict[str, dict[str, None]] = {}  # task -> grader ids, first seen first
@@ -214,7 +215,7 @@ class Tables:
         key = (_repeat(record), str(record.get("arm_id")))
         if not self.summarise:
             cell.rows.append((key, _row(record)))
-            if worth_reading(record) or record.get("transcript"):
+            if worth_reading(record) or (self.reads_transcripts and record.get("transcript")):
                 cell.evidence.append((key, self.with_transcript(arm_evidence(record), record)))
         else:
             sig = signature(record)
