@@ -67,6 +67,10 @@ HARDENING = {
     "GIT_CONFIG_KEY_2": "core.pager", "GIT_CONFIG_VALUE_2": "cat",
 }
 PASSTHROUGH_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?")
+# Variables that decide what code an interpreter, a shell or a loader runs: a pattern
+# (`PYTHON*`, `GIT_*`, `*`) never sweeps one in; a task that needs one names it exactly.
+CODE_PREFIXES = ("PYTHON", "GIT_", "LD_", "BASH_ENV", "ENV", "PERL5", "RUBYOPT", "RUBYLIB",
+                 "NODE_OPTIONS", "NODE_PATH", "JAVA_TOOL_OPTIONS")
 
 
 def safe_path(value: str, workspace: Path | str | None = None) -> str:
@@ -90,23 +94,25 @@ def curated_env(passthrough: Sequence[str] = (), base: Mapping[str, str] | None 
     """The base environment of a grader, processor or driver.
 
     `passthrough` names variables the task asks for; `NAME*` passes a prefix, but
-    never a credential-looking variable (redact.py's rule): a credential passes only
-    when named exactly, so a pattern cannot sweep one in.
+    never a credential-looking variable (redact.py's rule) nor one that decides what code
+    runs (CODE_PREFIXES): those pass only when named exactly, so a pattern cannot sweep one
+    in. PATH and the hardening are set last: no passed name undoes them.
     """
     from .redact import is_secret_name
 
     base = os.environ if base is None else base
     env = {k: v for k, v in base.items()
            if k in BASIC_NAMES or k.startswith(BASIC_PREFIXES)}
-    env["PATH"] = safe_path(base.get("PATH", os.defpath), workspace)
-    env.update(HARDENING)
     for name in passthrough:
         if name.endswith("*"):
             prefix = name[:-1]
-            env.update({k: v for k, v in base.items()
-                        if k.startswith(prefix) and not is_secret_name(k)})
+            env.update({k: v for k, v in base.items() if k.startswith(prefix)
+                        and not is_secret_name(k) and not k.startswith(CODE_PREFIXES)})
         elif name in base:
             env[name] = base[name]
+    # Last, so no name the task passes undoes them.
+    env["PATH"] = safe_path(base.get("PATH", os.defpath), workspace)
+    env.update(HARDENING)
     return env
 
 

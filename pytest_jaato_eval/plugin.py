@@ -99,7 +99,9 @@ def pytest_pycollect_makeitem(collector, name, obj):
         return MarkerErrorNode.from_parent(collector, name=name, message=str(exc))
 
 
-@pytest.hookimpl(tryfirst=True)  # before anything that deselects per machine (--resume, -k)
+# A wrapper, so before every other impl (a conftest's tryfirst too): whatever deselects per
+# machine (--resume, -k, a conftest) comes after the split, and every machine splits alike.
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
     if config.option.jaato_samples:  # Python arms' (a task.yaml collects only N samples)
         from .pytest_layer.python_arms import first_samples
@@ -107,6 +109,7 @@ def pytest_collection_modifyitems(config, items):
     if config.option.jaato_shard:
         from .pytest_layer.shard import select_shard
         select_shard(config, items)  # every machine splits the same collection
+    return (yield)
 
 
 def pytest_collection_finish(session):

@@ -7,6 +7,7 @@ auto-start is never used: it would leave a daemon on global paths behind.
 """
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import socket
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from .. import launch, processes
 from .leftovers import Owned
-from .sandbox import Sandbox
+from .sandbox import PidsLimit, Sandbox
 
 
 class DaemonError(Exception):
@@ -135,6 +136,7 @@ class PrivateDaemon:
         self.writable = tuple(writable)
         self.hidden = tuple(hidden)
         self.refusal = refusal  # why it must not start at all (a sandbox required, missing)
+        self._pids: PidsLimit | None = None
         self.socket_path = str(self.run_dir / "daemon.sock")
         self.pid_file = self.run_dir / "daemon.pid"
         self.log_file = self.run_dir / "daemon.log"
@@ -198,7 +200,12 @@ class PrivateDaemon:
         env[processes.TREE_VAR] = self.marker = processes.run_prefix() + f"daemon-{os.getpid()}"
         argv = [self.python, "-m", "jaato_server", "--ipc-socket", self.socket_path,
                 "--pid-file", str(self.pid_file), "--log-file", str(self.log_file)]
+        preexec = functools.partial(launch.die_with_parent, signal.SIGTERM)
         if self.sandbox is not None:
+            self._pids = self._pids or PidsLimit.make(f"jaato-eval-{os.getpid()}-"
+                                                      f"{self.run_dir.parent.name}")
+            if self._pids is not None:
+                preexec = functools.partial(_start_held, self._pids)
             # jaato writes the pid it has in the sandbox's namespace: never one to signal here.
             argv[argv.index(str(self.pid_file))] = str(self.run_dir / "daemon.ns-pid")
             tmp = Path(env.get("TMPDIR") or self.run_dir / "tmp")
@@ -211,7 +218,7 @@ class PrivateDaemon:
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 cwd=self.run_dir, env=env,
                 start_new_session=True,  # its own group: Ctrl-C reaches us, we stop it
-                preexec_fn=lambda: launch.die_with_parent(signal.SIGTERM),
+                preexec_fn=preexec,
             )
         except OSError as exc:
             raise DaemonError(f"daemon: could not start {self.python} -m jaato_server: {exc}") from exc
@@ -293,6 +300,9 @@ class PrivateDaemon:
         self._kill_group(warned=True)
         processes.kill_all(family, grace=0)
         self._stop_asked, self._family = None, []
+        if self._pids is not None:
+            self._pids.remove()
+            self._pids = None
 
     def _kill_group(self, warned: bool = False) -> None:
         """SIGKILL whatever is left of the group we started (the daemon and its runners).
@@ -312,6 +322,12 @@ class PrivateDaemon:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+
+
+def _start_held(pids: PidsLimit) -> None:
+    """The sandbox's preexec: die with the starting thread, inside the pids limit."""
+    launch.die_with_parent(signal.SIGTERM)
+    pids.join()
 
 
 def reap_orphan_daemon(run_dir: Path, wait: float = 15.0) -> None:

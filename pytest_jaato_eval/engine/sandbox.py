@@ -100,6 +100,60 @@ def _parents_first(folders: list[Path]) -> list[Path]:
     return sorted({Path(f) for f in folders}, key=lambda p: len(p.parts))
 
 
+PIDS_MAX = 2048  # processes and threads of one sandbox: jaato's daemon and runners use ~200
+_CGROUP_ROOTS = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"))  # cgroup v1, then v2
+
+
+@dataclass
+class PidsLimit:
+    """A pids cgroup for one sandbox: however the agent forks, the sandbox holds at most
+    `PIDS_MAX` tasks, so it cannot fill the machine's pid table under other arms and runs.
+    Where no pids controller can be written (not root, no cgroup), there is none."""
+
+    folder: Path
+    fd: int | None = None
+
+    @classmethod
+    def make(cls, name: str) -> "PidsLimit | None":
+        for root in _CGROUP_ROOTS:
+            if root == Path("/sys/fs/cgroup") and "pids" not in _read(root / "cgroup.subtree_control"):
+                continue  # v2: only where the root already hands the controller down
+            if not (root / "cgroup.procs").exists() or not os.access(root, os.W_OK):
+                continue
+            folder = root / name
+            try:
+                folder.mkdir(exist_ok=True)
+                (folder / "pids.max").write_text(f"{PIDS_MAX}\n")
+                fd = os.open(folder / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+            except OSError:
+                cls(folder).remove()
+                continue
+            return cls(folder, fd)
+        return None
+
+    def join(self) -> None:
+        """In the sandbox's first process, before exec: it and all it starts are held."""
+        if self.fd is not None:
+            os.write(self.fd, b"0")
+
+    def remove(self) -> None:
+        """Once everything in it has ended (a cgroup with tasks cannot be removed)."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        try:
+            self.folder.rmdir()
+        except OSError:
+            pass
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
 @functools.cache
 def probe(wanted: str = "auto") -> tuple[Sandbox | None, str]:
     """The sandbox this machine gives, and a line that says what it is or why there is none.

@@ -134,6 +134,9 @@ def read_settings(config) -> Settings:
     ws = opt.jaato_workspaces or str(ini("jaato_workspaces")).strip() or None
     store = opt.jaato_out or str(ini("jaato_out")).strip() or DEFAULT_STORE
     store_path = _path(store, rootdir) if not opt.jaato_out else _path(store, Path.cwd())
+    if store_path.is_dir():  # before --resume reads it
+        raise UsageError(f"--jaato-out {store_path}: is a directory, expected a JSONL result "
+                         f"store (a file)")
     html = _path(opt.jaato_html, Path.cwd()) if opt.jaato_html else None
     pdf = _path(opt.jaato_pdf, Path.cwd()) if opt.jaato_pdf else None
     if html or pdf or getattr(opt, "xmlpath", None) or getattr(opt, "htmlpath", None):

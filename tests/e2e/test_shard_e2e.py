@@ -143,3 +143,27 @@ def test_a_shard_with_no_arm_exits_as_pytest_does_with_nothing_selected(project)
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     result.assert_outcomes(deselected=1)
     assert not project.store.exists() and not project.run_dirs()  # nothing started, nothing written
+
+
+def test_a_conftests_tryfirst_deselection_comes_after_the_split(project):
+    """A conftest that deselects per machine, tryfirst: every machine still splits the
+    same collection, so what it drops is dropped from its own shard only."""
+    for name in ("one", "two", "three", "four", "five", "six"):
+        project.task(name)
+
+    def shard_items(i: int) -> set[str]:
+        result = project.run("tasks", "--co", "-q", f"--jaato-shard={i}/2")
+        return {line.split("::", 1)[1] for line in result.outlines if "task.yaml::" in line}
+
+    plain = [shard_items(1), shard_items(2)]
+    assert plain[0] | plain[1] and not plain[0] & plain[1]
+    dropped = sorted(plain[0])[0]
+    project.write("conftest.py", f"""
+        import pytest
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_collection_modifyitems(config, items):
+            items[:] = [i for i in items if i.name != {dropped!r}]
+        """)
+    assert shard_items(1) == plain[0] - {dropped}
+    assert shard_items(2) == plain[1]

@@ -228,6 +228,16 @@ def test_unusable_store_paths_are_one_line(tmp_path):
         assert expect in str(refused.value) and "\n" not in str(refused.value)
 
 
+def test_resume_on_a_folder_is_a_usage_error_in_one_line(project):
+    project.task("one")
+    (project.root / "a-folder").mkdir()
+    result = project.run("tasks", "--resume", "--co", f"--jaato-out={project.root / 'a-folder'}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "INTERNALERROR" not in err + result.stdout.str()
+    assert "a-folder: is a directory, expected a JSONL result store" in err
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files")
 def test_a_read_only_store_is_refused(tmp_path):
     path = write_store(tmp_path / "r.jsonl", [arm_record()])

@@ -44,6 +44,22 @@ def test_passthrough_names_and_patterns_but_a_pattern_never_passes_a_credential(
     assert "PIP_TOKEN" not in env and "MISSING" not in env
 
 
+def test_a_pattern_never_reopens_what_the_hardening_closed():
+    developer = {**DEVELOPER, "PYTHONSTARTUP": "/home/dev/evil.py", "PYTHONSAFEPATH": "",
+                 "GIT_CONFIG_GLOBAL": "/home/dev/.gitconfig", "LD_PRELOAD": "/x.so",
+                 "PATH": "/usr/bin:.", "EDITOR": "vi"}
+    for patterns in (["PYTHON*"], ["GIT_*"], ["*"], ["LD_*"]):
+        env = curated_env(patterns, base=developer)
+        assert "PYTHONSTARTUP" not in env and "LD_PRELOAD" not in env, patterns
+        assert env["PYTHONSAFEPATH"] == "1" and env["GIT_CONFIG_GLOBAL"] != "/home/dev/.gitconfig"
+        assert env["PATH"] == "/usr/bin"
+    assert curated_env(["*"], base=developer)["EDITOR"] == "vi"
+    # named exactly, a variable passes; the hardening still wins over it
+    env = curated_env(["PYTHONSTARTUP", "PYTHONSAFEPATH", "PATH"], base=developer)
+    assert env["PYTHONSTARTUP"] == "/home/dev/evil.py"
+    assert env["PYTHONSAFEPATH"] == "1" and env["PATH"] == "/usr/bin"
+
+
 def test_the_contract_is_built_on_the_curated_base(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-123456789")
     env = build_contract_env(workspace="/ws", config_root="/c", params={"a": 1})

@@ -179,7 +179,10 @@ def test_processes_the_agent_leaves_running_are_ended_before_grading(project, tm
             "if [ -n \"$s\" ] && [ \"$s\" != Z ]; then echo alive $p $s; exit 1; fi; done")
     project.task("lingerer", profile=profile, repeats=2,
                  graders=[{"kind": "script", "run": still}, {"kind": "script", "run": dead}])
-    result = timed_run(project, "tasks", CEILING, shared_daemon=False, bound=150)
+    # Unconfined: the pids the jobs write are the host's, and so is the file they go to (a
+    # confined agent's are its namespace's; test_sandbox_e2e.py has its leftovers).
+    result = timed_run(project, "tasks", CEILING, "--jaato-sandbox=none", shared_daemon=False,
+                       bound=150)
     by = one_record_each(project, {"lingerer@echo#0", "lingerer@echo#1"})
     for record in by.values():
         assert record["state"] == "PASS", record["verdicts"]
@@ -267,8 +270,13 @@ def test_agent_made_fifo_and_huge_file_named_like_its_session_log_do_not_hang_th
     result = timed_run(project, "tasks", CEILING, bound=120)
     by = one_record_each(project, {"planter@echo#0"})
     r = by["planter@echo#0"]
-    assert r["state"] == "PASS" and result.ret == 0, r
     assert r["session_id"], "the planted names matched a real session"
+    # The FIFOs are the agent's own traps: its FAIL, named, and no grader was run on them.
+    assert r["state"] == "FAIL" and result.ret == 1, r
+    (verdict,) = r["verdicts"]
+    assert verdict["grader_id"] == "workspace" and sorted(verdict["evidence"]) == sorted(
+        [f".jaato/logs/session_{r['session_id']}_a.log",
+         f".jaato/sessions/zz-{r['session_id']}.json"])
     no_run_folder_left(project)
 
 
