@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from jaato_project import unused_plugins
 
 pytestmark = pytest.mark.daemon
 
@@ -53,11 +54,12 @@ def test_an_xfail_arm_is_stored_with_its_mark_and_report_exits_as_the_run(projec
     assert "1 (1 xfail)" in shown.stdout
 
 
+@pytest.mark.slow  # the -k test above shows the rule; this is the user's --lf round trip
 def test_fix_then_lf_shows_the_whole_sweep(project):
     project.task("a-good")
     bad = project.task("b-bad", graders=FAILING)
-    argv = [f"--jaato-out={project.store}", f"--jaato-socket={project.daemon.socket_path}",
-            "-p", "no:xdist", "tasks"]
+    argv = [*unused_plugins(["--lf"]), f"--jaato-out={project.store}",
+            f"--jaato-socket={project.daemon.socket_path}", "tasks"]
     project.monkeypatch.setenv("TMPDIR", str(project.tmp))
     first = project.pytester.runpytest_subprocess(*argv, timeout=300)
     assert first.ret == 1
