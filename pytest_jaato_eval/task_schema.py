@@ -74,6 +74,11 @@ def json_schema() -> dict:
     _drop_null_defaults(schema)
     script = schema["$defs"]["ScriptGrader"]
     script["oneOf"] = [{"required": ["run"]}, {"required": ["file"]}]
+    dataset = schema["$defs"]["Dataset"]
+    dataset["oneOf"] = [{"required": ["file"]}, {"required": ["rows"]}]
+    schema["properties"]["dataset"] = {  # `dataset: rows.jsonl` is short for {file: rows.jsonl}
+        "description": schema["properties"]["dataset"].get("description", ""),
+        "anyOf": [{"type": "string", "pattern": r"\S"}, {"$ref": "#/$defs/Dataset"}]}
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 

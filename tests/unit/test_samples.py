@@ -22,6 +22,7 @@ from pytest_jaato_eval.pytest_layer.shard import unit_of
 from pytest_jaato_eval.report import html
 from pytest_jaato_eval.results.cell import ArmSummary, Cell, default_k
 from pytest_jaato_eval.results.commands import report_exit
+from pytest_jaato_eval.task_schema import json_schema
 from pytest_jaato_eval.testing.records import arm_record
 
 TASK = """\
@@ -227,3 +228,16 @@ def test_a_processor_and_the_judge_see_the_sample(tmp_path):
     env = ctx.contract_env()
     assert env["JAATO_EVAL_SAMPLE_ID"] == "a" and env["JAATO_EVAL_PARAM_WORD"] == "cat"
     assert json.loads(env["JAATO_EVAL_SAMPLE"]) == {"id": "a", "word": "cat"}
+
+
+def test_the_json_schema_takes_a_dataset_as_a_file_name_or_a_mapping():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json_schema()
+    base = {"id": "t", "environment": {"fixture": "f", "config_root": "c"},
+            "input": {"prompt": "p"}, "harness": {"profile": "w"},
+            "graders": [{"kind": "script", "run": "true"}]}
+    for dataset in ("rows.jsonl", {"file": "rows.csv", "limit": 2}, {"rows": [{"id": "a"}]}):
+        jsonschema.validate({**base, "dataset": dataset}, schema)
+    for bad in ({"file": "a.jsonl", "rows": [{}]}, {}, {"fil": "a.jsonl"}, 3):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**base, "dataset": bad}, schema)
