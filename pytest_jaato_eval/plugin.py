@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 
 from .pytest_layer.fixtures import (  # noqa: F401 - pytest finds fixtures in the plugin module
-    jaato_arm, jaato_daemon, jaato_workspace, scripted_model)
+    end_guard, jaato_arm, jaato_daemon, jaato_workspace, scripted_model)
 from .pytest_layer.heap import HEAP_KEY, install as install_heap
 from .pytest_layer.options import UsageError, add_options, read_settings
 from .pytest_layer.run import CONTEXT_KEY, WORKER_KEY, MarkerError, RunContext, arm_of, new_run_id
@@ -121,15 +121,16 @@ def pytest_collection_finish(session):
 def pytest_itemcollected(item):
     callspec = getattr(item, "callspec", None)
     if callspec is not None and "jaato_arm" in callspec.params and arm_of(item) is None:
-        from .pytest_layer.python_arms import sampled
-        from .pytest_layer.run import ARM_KEY
-        item.stash[ARM_KEY] = sampled(item, callspec.params["jaato_arm"])
+        from .pytest_layer.python_arms import collected
+        collected(item)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     arm = arm_of(item)
     if arm is not None:
+        if call.when == "call":
+            end_guard()  # the body's share of the arm ceiling ends with it
         from .pytest_layer.outcome import label
         label(item, arm)  # before the report copies the item's user properties
     report = yield

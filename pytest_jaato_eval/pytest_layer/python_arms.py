@@ -96,9 +96,23 @@ def parametrize(metafunc) -> None:
                              indirect=True)
     except ValueError as exc:  # e.g. the test parametrises jaato_arm itself
         _fail(task.id, str(exc))
-    # An arm --resume will deselect never needs the daemon.
-    if any(a.id not in worker.context.done for a in arms) and wants_own_daemon(definition):
+    # An arm --resume will deselect never needs the daemon. A parametrised test's arm ids
+    # (with their samples) are known once its items are: `collected` decides then.
+    if (not any(definition.iter_markers("parametrize"))
+            and any(a.id not in worker.context.done for a in arms)
+            and wants_own_daemon(definition)):
         worker.start_daemon_early()
+
+
+def collected(item) -> None:
+    """pytest_itemcollected for a Python arm: its arm, with its sample, on the item."""
+    from .run import ARM_KEY
+    arm = item.stash[ARM_KEY] = sampled(item, item.callspec.params["jaato_arm"])
+    if arm.sample is not None:
+        worker = worker_of(item.config)
+        if (worker.may_start_early and arm.id not in worker.context.done
+                and wants_own_daemon(item)):
+            worker.start_daemon_early()
 
 
 def sampled(item, arm: Arm) -> Arm:

@@ -110,9 +110,11 @@ def test_a_parametrised_python_arm_is_one_sample_per_parameter_set(project):
     assert {r["sample_id"] for r in records} == {"cat", "dog", "owl"}
     checked = validate(project)
     assert checked.returncode == 0 and "more than once" not in checked.stdout, checked.stdout
-    resumed = project.run("arms", "--resume")
+    mark = project.spy_on_daemon_starts()
+    resumed = project.run("arms", "--resume", shared_daemon=False)
     assert resumed.ret == 5  # every arm is in the store: all deselected, none run again
     resumed.assert_outcomes(deselected=6)
+    assert not mark.exists(), "no daemon is started for samples --resume deselects"
     shards = [{line.split("[")[1].split("-")[0] for line in project.run(
         "arms", "--co", "-q", f"--jaato-shard={i}/2").stdout.lines if "::test_writes[" in line}
         for i in (1, 2)]
