@@ -30,12 +30,12 @@ def both(daemon):
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp)}
     ref_python = side_by_side.reference_python(REPO / ".venv" / "jaato-eval-0.3.4")
+    ours = side_by_side.run_ours(  # first: the reference then finds the daemon's runners warm
+        side_by_side.copy_tasks(side_by_side.TASKS, scratch / "our-tasks"),
+        scratch / "ours.jsonl", daemon.socket_path, scratch, env)
     ref = side_by_side.run_reference(
         ref_python, side_by_side.copy_tasks(side_by_side.TASKS, scratch / "ref-tasks"),
         scratch / "ref.jsonl", daemon.socket_path, scratch, env)
-    ours = side_by_side.run_ours(
-        side_by_side.copy_tasks(side_by_side.TASKS, scratch / "our-tasks"),
-        scratch / "ours.jsonl", daemon.socket_path, scratch, env)
     yield ref, ours, scratch
     shutil.rmtree(scratch, ignore_errors=True)
 
@@ -45,11 +45,14 @@ def test_the_reference_and_the_plugin_agree_arm_by_arm(both):
     reference = side_by_side.records(scratch / "ref.jsonl")
     assert reference, f"jaato-eval wrote no store: {ref.stderr[-2000:]}"
     pairs = side_by_side.pair(reference, side_by_side.records(scratch / "ours.jsonl"))
-    assert len(pairs) == len(reference) >= 14
-    differ = [p.line() for p in pairs if not p.same]
+    assert len(pairs) == len(reference) >= 24
+    # An arm the reference itself could not run (its one-shot session.new on a starved host)
+    # says nothing about agreement; more than two would say the comparison did not happen.
+    assert sum(not p.comparable for p in pairs) <= 2, [p.line() for p in pairs]
+    differ = [p.line() for p in pairs if p.comparable and not p.same]
     assert not differ, "\n".join(differ)
-    assert ours.returncode == ref.returncode == 1  # one FAIL (processor-fail) in both runs
-    by_task = {p.key[0]: p for p in pairs}
+    assert ours.returncode == ref.returncode == 1  # FAIL arms in both runs
+    by_task = {p.key[0]: p for p in pairs if p.comparable}
     persona = by_task["add-pagination"]
     # A persona's turns are the session's own (its events carry the persona's name).
     assert persona.ours["turns"] == persona.reference["turns"] >= 1

@@ -1,0 +1,2 @@
+def validate(payload, context):
+    return []
