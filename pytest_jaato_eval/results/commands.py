@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import review, show_command
+from .. import kept_daemon
 from .command_io import EXIT_OK, EXIT_UNUSABLE, Unusable, expand, open_stores, say
 from .compare import cmd_compare
 from .merge_command import cmd_merge
@@ -150,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     sch.set_defaults(func=_cmd_schema)
     review.add_parser(sub)
     show_command.add_parser(sub)
+    kept_daemon.add_parser(sub)
     return parser
 
 

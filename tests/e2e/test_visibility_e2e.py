@@ -151,3 +151,43 @@ def test_transcripts_resume_rotate_with_the_store_and_can_be_turned_off(project)
     assert not folder.exists() and all(r["transcript"] is None for r in project.records())
     (kept,) = project.root.glob("results.*.transcripts")
     assert len(list(kept.iterdir())) == 2
+
+
+def test_a_kept_daemon_serves_runs_until_it_is_stopped(project):
+    """docs/running.md's commands, run as written (in the project's directory)."""
+    import os
+    import re
+    import subprocess
+    from pathlib import Path
+
+    from pytest_jaato_eval import kept_daemon
+    from pytest_jaato_eval.engine.daemon import can_connect
+    project.task("ok")
+    (project.root / "pytest.ini").write_text("[pytest]\n")  # the project's own rootdir
+    doc = (Path(__file__).parents[2] / "docs" / "running.md").read_text()
+    (block,) = [b for b in re.findall(r"^```bash\n(.*?)^```", doc, re.S | re.M)
+                if "pytest_jaato_eval daemon start" in b]
+    start, run, stop = block.strip().splitlines()
+    env = {**os.environ, "TMPDIR": str(project.tmp),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+    def sh(line):
+        return subprocess.run(["bash", "-c", line], cwd=project.root, env=env, text=True,
+                              capture_output=True, timeout=300)
+    folder = kept_daemon.default_dir(project.root)
+    try:
+        started = sh(start)
+        assert started.returncode == 0, started.stderr
+        socket = started.stdout.strip()
+        keeper = kept_daemon._keeper(folder)
+        ran = sh(run)  # starts nothing: finds the running one, the same socket
+        assert kept_daemon._keeper(folder) == keeper
+        assert "private jaato daemon" not in ran.stdout, ran.stdout + ran.stderr
+        store = project.root / "jaato-results.jsonl"
+        assert store.exists(), ran.stdout + ran.stderr
+        (record,) = [json.loads(x) for x in store.read_text().splitlines()]
+        assert record["session_id"], ran.stdout  # a session on the kept daemon
+    finally:
+        stopped = sh(stop)
+    assert stopped.stdout.strip() == f"stopped the kept daemon in {folder}"
+    assert not keeper.alive() and not can_connect(socket) and not folder.exists()
