@@ -92,8 +92,10 @@ def main(argv=None) -> int:
         tasks = scratch / "tasks"
         bk.echo_task(tasks, "sweep", repeats=args.arms)
         runs: dict[str, list[dict]] = {"on": [], "off": []}
-        for i in range(args.runs):  # alternate: load drift hits both alike
-            for side in ("off", "on"):
+        # Alternating, each side first in turn: load drift, and whatever a run leaves the
+        # next one (its daemon's last writes), fall on both sides alike.
+        for i in range(args.runs):
+            for side in (("off", "on") if i % 2 == 0 else ("on", "off")):
                 runs[side].append(one_run(tasks, scratch, side, i))
         for side, rs in runs.items():
             summary[side] = {"wall_s": bk.median(r["wall"] for r in rs),
