@@ -7,6 +7,8 @@ heavy is imported until a fixture is used.
 """
 from __future__ import annotations
 
+import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -86,6 +88,33 @@ def _arm(request):
 
 class EnvironmentFault(Exception):
     """The agent's run taught us nothing (daemon, provider, ceiling, pool): BLOCKED."""
+
+
+class BodyOverran(Exception):
+    """The test body, the arm's grader, ran past what the arm ceiling left it: BLOCKED."""
+
+
+def _overran(signum, frame):
+    raise BodyOverran("the test body ran past the arm ceiling (--arm-timeout) left after the "
+                      "agent's run: a hang in the test, not a verdict on the agent")
+
+
+def guard_body(seconds_left: float) -> None:
+    """The rest of the arm ceiling, for the test body after `run()`: an alarm that raises
+    BodyOverran in it (the main thread, as pytest and xdist run tests). `end_guard` at the
+    call's end (a second at least). Nothing without SIGALRM, or in another thread."""
+    if not hasattr(signal, "setitimer") or (
+            threading.current_thread() is not threading.main_thread()):
+        return
+    signal.signal(signal.SIGALRM, _overran)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds_left, 1.0))
+
+
+def end_guard() -> None:
+    if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
+        if signal.getsignal(signal.SIGALRM) is _overran:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
 
 
 @dataclass(frozen=True)
@@ -179,6 +208,9 @@ class ArmHandle:
         if planted:  # a FIFO where the test reads would hang it: the agent's FAIL, said now
             raise AssertionError(f"the agent left {len(planted)} special file(s) (FIFO or "
                                  f"device) in its workspace: {', '.join(planted[:5])}")
+        ceiling = self._worker.arm_settings().ceiling.seconds
+        if ceiling:
+            guard_body(ceiling - (run.duration_seconds or 0.0))
         from ..graders.ledger import ledger_of
         return RunFacts(payload=run.payload, ledger=ledger_of(run.history), usage=dict(run.usage),
                         finish_reason=run.finish_reason, session_id=run.session_id,

@@ -241,7 +241,23 @@ def on_report(item: Any, call: Any, report: Any, worker: Any) -> None:
             record["xfail"] = expectation
     item.user_properties.extend(junit_properties(record))  # JUnit reads them at teardown (X7)
     mark_report(report, item, record)
+    mask_report(report, worker.arm_settings().redact.text)
     carry_transcript(report, worker, record["arm_id"])
+
+
+def mask_report(report: Any, mask: Any) -> None:
+    """pytest's own text of an arm's report (an assertion's repr, a traceback, what the test
+    printed) with every credential masked, as its record is: the terminal, JUnit and
+    pytest-html print it."""
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:  # a skip's (path, line, reason)
+        report.longrepr = (*longrepr[:2], mask(str(longrepr[2])))
+    elif longrepr is not None:
+        text = str(longrepr)
+        masked = mask(text)
+        if masked != text:
+            report.longrepr = masked
+    report.sections = [(title, mask(body)) for title, body in report.sections]
 
 
 def carry_transcript(report: Any, worker: Any, arm_id: str) -> None:

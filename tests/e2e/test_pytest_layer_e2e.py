@@ -166,6 +166,42 @@ def test_wants_done(jaato_arm):
 '''
 
 
+@pytest.mark.slow  # it waits out most of a ceiling long enough for a loaded machine's arm
+def test_a_python_arm_body_is_held_to_the_arm_ceiling_and_reads_boundedly(project):
+    """The body is the arm's grader: a hang in it is cut when the arm ceiling runs out (its
+    arm BLOCKED: a bug in the test, not the agent's FAIL), and `jaato_arm.read` never blocks
+    on what the agent left."""
+    project.task("write-file")
+    project.write("arms/test_body.py", """
+        import time
+
+        import pytest
+
+        ARM = dict(config_root="../tasks/write-file/.jaato", fixture="../tasks/write-file/fixture",
+                   profile="writer", profile_set="echo")
+
+
+        @pytest.mark.jaato(**ARM)
+        def test_hangs(jaato_arm):
+            jaato_arm.run("Write READY.")
+            time.sleep(3600)
+
+
+        @pytest.mark.jaato(**ARM)
+        def test_reads(jaato_arm):
+            jaato_arm.run("Write READY.")
+            assert jaato_arm.read("answer.txt") == "READY\\n"
+            assert jaato_arm.read("missing.txt") is None and jaato_arm.read("../../x") is None
+        """)
+    result = project.run("arms", "--arm-timeout=60", timeout=400)
+    by = {r["arm_id"].split("::")[1]: r for r in project.records()}
+    assert by["test_reads@echo#0"]["state"] == "PASS", by["test_reads@echo#0"]
+    hung = by["test_hangs@echo#0"]
+    assert hung["state"] == "BLOCKED", hung
+    assert "test body ran past the arm ceiling" in hung["blocked_reason"]
+    assert result.ret == 2
+
+
 def test_python_arms_pass_and_fail_with_the_assertion_as_evidence(project):
     project.task("write-file")
     project.write("arms/test_arms.py", PY_ARMS)

@@ -75,7 +75,7 @@ def test_a_confined_agent_changes_nothing_it_is_graded_with_and_sees_nothing_out
     assert thief["sandbox"] == "bwrap" and by["z-honest@echo#0"]["sandbox"] == "bwrap"
     outcomes = [v["state"] for v in thief["verdicts"]]
     # the key the graders read is the harness's own: the agent wrote no answer.txt, so FAIL
-    assert outcomes == ["FAIL", "PASS", "PASS"], thief["verdicts"]
+    assert outcomes == ["FAIL", "PASS", "PASS"], (thief["error"], thief["verdicts"])
     assert by["z-honest@echo#0"]["state"] == "PASS"
     assert "sandbox: bwrap" in result.stdout.str()
     assert result.ret == 1

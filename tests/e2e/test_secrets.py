@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from jaato_project import signer
+import yaml
+from jaato_project import WRITER, signer
 
 from pytest_jaato_eval.arm import ArmSettings
 from pytest_jaato_eval.engine.session import Ceiling
@@ -160,3 +161,31 @@ def test_a_crashed_workers_synthesised_record_is_masked_too():
     assert secret not in text
     assert "***(OPENAI_API_KEY)" in record["blocked_reason"]
     assert record["arm_id"] == "t@***(OPENAI_API_KEY)#0" and record["state"] == "BLOCKED"
+
+
+def test_a_python_arms_assertion_report_names_no_secret(project, monkeypatch):
+    """pytest's own text of a failed Python arm (the assertion's repr, the captured output)
+    goes to the terminal and JUnit: masked as the record is."""
+    monkeypatch.setenv("MY_API_KEY", SECRET)
+    project.write(".jaato/profiles/echo/writer.yaml", yaml.safe_dump(WRITER))
+    project.write("fixture/seed.txt", "seed\n")
+    project.write("arms/test_leak.py", """
+        import os
+
+        import pytest
+
+
+        @pytest.mark.jaato(config_root="../.jaato", fixture="../fixture", profile="writer",
+                           profile_set="echo")
+        def test_leak(jaato_arm):
+            jaato_arm.run("Write READY.")
+            key = os.environ["MY_API_KEY"]
+            print("the key is", key)
+            assert key == "not it"
+        """)
+    junit = project.root / "junit.xml"
+    result = project.run("arms", "-rA", f"--junitxml={junit}")
+    assert result.ret == 1
+    text = result.stdout.str() + result.stderr.str() + junit.read_text()
+    assert SECRET not in text, "the secret leaked into the terminal or JUnit"
+    assert "***(MY_API_KEY)" in text
