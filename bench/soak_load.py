@@ -11,7 +11,8 @@ runners), and reports the spurious BLOCKED count of each and the wall-time ratio
 
 The hog (hog.py) is `--cpu` busy loops and one process holding `--memory-mb`, each bounded by
 `timeout --hog-seconds` and ended by pid when the run is over; the table says whether it
-outlived the run (a run longer than the bound was partly measured idle). "Idle" is this
+outlived the run. `--compare-python` runs another build of the plugin loaded as well (an
+interpreter whose `pytest_jaato_eval` is, say, an older commit's), for a side-by-side count (a run longer than the bound was partly measured idle). "Idle" is this
 machine without the hog: the load average before each run is printed, since it is shared.
 """
 from __future__ import annotations
@@ -27,8 +28,9 @@ def one_run(base, label: str, run: int, args: argparse.Namespace, hog: Hog | Non
     store, tmp = base / f"{label}{run}.jsonl", base / f"tmp-{label}{run}"
     tmp.mkdir()
     load = os.getloadavg()[0]
-    ran = bk.run(bk.our_pytest(bk.OUR_PYTHON, "tasks", store, "-n", str(args.workers),
-                               f"--arm-timeout={args.arm_timeout}"),
+    python = args.compare_python if label == "compared" else args.python
+    ran = bk.run(bk.our_pytest(python, "tasks", store, "-n", str(args.workers),
+                               f"--arm-timeout={args.arm_timeout}", *args.pytest_arg),
                  cwd=base, log_path=base / f"{label}{run}.log", needle=str(tmp), settle=0.5,
                  env={**os.environ, "TMPDIR": str(tmp)}, timeout=args.run_timeout)
     covered = hog is not None and all(p.poll() is None for p, _ in hog.running)
@@ -63,6 +65,11 @@ def main() -> int:
     ap.add_argument("--hog-seconds", type=float, default=900.0)
     ap.add_argument("--arm-timeout", type=float, default=900.0)
     ap.add_argument("--run-timeout", type=float, default=3600.0)
+    ap.add_argument("--python", default=bk.OUR_PYTHON, help="ours (default .venv/bin/python)")
+    ap.add_argument("--compare-python", default=None,
+                    help="another build of the plugin (e.g. an older commit's), run loaded too")
+    ap.add_argument("--pytest-arg", action="append", default=[],
+                    help="passed to every run (e.g. --pytest-arg=--jaato-sandbox=none)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     rows: list[dict] = []
@@ -72,6 +79,9 @@ def main() -> int:
             rows.append(one_run(base, "idle", run, args, None))
             with Hog(args.cpu, args.memory_mb, args.hog_seconds) as hog:
                 rows.append(one_run(base, "loaded", run, args, hog))
+            if args.compare_python:
+                with Hog(args.cpu, args.memory_mb, args.hog_seconds) as hog:
+                    rows.append(one_run(base, "compared", run, args, hog))
     idle = [r for r in rows if r["label"] == "idle"]
     loaded = [r for r in rows if r["label"] == "loaded"]
     head = ["run", "idle wall s", "loaded wall s", "loaded/idle", "spurious BLOCKED idle",
@@ -80,7 +90,14 @@ def main() -> int:
              lo["blocked"], i["failed"] + lo["failed"], lo["retried"], lo["hog_covered_run"]]
             for i, lo in zip(idle, loaded)]
     print("\n".join(bk.table(head, body, markdown=True)))
-    spurious = sum(r["blocked"] for r in loaded) + sum(r["blocked"] for r in idle)
+    compared = [r for r in rows if r["label"] == "compared"]
+    if compared:
+        print(f"\ncompared ({args.compare_python}), loaded:")
+        print("\n".join(bk.table(
+            ["run", "wall s", "wall / ours loaded", "spurious BLOCKED", "FAIL", "hog covered the run"],
+            [[c["run"], c["wall"], bk.ratio(c["wall"], lo["wall"]), c["blocked"], c["failed"],
+              c["hog_covered_run"]] for c, lo in zip(compared, loaded)], markdown=True)))
+    spurious = sum(r["blocked"] for r in loaded) + sum(r["blocked"] for r in idle)  # ours
     print(f"\n{args.repeats} x {args.arms} echo arms at -n {args.workers}, loaded = {args.cpu} "
           f"busy loops + {args.memory_mb} MB on {os.cpu_count()} CPUs: spurious BLOCKED "
           f"{spurious}; median wall loaded/idle "
