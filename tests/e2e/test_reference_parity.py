@@ -81,6 +81,11 @@ def test_the_reference_store_validates_reports_and_compares(both):
             v["blocked_reason"] for v in record["verdicts"] if v["state"] == "BLOCKED"]
         assert any(r and r[:60] in report.stdout for r in reasons), (record["arm_id"], reasons)
     assert "state 'BLOCKED'" not in report.stdout
+    theirs = subprocess.run(  # and jaato-eval's own report reads our store
+        [side_by_side.reference_python(REPO / ".venv" / "jaato-eval-0.3.4"), "-m", "jaato_eval",
+         "report", str(our_store)], capture_output=True, text=True, timeout=120)
+    assert theirs.returncode == 1 and "| add-pagination | echo | 100% |" in theirs.stdout, (
+        theirs.stdout + theirs.stderr)
     compared = run_command("compare", str(ref_store), str(our_store))
     assert compared.returncode == 0, compared.stdout + compared.stderr
     paired = [json.loads(line) for line in our_store.read_text().splitlines()]
