@@ -100,7 +100,9 @@ def _parents_first(folders: list[Path]) -> list[Path]:
     return sorted({Path(f) for f in folders}, key=lambda p: len(p.parts))
 
 
-PIDS_MAX = 2048  # processes and threads of one sandbox: jaato's daemon and runners use ~200
+# Tasks (processes and threads) of one sandbox: jaato's daemon and runners use ~200, and the
+# zombies of what an agent left count too (the daemon adopts orphans and does not reap them).
+PIDS_MAX = 4096
 _CGROUP_ROOTS = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"))  # cgroup v1, then v2
 
 
@@ -115,7 +117,13 @@ class PidsLimit:
 
     @classmethod
     def make(cls, name: str) -> "PidsLimit | None":
+        """`name` starts `jaato-eval-<pid>-`: a later run removes the empty cgroup of a run
+        whose process is gone (killed before it could remove it)."""
         for root in _CGROUP_ROOTS:
+            for left in root.glob("jaato-eval-*-*"):
+                pid = left.name.split("-")[2]
+                if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                    cls(left).remove()
             if root == Path("/sys/fs/cgroup") and "pids" not in _read(root / "cgroup.subtree_control"):
                 continue  # v2: only where the root already hands the controller down
             if not (root / "cgroup.procs").exists() or not os.access(root, os.W_OK):

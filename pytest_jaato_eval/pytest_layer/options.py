@@ -75,6 +75,9 @@ def add_options(parser) -> None:
     parser.addini("jaato_workspaces", "default for --jaato-workspaces", default="")
     parser.addini("jaato_keep_workspaces", "never | failed | always", default="never")
     parser.addini("jaato_out", "default for --jaato-out", default="")
+    parser.addini("jaato_daemon_env", "the only variables the private daemon (and so the "
+                  "agent's runner) gets beyond a basic set: names, or NAME* patterns; blank: "
+                  "the whole environment", type="linelist", default=[])
 
 
 class UsageError(Exception):
@@ -101,6 +104,7 @@ class Settings:
     narrowed: str | None = None
     keep_previous: str = "one"  # store.Store: "one" or "all" (--jaato-keep-previous)
     sandbox: str = "auto"  # --jaato-sandbox: engine/sandbox.py
+    daemon_env: tuple[str, ...] = ()  # jaato_daemon_env: what the daemon gets; () = everything
     rootdir: Path | None = None  # hidden from a confined agent, with the checkout in it
     transcripts: bool = True  # each arm's transcript beside the store (results/transcripts.py)
 
@@ -148,7 +152,7 @@ def read_settings(config) -> Settings:
         profile_sets=sets, repeats=opt.jaato_repeats, ceiling=ceiling,
         socket=str(_path(socket, Path.cwd())) if socket else None,
         workspaces=_path(ws, Path.cwd()) if ws else None, keep_workspaces=keep,
-        sandbox=_sandbox(opt, ini), rootdir=rootdir,
+        sandbox=_sandbox(opt, ini), rootdir=rootdir, daemon_env=_daemon_env(ini),
         store=store_path,
         resume=bool(opt.jaato_resume or opt.jaato_retry_blocked),
         retry_blocked=bool(opt.jaato_retry_blocked),
@@ -218,3 +222,13 @@ def _sandbox(opt, ini) -> str:
         raise UsageError(f"ini jaato_sandbox: expected one of {', '.join(SANDBOX_CHOICES)}, "
                          f"got {value!r}")
     return value
+
+
+def _daemon_env(ini) -> tuple[str, ...]:
+    names = tuple(str(n).strip() for n in ini("jaato_daemon_env") if str(n).strip())
+    from ..contract import PASSTHROUGH_NAME
+    for name in names:
+        if not PASSTHROUGH_NAME.fullmatch(name):
+            raise UsageError(f"ini jaato_daemon_env: {name!r}: expected a variable name or "
+                             f"a NAME* pattern")
+    return names

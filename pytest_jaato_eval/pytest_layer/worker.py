@@ -89,9 +89,22 @@ class Worker:
                 tmp.mkdir(exist_ok=True)
                 # The daemon's trace folders go under TMPDIR: keep them in our run folder.
                 self._daemon = PrivateDaemon(self.run_dir / "daemon",
-                                             env={**os.environ, "TMPDIR": str(tmp)},
+                                             env={**self.daemon_env(), "TMPDIR": str(tmp)},
                                              **self.confinement())
         return self._daemon
+
+    def daemon_env(self) -> dict[str, str]:
+        """The private daemon's environment: all of this process's, or (jaato_daemon_env) a
+        basic set, jaato's own variables and the names listed: what its runners, and so the
+        agent's tools through /proc, can read (docs/security.md)."""
+        names = self.settings.daemon_env
+        if not names:
+            return dict(os.environ)
+        from ..contract import curated_env
+        env = curated_env(names)
+        env.update({k: v for k, v in os.environ.items() if k.startswith("JAATO_")})
+        env["PATH"] = os.environ.get("PATH", os.defpath)  # the daemon's, as it was
+        return env
 
     def sandbox_name(self) -> str:
         """What confines this process's agents: "bwrap", or "none" (a daemon that is not

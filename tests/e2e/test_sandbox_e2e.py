@@ -9,13 +9,17 @@ visible, and nothing the agent started is left running.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 from jaato_project import WRITER, processes_mentioning
 
 from pytest_jaato_eval.engine.sandbox import probe
+
+SECURITY_DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 
 pytestmark = [pytest.mark.daemon, pytest.mark.skipif(
     probe()[0] is None, reason=f"no sandbox on this machine: {probe()[1]}")]
@@ -33,7 +37,14 @@ def shell_agent(name: str, command: str) -> dict:
 
 
 def test_a_confined_agent_changes_nothing_it_is_graded_with_and_sees_nothing_outside(
-        project):
+        project, monkeypatch):
+    # The daemon gets only what jaato_daemon_env names (docs/security.md's example, as
+    # printed): the canary is pytest's alone.
+    monkeypatch.setenv("PYTEST_JAATO_CANARY_TOKEN", "canary-of-the-pytest-process")
+    monkeypatch.setenv("OPENROUTER_API_KEY", "needed-by-the-profile")
+    ini = re.search(r"```ini\n(.*?)```", SECURITY_DOC.read_text(), re.S)[1]
+    assert "jaato_daemon_env" in ini
+    (project.root / "pytest.ini").write_text(ini)
     key = project.root / "tasks" / "thief" / ".jaato" / "checks" / "answer.sh"
     store = project.store
     # jaato's own check refuses a command naming a path outside the workspace, so the attack
@@ -46,7 +57,8 @@ def test_a_confined_agent_changes_nothing_it_is_graded_with_and_sees_nothing_out
         # the store, and a test file that pytest would import
         f"echo '{{\"arm_id\": \"forged\"}}' >> {store}",
         f"echo 'raise SystemExit' > {project.root / 'conftest.py'}",
-        # every process it can see
+        # every environment it can read, and every process it can see
+        "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -E 'OPENROUTER|CANARY' > env.txt",
         "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done > seen.txt",
         # a job that would outlive the session
         "setsid sh -c 'while :; do sleep 0.2; done; echo sandbox-leftover' >/dev/null 2>&1 &",
@@ -57,6 +69,8 @@ def test_a_confined_agent_changes_nothing_it_is_graded_with_and_sees_nothing_out
         {"kind": "script", "run": "! grep -q 'grep -qx' key-read.txt"},
         # pytest (`python -mpytest ...`) is not among the processes it can see
         {"kind": "script", "run": "grep -q jaato_server seen.txt && ! grep -q -- -mpytest seen.txt"},
+        {"kind": "script", "run": "grep -q OPENROUTER_API_KEY=needed env.txt && "
+                                  "! grep -q canary env.txt"},
     ])
     (project.root / "tasks" / "thief" / "fixture" / "attack.sh").write_text(attack + "\n")
     key.parent.mkdir(parents=True)
@@ -75,7 +89,7 @@ def test_a_confined_agent_changes_nothing_it_is_graded_with_and_sees_nothing_out
     assert thief["sandbox"] == "bwrap" and by["z-honest@echo#0"]["sandbox"] == "bwrap"
     outcomes = [v["state"] for v in thief["verdicts"]]
     # the key the graders read is the harness's own: the agent wrote no answer.txt, so FAIL
-    assert outcomes == ["FAIL", "PASS", "PASS"], (thief["error"], thief["verdicts"])
+    assert outcomes == ["FAIL", "PASS", "PASS", "PASS"], (thief["error"], thief["verdicts"])
     assert by["z-honest@echo#0"]["state"] == "PASS"
     assert "sandbox: bwrap" in result.stdout.str()
     assert result.ret == 1

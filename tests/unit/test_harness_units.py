@@ -479,3 +479,19 @@ def test_a_shared_daemon_under_xdist_gets_the_runner_pool_advice():
     assert "JAATO_RUNNER_POOL_SIZE>=4" in line and "/tmp/d.sock" in line
     assert pool_advice(config(1), shared) == pool_advice(config(None), shared) == []
     assert pool_advice(config(4), SimpleNamespace(socket=None)) == []  # a private daemon per worker
+
+
+def test_children_are_read_whole_past_the_kernels_one_page_per_read():
+    """/proc/PID/task/TID/children hands out one page per read (about 680 pids): a tree of
+    more children than that is seen whole, so a loop hidden behind many zombies is found."""
+    n = 900
+    parent = subprocess.Popen(
+        ["sh", "-c", f"i=0; while [ $i -lt {n} ]; do sleep 120 & i=$((i+1)); done; "
+                     f"echo started; exec sleep 120"],
+        stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert parent.stdout.readline().strip() == b"started"
+        assert len(processes.children(parent.pid)) == n
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
