@@ -265,3 +265,34 @@ def test_fifty_samples_by_two_sets_by_two_repeats_shard_resume_and_validate(proj
     rows = [line.split() for line in shown.stdout.splitlines() if line.startswith("words")]
     assert [(r[1], r[4], r[5]) for r in rows] == [("echo", "100", "100"),
                                                   ("other", "100", "100")], shown.stdout
+
+
+@pytest.mark.slow
+def test_fifty_parameter_sets_by_two_sets_by_two_repeats_shard_resume_and_validate(project):
+    """The same sweep as a Python arm: each parameter set a sample."""
+    two_set_dataset_task(project, 1, 1)  # its config root holds `writer` in echo and other
+    project.write("arms/test_many.py", '''
+        import pytest
+
+        @pytest.mark.parametrize("n", range(50))
+        @pytest.mark.jaato(config_root="../tasks/words/.jaato", fixture="../tasks/words/fixture",
+                           profile="writer", repeats=2)
+        def test_many(jaato_arm, n):
+            jaato_arm.run(f"Write READY, then the number {n}.")
+            assert (jaato_arm.workspace / "answer.txt").read_text() == "READY\\n"
+    ''')
+    first = project.run("arms", "--profile-set=echo,other", "--jaato-shard=1/2")
+    assert first.ret == 0, first.stdout.str()
+    half = project.records()
+    per_sample: dict[str, int] = {}
+    for r in half:
+        per_sample[r["sample_id"]] = per_sample.get(r["sample_id"], 0) + 1
+    assert set(per_sample.values()) == {4} and 10 < len(per_sample) < 40
+    rest = project.run("arms", "--profile-set=echo,other", "--resume")
+    assert rest.ret == 0
+    rest.assert_outcomes(passed=200 - len(half), deselected=len(half))
+    records = project.records()
+    assert len(records) == 200 == len({r["arm_id"] for r in records})
+    assert {r["task_id"] for r in records} == {"arms/test_many.py::test_many"}
+    checked = validate(project)
+    assert checked.returncode == 0, checked.stdout
