@@ -175,9 +175,10 @@ class Cell:
 
     @property
     def det_text(self) -> str:
-        """`det` as shown: with how many answered when some exercised arm did not."""
+        """`det` as shown: with how many answered when some exercised arm did not, a dash
+        included (`— (1 of 2 answered)`: it is a dash because one answered), as jaato-eval."""
         text = pct(self.det)
-        if self.det is not None and self.unanswered:
+        if self.unanswered:
             text += f" ({self.answered} of {self.exercised} answered)"
         return text
 
