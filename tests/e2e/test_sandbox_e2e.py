@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from jaato_project import WRITER, processes_mentioning
 
 from pytest_jaato_eval.engine.sandbox import probe
@@ -119,6 +120,19 @@ def test_bwrap_required_but_missing_blocks_every_arm_saying_why(project, monkeyp
     assert result.ret == 2
 
 
+JUDGE_SCHEMA = {"type": "object", "properties": {"score": {}, "defects": {}}}
+
+
+def echo_judge(score: float) -> dict:
+    """An echo judge that signs `score` at once."""
+    return {**shell_agent("critic", "true"), "completion_payload_schema": JUDGE_SCHEMA,
+            "plugin_configs": {
+                "echo": {"tool_call": {"name": "signal_completion",
+                                       "args": {"score": score, "defects": []}},
+                         "response": "ok"},
+                "permission": {"policy": {"defaultPolicy": "allow"}}}}
+
+
 def test_an_agent_cannot_turn_its_fail_into_blocked(project):
     """A losing agent's ways out of the pass rate, each its own FAIL with the cause named:
     leaving a FIFO where the grader reads (it would block the grader until its timeout), and
@@ -128,6 +142,19 @@ def test_an_agent_cannot_turn_its_fail_into_blocked(project):
     kill = "kill -9 $(pgrep -f 'jaato_server --ipc-socket'); sleep 5"
     project.task("b-killer", profile=shell_agent("killer", kill))
     project.task("c-honest")
+    # The judge's profile swapped, in the config root the agent is handed, for one that signs
+    # 1.0: the judge reads the harness's own copy, whose critic says 0.2.
+    judged = [{"kind": "judge", "profile": "critic", "timeout_seconds": 120}]
+    lenient = yaml.safe_dump(echo_judge(1.0))
+    swap = f"cat > \"$JAATO_CONFIG_ROOT/profiles/echo/critic.yaml\" <<'EOF'\n{lenient}EOF\n"
+    project.task("d-swapper", profile=shell_agent("swapper", "sh swap.sh"), graders=judged)
+    (project.root / "tasks/d-swapper/fixture/swap.sh").write_text(swap)
+    # A workspace too large for the judge's view: the agent's doing, its FAIL.
+    project.task("e-sparse", profile=shell_agent("sparse", "truncate -s 300M big.bin"),
+                 graders=judged)
+    for task in ("d-swapper", "e-sparse"):
+        (project.root / f"tasks/{task}/.jaato/profiles/echo/critic.yaml").write_text(
+            yaml.safe_dump(echo_judge(0.2)))
     result = project.run("tasks", "--jaato-sandbox=bwrap", "-p", "no:randomly",
                          shared_daemon=False)
     by = {r["task_id"]: r for r in project.records()}
@@ -138,4 +165,33 @@ def test_an_agent_cannot_turn_its_fail_into_blocked(project):
     assert killer["verdicts"][0]["grader_id"] == "sandbox"
     assert "daemon ended during the agent's session" in killer["verdicts"][0]["detail"]
     assert by["c-honest"]["state"] == "PASS"
+    swapper, sparse = by["d-swapper"]["verdicts"][0], by["e-sparse"]["verdicts"][0]
+    assert swapper["state"] == "FAIL" and swapper["detail"].startswith("score 0.2"), swapper
+    assert sparse["state"] == "FAIL" and "larger than the judge's view" in sparse["detail"]
     assert result.ret == 1
+
+
+def test_a_confined_agent_cannot_plant_a_module_a_python_arm_imports(project):
+    """The agent writes `colorsys.py` beside the test that runs it: pytest puts that folder
+    first on sys.path, so the test's later `import colorsys` would run the agent's code inside
+    pytest. Confined, the folder is out of its reach."""
+    planted = project.root / "arms" / "colorsys.py"
+    project.write(".jaato/profiles/echo/planter.yaml", yaml.safe_dump(
+        shell_agent("planter", "sh plant.sh")))
+    project.write("fixture/plant.sh", f"echo 'PWNED = True' > {planted}\n")
+    project.write("arms/test_plant.py", """
+        import pytest
+
+
+        @pytest.mark.jaato(config_root="../.jaato", fixture="../fixture", profile="planter",
+                           profile_set="echo")
+        def test_imports_after_the_agent(jaato_arm):
+            jaato_arm.run("Do your worst.")
+            import colorsys
+            assert not hasattr(colorsys, "PWNED"), "the agent's module was imported"
+        """)
+    result = project.run("arms", "--jaato-sandbox=bwrap", shared_daemon=False)
+    assert not planted.exists()
+    (record,) = project.records()
+    assert record["state"] == "PASS" and record["sandbox"] == "bwrap", record
+    assert result.ret == 0
