@@ -368,3 +368,14 @@ def test_a_gate_may_name_a_processor_by_its_file_name_as_jaato_eval_does(tmp_pat
     twice = gated.replace("  - {kind: judge", "  - {kind: processor, script: other/check.py}\n"
                                                "  - {kind: judge")
     assert "'processor:check.py' is no grader of this task" in error_of(tmp_path, twice)
+
+
+def test_an_arm_of_the_tasks_own_set_answers_to_jaato_evals_default_id(tmp_path):
+    """R3: jaato-eval run without --profile-set names the arm `t@default#0`; --resume, compare
+    and merge take it as ours under the task's own set, and only that one."""
+    from pytest_jaato_eval.arms import Arm
+
+    task = load_task(write(tmp_path, VALID.replace("harness: {profile: writer}",
+                                                  "harness: {profile: writer, profile_set: echo}")))
+    assert Arm(task, "echo", 1).ids == ("t@echo#1", "t@default#1")
+    assert Arm(task, "other", 1).ids == ("t@other#1",)  # --profile-set=other is another arm
