@@ -59,7 +59,11 @@ def test_contract_seen_by_driver_equals_the_graders(project, monkeypatch):
     dump = "env | grep ^JAATO_EVAL | sort"
     driver_task(project, "contract", f"{dump} > driver.env",
                 params={"issue-id": "716", "flag": True, "none": None},
-                graders=[{"kind": "script", "run": f"{dump} > grader.env; diff driver.env grader.env"},
+                # The same contract, but for the config root: the driver's sessions get the
+                # arm's copy, the graders the harness's own (docs/security.md, The sandbox).
+                graders=[{"kind": "script", "run": f"{dump} | grep -v ^JAATO_EVAL_CONFIG_ROOT= "
+                                                  f"> grader.env; grep -v ^JAATO_EVAL_CONFIG_ROOT= "
+                                                  f"driver.env | diff - grader.env"},
                          {"kind": "script", "run": 'test -z "${JAATO_EVAL_PARAM_ABSENT+x}" && '
                                                    'test -z "${JAATO_EVAL_LEAK+x}"'}])
     project.run("tasks", "--keep-workspaces")
@@ -72,6 +76,7 @@ def test_contract_seen_by_driver_equals_the_graders(project, monkeypatch):
     assert env["JAATO_EVAL_SOCKET"] == project.daemon.socket_path
     assert env["JAATO_EVAL_CASCADE_ID"].startswith("jaato-eval-")
     assert "JAATO_EVAL_LEAK" not in env
+    assert env["JAATO_EVAL_CONFIG_ROOT"].endswith("-config-state")  # the arm's own copy
     shutil.rmtree(r["workspace"], ignore_errors=True)
 
 
