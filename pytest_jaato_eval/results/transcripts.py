@@ -271,10 +271,15 @@ def follow(store: Path, moved_to: Path) -> None:
     """The store was set aside as `moved_to`: its transcripts go with it (an older copy
     under that name, replaced by the store, takes its transcripts along)."""
     src, dst = folder_of(store), folder_of(moved_to)
-    if dst.exists():
-        shutil.rmtree(dst, ignore_errors=True)
-    if src.is_dir():
-        os.replace(src, dst)
+    try:  # never the store's failure: at worst the new run's files join the old ones
+        if dst.is_symlink() or dst.is_file():
+            dst.unlink()
+        elif dst.exists():
+            shutil.rmtree(dst, ignore_errors=True)
+        if src.is_dir() and not src.is_symlink():
+            os.replace(src, dst)
+    except OSError:
+        pass
 
 
 def copy(from_store: Path, to_store: Path, name: Any) -> bool:

@@ -256,3 +256,18 @@ def test_a_driver_arm_keeps_every_session_from_its_files_with_its_own_figures():
     assert one["messages"][1]["parts"][0]["name"] == "writeNewFile"
     assert two["messages"] is None  # no file: said, not invented
     assert "no messages: this session's history was not received" in text_lines(document)[-1]
+
+
+def test_setting_transcripts_aside_never_fails_the_store(tmp_path):
+    store = tmp_path / "results.jsonl"
+    write_store(store, [_stored(tmp_path, store, run_id="old")])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "results.previous.transcripts").symlink_to(elsewhere)  # planted
+    s = Store(store, task_ids={"t"})
+    s.append(arm_record("t", "echo", 0, "PASS"))
+    s.close()
+    assert s.rotated_to == tmp_path / "results.previous.jsonl"
+    moved = transcripts.folder_of(s.rotated_to)
+    assert moved.is_dir() and not moved.is_symlink() and elsewhere.is_dir()
+    assert list(elsewhere.iterdir()) == []  # nothing written through the link
