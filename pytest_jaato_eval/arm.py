@@ -58,6 +58,7 @@ class ArmSettings:
     owned_dir: Path | None = None
     owned: dict[Path, Path] = field(default_factory=dict)
     sandbox: str = "none"  # what confined the agents of this process (engine/sandbox.py)
+    started: float = field(default_factory=time.time)
     # Keep each arm's transcript (results/transcripts.py); the compressed file of an arm
     # waits here, by arm id, until its report takes it to the store's writer.
     transcripts: bool = True
@@ -139,8 +140,22 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
 
 
 def make_workspace(arm: Arm, settings: ArmSettings) -> Path:
-    """The arm's fresh workspace, remembered so the run can remove it at its end."""
-    ws = workspace.materialise(settings.workspace_root, arm.id, arm.task.fixture, arm.profile_set)
+    """The arm's fresh workspace, remembered so the run can remove it at its end.
+
+    A folder already in its place that this run did not make, made since the run began, is
+    an earlier agent's squat (arms share the workspaces' folder, and names are predictable):
+    it is removed, not taken for a workspace this run must not reuse (W2)."""
+    make = lambda: workspace.materialise(  # noqa: E731
+        settings.workspace_root, arm.id, arm.task.fixture, arm.profile_set)
+    try:
+        ws = make()
+    except workspace.WorkspaceError:
+        squat = workspace.squatter(settings.workspace_root, arm.id, settings.started,
+                                   settings.made)
+        if squat is None:
+            raise
+        workspace.remove_tree(squat)
+        ws = make()
     settings.made.append(ws)
     return ws
 

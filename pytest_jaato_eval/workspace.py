@@ -114,6 +114,19 @@ def special_files(ws: Path) -> list[str]:
     return found
 
 
+def squatter(root: Path, arm_id: str, since: float, made: list[Path]) -> Path | None:
+    """What stands where `arm_id`'s workspace goes, when it is none of ours and appeared
+    after `since` (an agent's doing): a folder, file or link. None otherwise."""
+    dest = Path(root).resolve() / directory_name(arm_id)
+    try:
+        st = os.lstat(dest)
+    except OSError:
+        return None
+    if dest in made or st.st_ctime < since:
+        return None
+    return dest
+
+
 def copy_config(config_root: Path, dest: Path) -> Path:
     """A copy of a config root at `dest` (which must not exist): what a session is handed, so
     that nothing the agent or jaato writes there (jaato keeps its file backups under

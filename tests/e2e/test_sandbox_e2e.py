@@ -152,6 +152,11 @@ def test_an_agent_cannot_turn_its_fail_into_blocked(project):
     # A workspace too large for the judge's view: the agent's doing, its FAIL.
     project.task("e-sparse", profile=shell_agent("sparse", "truncate -s 300M big.bin"),
                  graders=judged)
+    # A squat on the next arm's workspace (the names are predictable): removed, not BLOCKED.
+    project.task("f-squatter", profile=shell_agent("squatter", "sh squat.sh"))
+    (project.root / "tasks/f-squatter/fixture/squat.sh").write_text(
+        "mkdir ../g-victim@echo#0 && echo SQUAT > ../g-victim@echo#0/answer.txt\n")
+    project.task("g-victim")
     for task in ("d-swapper", "e-sparse"):
         (project.root / f"tasks/{task}/.jaato/profiles/echo/critic.yaml").write_text(
             yaml.safe_dump(echo_judge(0.2)))
@@ -168,6 +173,8 @@ def test_an_agent_cannot_turn_its_fail_into_blocked(project):
     swapper, sparse = by["d-swapper"]["verdicts"][0], by["e-sparse"]["verdicts"][0]
     assert swapper["state"] == "FAIL" and swapper["detail"].startswith("score 0.2"), swapper
     assert sparse["state"] == "FAIL" and "larger than the judge's view" in sparse["detail"]
+    assert by["f-squatter"]["state"] == "FAIL"  # it wrote no READY of its own
+    assert by["g-victim"]["state"] == "PASS", by["g-victim"]
     assert result.ret == 1
 
 
