@@ -259,6 +259,8 @@ def write(store: Path | str, name: str, data: bytes) -> Path:
         raise ValueError(f"not a transcript file name: {name!r}")
     folder = folder_of(store)
     folder.mkdir(parents=True, exist_ok=True)
+    if folder.is_symlink():  # the folder is ours to make: a link there is somebody's plant
+        raise ValueError(f"{folder}: is a link; no transcript is written through it")
     path = folder / name
     partial = folder / f".{name}.partial"
     with open(partial, "wb") as fh:
