@@ -128,13 +128,15 @@ class PrivateDaemon:
     def __init__(self, run_dir: Path, python: str = sys.executable,
                  ready_timeout: float = 90.0, env: dict[str, str] | None = None,
                  sandbox: Sandbox | None = None, writable: tuple[Path, ...] = (),
-                 hidden: tuple[Path, ...] = (), refusal: str | None = None):
+                 hidden: tuple[Path, ...] = (), readable: tuple[Path, ...] = (),
+                 refusal: str | None = None):
         self.run_dir = Path(run_dir)
         # Confined (engine/sandbox.py): the daemon's folder, its TMPDIR and `writable` are all
         # it and the agent's tools may write; `hidden` they cannot even read.
         self.sandbox = sandbox
         self.writable = tuple(writable)
         self.hidden = tuple(hidden)
+        self.readable = tuple(readable)  # kept readable, read-only, inside what is hidden
         self.refusal = refusal  # why it must not start at all (a sandbox required, missing)
         self._pids: PidsLimit | None = None
         self.socket_path = str(self.run_dir / "daemon.sock")
@@ -211,7 +213,8 @@ class PrivateDaemon:
             tmp = Path(env.get("TMPDIR") or self.run_dir / "tmp")
             tmp.mkdir(parents=True, exist_ok=True)
             argv = self.sandbox.command(argv, writable=[self.run_dir, tmp, *self.writable],
-                                        hidden=list(self.hidden), tmp=tmp)
+                                        hidden=list(self.hidden), tmp=tmp,
+                                        readable=list(self.readable))
         try:
             self.proc = subprocess.Popen(
                 argv,

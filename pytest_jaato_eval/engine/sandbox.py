@@ -45,15 +45,15 @@ class Sandbox:
     name = BWRAP
 
     def command(self, argv: list[str], *, writable: list[Path], hidden: list[Path],
-                tmp: Path) -> list[str]:
+                tmp: Path, readable: list[Path] = ()) -> list[str]:
         """`argv` run confined: `writable` folders read-write at their own paths, `tmp` as
-        /tmp, `hidden` folders empty and read-only, everything else read-only; the Python that runs it and
-        its packages stay readable even under a hidden folder."""
+        /tmp, `hidden` folders empty and read-only, everything else read-only; the Python
+        that runs it and its packages, and `readable`, stay readable under a hidden folder."""
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         hidden = _outermost([Path("/tmp"), *hidden])[1:]  # /tmp is the private one already
         for folder in _parents_first(hidden):
             args += ["--tmpfs", str(folder)]
-        for folder in _parents_first(_python_folders()):
+        for folder in _parents_first([*_python_folders(), *readable]):
             args += ["--ro-bind", str(folder), str(folder)]
         args += ["--bind", str(tmp), "/tmp"]
         for folder in _parents_first(writable):

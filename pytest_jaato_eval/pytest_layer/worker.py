@@ -128,7 +128,11 @@ class Worker:
         root.mkdir(parents=True, exist_ok=True)
         hidden = [self.settings.rootdir, Path.cwd(), Path.home(), self.settings.store.parent,
                   self.run_dir]
-        return {"sandbox": sandbox, "writable": (root,), "hidden": tuple(hideable(hidden))}
+        # jaato's own folder (user profiles, provider logins) stays readable: the daemon reads
+        # it, and what the daemon reads its agents can (docs/security.md).
+        jaato_home = Path.home() / ".jaato"
+        return {"sandbox": sandbox, "writable": (root,), "hidden": tuple(hideable(hidden)),
+                "readable": (jaato_home,) if jaato_home.is_dir() else ()}
 
     @property
     def may_start_early(self) -> bool:

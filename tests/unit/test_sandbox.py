@@ -1,0 +1,53 @@
+"""The sandbox's command line (engine/sandbox.py), as bubblewrap reads it: in order."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from pytest_jaato_eval.engine.sandbox import Sandbox, hideable
+
+
+def ops(argv: list[str]) -> list[tuple[str, ...]]:
+    """bwrap's mount options as (option, path...) tuples, in order, up to `--`."""
+    out, i = [], 1
+    two = {"--ro-bind", "--bind"}
+    while argv[i] != "--":
+        if argv[i] in two:
+            out.append((argv[i], argv[i + 1], argv[i + 2]))
+            i += 3
+        elif argv[i] in {"--tmpfs", "--remount-ro", "--dev", "--proc", "--cap-drop"}:
+            out.append((argv[i], argv[i + 1]))
+            i += 2
+        else:
+            out.append((argv[i],))
+            i += 1
+    return out
+
+
+def test_hidden_folders_are_emptied_then_what_must_stay_is_mounted_back_then_made_read_only():
+    home, checkout = Path("/home/dev"), Path("/home/dev/project")
+    argv = Sandbox("bwrap").command(
+        ["python", "-m", "jaato_server"], writable=[Path("/tmp/run/ws"), Path("/tmp/run/d")],
+        hidden=[checkout, home, Path("/tmp/run")], tmp=Path("/tmp/run/tmp"),
+        readable=[home / ".jaato"])
+    assert argv[-3:] == ["python", "-m", "jaato_server"]
+    o = ops(argv)
+    assert o[:3] == [("--ro-bind", "/", "/"), ("--dev", "/dev"), ("--proc", "/proc")]
+    # /home/dev/project is inside /home/dev; /tmp/run is inside the private /tmp: one tmpfs
+    assert [x for x in o if x[0] == "--tmpfs"] == [("--tmpfs", "/home/dev")]
+    binds = [x for x in o if x[0] in ("--ro-bind", "--bind")][1:]
+    assert ("--ro-bind", "/home/dev/.jaato", "/home/dev/.jaato") in binds
+    assert ("--ro-bind", str(Path(sys.prefix).resolve()), str(Path(sys.prefix).resolve())) in binds
+    assert binds.index(("--bind", "/tmp/run/tmp", "/tmp")) < binds.index(
+        ("--bind", "/tmp/run/ws", "/tmp/run/ws"))  # the private /tmp first, then inside it
+    assert o.index(("--tmpfs", "/home/dev")) < o.index(
+        ("--ro-bind", "/home/dev/.jaato", "/home/dev/.jaato")) < o.index(
+        ("--remount-ro", "/home/dev"))
+    for flag in ("--unshare-pid", "--die-with-parent", "--new-session"):
+        assert (flag,) in o
+    assert ("--cap-drop", "ALL") in o
+
+
+def test_the_root_and_system_folders_are_never_hidden(tmp_path):
+    assert hideable([Path("/"), Path("/usr"), Path("/etc"), tmp_path, tmp_path / "nope"]) == [
+        tmp_path.resolve()]
