@@ -29,6 +29,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 BWRAP = "bwrap"
 NONE = "none"
@@ -45,7 +46,7 @@ class Sandbox:
     name = BWRAP
 
     def command(self, argv: list[str], *, writable: list[Path], hidden: list[Path],
-                tmp: Path, readable: list[Path] = ()) -> list[str]:
+                tmp: Path, readable: Sequence[Path] = ()) -> list[str]:
         """`argv` run confined: `writable` folders read-write at their own paths, `tmp` as
         /tmp, `hidden` folders empty and read-only, everything else read-only; the Python
         that runs it and its packages, and `readable`, stay readable under a hidden folder."""
