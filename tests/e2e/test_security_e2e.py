@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -89,7 +90,8 @@ def test_an_agent_writing_json_py_forges_nothing_and_reads_no_credential(project
     assert not marker.exists(), "a grader imported the agent's json.py"
     for where, text in outputs(project, result, junit, html).items():
         assert OPENAI_KEY not in text and GH_TOKEN not in text, where
-        assert "LEAK" not in text, where
+        # json.py's source is in the transcript (what the agent wrote); its output is nowhere
+        assert not re.search(r"LEAK (None|\*\*\*)", text), where
 
 
 CUSTOMIZE = "import pathlib; pathlib.Path({marker!r}).write_text('loaded')\n"
