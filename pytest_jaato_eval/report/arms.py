@@ -90,8 +90,9 @@ def notes_text(record: dict[str, Any]) -> list[str]:
         notes.append(f"blocked: {record['blocked_reason']}")
     if record.get("error"):
         notes.append(f"error: {record['error']}")
-    caveats = record.get("caveats")
-    notes += [str(c) for c in caveats] if isinstance(caveats, list) else []
+    for key in ("notes", "caveats"):
+        said = record.get(key)
+        notes += [str(c) for c in said] if isinstance(said, list) else []
     if record.get("workspace"):
         notes.append(f"workspace kept: {record['workspace']}")
     return notes
