@@ -4,6 +4,8 @@ No pytest here: the collector turns the record into an outcome.
 """
 from __future__ import annotations
 
+import os
+import signal
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -16,7 +18,8 @@ from .engine.accounting import count_nudges, summed_usage
 from .engine.budget import profile_ceiling
 from .engine.daemon import DaemonError
 from .engine.driver import DriverArmSpec, run_driver_arm
-from .engine.leftovers import Owned, ended_after
+from .engine.foreign_sessions import end_foreign_sessions
+from .engine.leftovers import Owned, Watch, end_new, ended_after
 from .engine.session import AgentRun, Ceiling, SessionArmSpec, run_session_arm
 from .graders import run_graders
 from .graders.context import GraderContext
@@ -135,6 +138,8 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
             sample=arm.sample, author_modules=modules)
         verdicts = run_graders(task.graders, ctx)
         grader_runs = ctx.grader_runs
+        # a judge's sessions are the harness's own: never taken for the next agent's
+        settings.sessions.extend((sid, ws) for _, r in grader_runs for sid in r.session_ids)
     return arm_record(arm, settings, run, verdicts, ws, caveats, on_arrival,
                       discard=owns_workspace, grader_runs=grader_runs)
 
@@ -147,6 +152,10 @@ def make_workspace(arm: Arm, settings: ArmSettings) -> Path:
     it is removed, not taken for a workspace this run must not reuse (W2)."""
     make = lambda: workspace.materialise(  # noqa: E731
         settings.workspace_root, arm.id, arm.task.fixture, arm.profile_set)
+    try:  # open as the run made it, whatever an earlier agent did to it (chmod 000 ..)
+        os.chmod(settings.workspace_root, 0o755)
+    except OSError:
+        pass
     try:
         ws = make()
     except workspace.WorkspaceError:
@@ -181,7 +190,8 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
     elif task.kind == DRIVER:
         cascade_id = f"jaato-eval-{settings.run_id}-{uuid.uuid4().hex[:8]}"
     try:
-        config = workspace.agent_config(owned_config(task, settings), ws)
+        config = workspace.agent_config(owned_config(task, settings), ws,
+                                        contamination.graders_own(task))
     except workspace.WorkspaceError as exc:
         run.blocked_reason = str(exc)
         return run, cascade_id, on_arrival
@@ -199,20 +209,81 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
                 agent=task.agent,
                 agent_params=dict(arm.agent_params) if task.agent_params else None,
                 cascade_id=cascade_id, ceiling=settings.ceiling))
+        fault = agent_faults(run, owned, socket, settings, ws, config,  # before the hunt
+                             leftovers.watch)
     run.caveats.extend(leftovers.said)
     if leftovers.lost and not run.blocked_reason:
         run.blocked_reason = leftovers.lost
-    if run.blocked_reason and owned is not None and settings.sandbox != "none" and (
-            processes.stat(owned.pid) or (0, 0, "Z"))[2] == "Z":
-        # In its sandbox nothing but the agent's own processes can reach its daemon: a daemon
-        # that died under the agent's session is the agent's doing, and not a way out of a FAIL.
-        run.agent_fault = (f"the daemon ended during the agent's session, in a sandbox where "
-                           f"only the agent's processes reach it ({run.blocked_reason})")
-        run.blocked_reason = None
+    if leftovers.watch is not None and leftovers.watch.daemon_alive():
+        # Once more, now that no process of the agent's is left to open one: a session
+        # opened meanwhile is stopped, and what its tools started is hunted again.
+        late = _foreign(run, socket, settings, ws, config)
+        if late:
+            fault = fault or late
+            again = end_new(leftovers.watch)
+            run.caveats.extend(again.said)
+    if fault:  # the agent's own act: its FAIL, whatever else it made of the run
+        run.agent_fault, run.blocked_reason = fault, None
     settings.sessions.extend((sid, ws) for sid in run.session_ids)  # the clean-up's exact paths
     if (run.blocked_reason or "").startswith("CascadeExhaustedError"):
         run.blocked_reason = f"pool {cascade_id} of task {task.id!r} exhausted: {run.blocked_reason}"
     return run, cascade_id, on_arrival
+
+
+def _end_daemon(owned: Owned) -> None:
+    """Our daemon, broken by its agent: ended, so the next arm's `ensure` starts it again."""
+    ident = processes.Ident.of(owned.pid)
+    if ident is not None:
+        processes.signal_exact([ident], signal.SIGKILL)
+
+
+RUNNER_LOST = "runner RPC closed"  # jaato's words for a runner that died under its session
+
+
+def agent_faults(run: AgentRun, owned: Owned | None, socket: str, settings: ArmSettings,
+                 ws: Path, config: Path, watch: Watch | None = None) -> str | None:
+    """What the agent did to the daemon it ran on, on a daemon of the run's own: sessions of
+    its own opened there (stopped now, before grading); and, in the sandbox, where only the
+    agent's processes reach the daemon, its daemon, runner or runner template killed or
+    stopped, or its socket removed (the daemon is then ended, so the next arm starts a
+    fresh one)."""
+    if owned is None:
+        return None
+    gone = [s for s in (watch.stewards if watch else ()) if not s.alive()]
+    if settings.sandbox != "none" and gone:
+        _end_daemon(owned)
+        return (f"a process of the daemon's (pid {gone[0].pid}, its runner template) ended "
+                f"during the agent's session, in a sandbox where only the agent's processes "
+                f"reach it")
+    state = (processes.stat(owned.pid) or (0, 0, "Z"))[2]
+    confined = settings.sandbox != "none"
+    if confined and state in ("Z", "T", "t"):
+        _end_daemon(owned)
+        return (f"the daemon was {'stopped' if state in 'Tt' else 'ended'} during the agent's "
+                f"session, in a sandbox where only the agent's processes reach it"
+                + (f" ({run.blocked_reason})" if run.blocked_reason else ""))
+    if confined and not os.path.exists(socket):
+        _end_daemon(owned)
+        return ("the daemon's socket was removed during the agent's session, in a sandbox "
+                "where only the agent's processes reach it")
+    if confined and RUNNER_LOST in (run.blocked_reason or ""):
+        return (f"the runner of the agent's session ended under it, in a sandbox where only "
+                f"the agent's processes reach it ({run.blocked_reason})")
+    return _foreign(run, socket, settings, ws, config)
+
+
+def _foreign(run: AgentRun, socket: str, settings: ArmSettings, ws: Path,
+             config: Path) -> str | None:
+    """Sessions on the daemon the harness did not open, stopped: said as the agent's act."""
+    known = {sid for sid, _ in settings.sessions} | set(run.session_ids)
+    foreign = end_foreign_sessions(socket, known, ws, config)
+    if foreign.unknown:
+        run.caveats.append(f"the daemon's sessions could not be listed after the agent's run "
+                           f"({foreign.unknown}): a session the agent opened would go on")
+    if foreign.stopped:
+        return (f"the agent opened {len(foreign.stopped)} session(s) of its own on the daemon "
+                f"({', '.join(foreign.stopped[:3])}); stopped before grading")
+    return None
 
 
 def keeps(settings: ArmSettings, state: str) -> bool:

@@ -56,6 +56,26 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
+def graders_own(task: Any) -> set[str]:
+    """The config root's files only graders use, relative to it: a script grader's `file`, a
+    processor's `script`, a judge's profile under every set (and its `.yml` twin). A session
+    is handed a copy of the config root without them (arm.py): the answer key is not the
+    agent's to read, and the judge's rubric is not the agent's to see."""
+    own: set[str] = set()
+    for spec in task.graders:
+        if spec.kind == "script" and spec.options.get("file"):
+            own.add(os.path.normpath(spec.options["file"]))
+        elif spec.kind == "processor":
+            own.add(os.path.normpath(spec.options["script"]))
+        elif spec.kind == "judge" and spec.options.get("profile") != getattr(task, "profile", None):
+            profiles = Path(task.config_root) / "profiles"
+            for folder in [profiles, *(profiles.iterdir() if profiles.is_dir() else [])]:
+                for suffix in (".yaml", ".yml"):
+                    own.add(os.path.relpath(folder / f"{spec.options['profile']}{suffix}",
+                                            task.config_root))
+    return own
+
+
 def protected_for(task: Any, workspace: Path) -> Protected:
     roots = [(_real(task.config_root), "the config root"),
              (_real(task.manifest), "the manifest"),

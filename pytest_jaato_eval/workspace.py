@@ -9,6 +9,7 @@ import stat
 import subprocess
 import threading
 from pathlib import Path
+from typing import AbstractSet
 from urllib.parse import quote
 
 from .manifest import skipped_in_fixture
@@ -36,14 +37,19 @@ def directory_name(arm_id: str) -> str:
 
 
 class _Filter:
-    """copytree's ignore: the usual skips, plus special files noted (never opened)."""
+    """copytree's ignore: the usual skips and `leave_out` (paths relative to the copied
+    root), plus special files noted (never opened)."""
 
-    def __init__(self, fixture: Path):
+    def __init__(self, fixture: Path, leave_out: AbstractSet[str] = frozenset()):
         self.fixture = fixture
+        self.leave_out = leave_out
         self.special: list[str] = []
 
     def __call__(self, directory: str, names: list[str]) -> set[str]:
         skip = {n for n in names if skipped_in_fixture(n)}
+        if self.leave_out:
+            here = os.path.relpath(directory, self.fixture)
+            skip |= {n for n in names if os.path.normpath(os.path.join(here, n)) in self.leave_out}
         for name in set(names) - skip:
             try:
                 mode = os.lstat(os.path.join(directory, name)).st_mode
@@ -94,15 +100,19 @@ SPECIAL_SHOWN = 20
 
 
 def special_files(ws: Path) -> list[str]:
-    """The FIFOs and device files in a workspace (relative paths), never following a link: a
-    grader reading one would block until its timeout, turning a FAIL into a BLOCKED."""
+    """The FIFOs and device files in a workspace, and its links to one (relative paths; a
+    link is looked through, never walked into): a grader reading one would block until its
+    timeout, turning a FAIL into a BLOCKED."""
     found: list[str] = []
     seen = 0
     for folder, dirs, files in os.walk(ws, followlinks=False):
         for name in dirs + files:
             seen += 1
+            path = os.path.join(folder, name)
             try:
-                mode = os.lstat(os.path.join(folder, name)).st_mode
+                mode = os.lstat(path).st_mode
+                if stat.S_ISLNK(mode):  # a link to a FIFO anywhere is the same trap
+                    mode = os.stat(path).st_mode
             except OSError:
                 continue
             if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
@@ -127,12 +137,13 @@ def squatter(root: Path, arm_id: str, since: float, made: list[Path]) -> Path | 
     return dest
 
 
-def copy_config(config_root: Path, dest: Path) -> Path:
+def copy_config(config_root: Path, dest: Path, leave_out: AbstractSet[str] = frozenset()) -> Path:
     """A copy of a config root at `dest` (which must not exist): what a session is handed, so
     that nothing the agent or jaato writes there (jaato keeps its file backups under
-    `<config root>/sessions/`) reaches the checkout or what the graders read."""
+    `<config root>/sessions/`) reaches the checkout or what the graders read. `leave_out`:
+    paths relative to the root not copied."""
     try:
-        special = _Filter(Path(config_root))
+        special = _Filter(Path(config_root), leave_out)
         shutil.copytree(config_root, dest, symlinks=True, ignore=special)
     except (OSError, shutil.Error) as exc:
         remove_tree(dest)
@@ -140,11 +151,12 @@ def copy_config(config_root: Path, dest: Path) -> Path:
     return dest
 
 
-def agent_config(config_root: Path, ws: Path) -> Path:
-    """The arm's own copy of its config root, beside its workspace (and removed with it)."""
+def agent_config(config_root: Path, ws: Path, leave_out: AbstractSet[str] = frozenset()) -> Path:
+    """The arm's own copy of its config root, beside its workspace (and removed with it),
+    without the graders' own files (`leave_out`)."""
     dest = ws.parent / f".{ws.name}-config-state"
     remove_tree(dest)  # a copy left by an earlier start of the same arm, never reused
-    return copy_config(config_root, dest)
+    return copy_config(config_root, dest, leave_out)
 
 
 RM_WAIT = 300.0  # for coreutils' rm on a tree too deep for shutil.rmtree

@@ -183,10 +183,14 @@ class PrivateDaemon:
         if self._stop_asked is not None:  # asked to go: let it, then start afresh
             self.stop()
         if self.alive():
-            return self.socket_path
+            if self.sandbox is None or can_connect(self.socket_path):
+                return self.socket_path
+            # Alive, and out of reach: its socket removed or its folder closed from inside
+            # the sandbox. Started afresh, or every later arm would be BLOCKED.
         if self.proc is not None:  # it died under us: reap it, then start afresh
             self._kill_group()
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir.chmod(0o755)  # as we made it, whatever was done to it from inside
         for stale in (self.socket_path, self.pid_file):
             Path(stale).unlink(missing_ok=True)
         out = open(self.run_dir / "daemon.out", "ab")
@@ -333,24 +337,21 @@ def _start_held(pids: PidsLimit) -> None:
     pids.join()
 
 
-def reap_orphan_daemon(run_dir: Path, wait: float = 15.0) -> None:
+def reap_orphan_daemon(run_dir: Path, marker: str, wait: float = 15.0) -> None:
     """Wait for (then kill) a daemon whose owner died: a crashed xdist worker's.
 
-    Its parent-death signal already asked it to shut down; it may still be
-    writing into its folder, which must not be removed under it.
+    Its parent-death signal already asked it to shut down; it may still be writing into its
+    folder, which must not be removed under it. The pid file is in a folder its agents could
+    write, so the pid is signalled only when that process carries this run's `marker`.
     """
     try:
         pid = int((Path(run_dir) / "daemon.pid").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return
+    ident = processes.Ident.of(pid)
+    if ident is None or not processes.marked(marker, [ident]):
+        return
     deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except (ProcessLookupError, PermissionError):
-            return
+    while time.monotonic() < deadline and ident.alive():
         time.sleep(0.2)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    processes.signal_exact([ident], signal.SIGKILL)

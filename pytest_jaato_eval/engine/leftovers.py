@@ -47,6 +47,7 @@ class Leftovers:
 
     said: list[str] = field(default_factory=list)
     lost: str | None = None
+    watch: "Watch | None" = None  # to hunt again, from the same start (arm.py)
 
 
 @dataclass(frozen=True)
@@ -56,13 +57,16 @@ class Watch:
     daemon: processes.Ident
     marker: str
     since: float  # the arm's start, in process start stamps (a whole tick: never late)
+    stewards: tuple[processes.Ident, ...] = ()  # the daemon's children then: its runner template
 
     @classmethod
     def start(cls, owned: Owned) -> "Watch | None":
         daemon = processes.Ident.of(owned.pid)
         if daemon is None:
             return None
-        return cls(daemon, owned.marker, math.floor(processes.stamp_now()))
+        stewards = tuple(i for i in map(processes.Ident.of, processes.children(owned.pid))
+                         if i is not None)
+        return cls(daemon, owned.marker, math.floor(processes.stamp_now()), stewards)
 
     def hunt(self, stop: bool = True) -> dict[processes.Ident, str]:
         """One walk below the daemon: the live processes started since the arm began, with
@@ -161,7 +165,7 @@ def ended_after(owned: Owned | None) -> Iterator[Leftovers]:
     """Around an agent's run on a daemon we own: the Leftovers it yields are filled on the
     way out (nothing is looked for below a daemon that is not ours)."""
     watch = Watch.start(owned) if owned is not None else None
-    out = Leftovers()
+    out = Leftovers(watch=watch)
     try:
         yield out
     finally:

@@ -190,7 +190,8 @@ class Controller:
         if root is None:
             return
         for child in root.iterdir():  # after every worker ended: sweep what a crashed one left
-            reap_orphan_daemon(child / "daemon")  # a crashed worker's, dying on its own
+            reap_orphan_daemon(child / "daemon",  # a crashed worker's, dying on its own
+                               processes.run_prefix(self.context.run_id))
             # A crashed worker never re-swept its discarded workspaces: unless the user
             # keeps some, nothing in its folder is wanted.
             if self.settings.keep_workspaces == "never" or not has_kept_workspaces(child):

@@ -51,7 +51,8 @@ def test_a_confined_agent_changes_nothing_it_is_graded_with_and_sees_nothing_out
     # jaato's own check refuses a command naming a path outside the workspace, so the attack
     # is a script in the workspace: what it does meets the sandbox, not jaato's reading of it.
     attack = "\n".join([
-        # the answer key, through the copy it is handed and through the checkout's own path
+        # the answer key, through the copy it is handed (recreated) and the checkout's own path
+        "cat \"$JAATO_CONFIG_ROOT/checks/answer.sh\" > copy-read.txt 2>&1",
         "printf 'exit 0\\n' > \"$JAATO_CONFIG_ROOT/checks/answer.sh\"",
         f"printf 'exit 0\\n' > {key}",
         f"cat {key} > key-read.txt 2>&1",
@@ -66,8 +67,9 @@ def test_a_confined_agent_changes_nothing_it_is_graded_with_and_sees_nothing_out
         "true"])
     project.task("thief", profile=shell_agent("thief", "sh attack.sh"), graders=[
         {"kind": "script", "file": "checks/answer.sh"},
-        # the key was not read (its writes, above, are checked from outside)
-        {"kind": "script", "run": "! grep -q 'grep -qx' key-read.txt"},
+        # the key was not read, in the checkout nor in the copy it is handed (which has no
+        # grader's file); its writes, above, are checked from outside
+        {"kind": "script", "run": "! grep -q 'grep -qx' key-read.txt copy-read.txt"},
         # pytest (`python -mpytest ...`) is not among the processes it can see
         {"kind": "script", "run": "grep -q jaato_server seen.txt && ! grep -q -- -mpytest seen.txt"},
         {"kind": "script", "run": "grep -q OPENROUTER_API_KEY=needed env.txt && "

@@ -51,3 +51,20 @@ def test_hidden_folders_are_emptied_then_what_must_stay_is_mounted_back_then_mad
 def test_the_root_and_system_folders_are_never_hidden(tmp_path):
     assert hideable([Path("/"), Path("/usr"), Path("/etc"), tmp_path, tmp_path / "nope"]) == [
         tmp_path.resolve()]
+
+
+def test_special_files_are_found_behind_links_but_links_are_not_walked(tmp_path):
+    import os
+
+    from pytest_jaato_eval.workspace import special_files
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.mkfifo(outside / "trap")
+    os.mkfifo(ws / "sub" / "fifo")
+    (ws / "answer.txt").symlink_to(outside / "trap")
+    (ws / "dir-link").symlink_to(outside)  # into a folder holding a FIFO: not walked
+    (ws / "fine.txt").write_text("x")
+    (ws / "to-a-file").symlink_to(ws / "fine.txt")
+    assert sorted(special_files(ws)) == ["answer.txt", "sub/fifo"]
