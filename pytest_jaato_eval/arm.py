@@ -210,14 +210,14 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
                 agent_params=dict(arm.agent_params) if task.agent_params else None,
                 cascade_id=cascade_id, ceiling=settings.ceiling))
         fault = agent_faults(run, owned, socket, settings, ws, config,  # before the hunt
-                             leftovers.watch)
+                             leftovers.watch, driver=task.kind == DRIVER)
     run.caveats.extend(leftovers.said)
     if leftovers.lost and not run.blocked_reason:
         run.blocked_reason = leftovers.lost
-    if leftovers.watch is not None and leftovers.watch.daemon_alive():
+    if owned is not None and leftovers.watch is not None and leftovers.watch.daemon_alive():
         # Once more, now that no process of the agent's is left to open one: a session
         # opened meanwhile is stopped, and what its tools started is hunted again.
-        late = _foreign(run, socket, settings, ws, config)
+        late = _foreign(run, socket, settings, ws, config, task.kind == DRIVER, owned)
         if late:
             fault = fault or late
             again = end_new(leftovers.watch)
@@ -241,7 +241,8 @@ RUNNER_LOST = "runner RPC closed"  # jaato's words for a runner that died under 
 
 
 def agent_faults(run: AgentRun, owned: Owned | None, socket: str, settings: ArmSettings,
-                 ws: Path, config: Path, watch: Watch | None = None) -> str | None:
+                 ws: Path, config: Path, watch: Watch | None = None,
+                 driver: bool = False) -> str | None:
     """What the agent did to the daemon it ran on, on a daemon of the run's own: sessions of
     its own opened there (stopped now, before grading); and, in the sandbox, where only the
     agent's processes reach the daemon, its daemon, runner or runner template killed or
@@ -269,20 +270,27 @@ def agent_faults(run: AgentRun, owned: Owned | None, socket: str, settings: ArmS
     if confined and RUNNER_LOST in (run.blocked_reason or ""):
         return (f"the runner of the agent's session ended under it, in a sandbox where only "
                 f"the agent's processes reach it ({run.blocked_reason})")
-    return _foreign(run, socket, settings, ws, config)
+    return _foreign(run, socket, settings, ws, config, driver, owned)
 
 
 def _foreign(run: AgentRun, socket: str, settings: ArmSettings, ws: Path,
-             config: Path) -> str | None:
+             config: Path, driver: bool, owned: Owned) -> str | None:
     """Sessions on the daemon the harness did not open, stopped: said as the agent's act."""
-    known = {sid for sid, _ in settings.sessions} | set(run.session_ids)
+    # The sessions the harness opened: a session arm's one (not every session whose files
+    # are in the workspace: a session the agent opens there leaves them too), a driver's.
+    opened = set(run.session_ids) if driver else {run.session_id}
+    known = {sid for sid, _ in settings.sessions} | opened
     foreign = end_foreign_sessions(socket, known, ws, config)
     if foreign.unknown:
         run.caveats.append(f"the daemon's sessions could not be listed after the agent's run "
                            f"({foreign.unknown}): a session the agent opened would go on")
     if foreign.stopped:
+        # Stopped, and the daemon with them: a stopped session's runner may go on running
+        # its tools, and only the daemon's end reaches everything it started.
+        _end_daemon(owned)
         return (f"the agent opened {len(foreign.stopped)} session(s) of its own on the daemon "
-                f"({', '.join(foreign.stopped[:3])}); stopped before grading")
+                f"({', '.join(foreign.stopped[:3])}); stopped before grading, and the daemon "
+                f"with them")
     return None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -135,11 +136,13 @@ def echo_judge(score: float) -> dict:
                 "permission": {"policy": {"defaultPolicy": "allow"}}}}
 
 
+@pytest.mark.slow  # ten arms and three daemon starts; the rule's fast half is in test_security
 def test_an_agent_cannot_turn_its_fail_into_blocked(project):
     """A losing agent's ways out of the pass rate, each its own FAIL with the cause named:
-    leaving a FIFO where the grader reads (it would block the grader until its timeout), and
-    killing the daemon it runs on (in the sandbox only its own processes can). A later arm on
-    the same run is unaffected: the daemon is started again."""
+    leaving a FIFO where the grader reads (it would block the grader until its timeout),
+    killing the daemon it runs on or its own runner, removing the daemon's socket (in the
+    sandbox only its own processes can), swapping the judge, overflowing the judge's view.
+    Later arms on the same run are unaffected: the daemon is started again."""
     project.task("a-fifo", profile=shell_agent("fifo", "mkfifo answer.txt"))
     kill = "kill -9 $(pgrep -f 'jaato_server --ipc-socket'); sleep 5"
     project.task("b-killer", profile=shell_agent("killer", kill))
@@ -159,6 +162,12 @@ def test_an_agent_cannot_turn_its_fail_into_blocked(project):
     (project.root / "tasks/f-squatter/fixture/squat.sh").write_text(
         "mkdir ../g-victim@echo#0 && echo SQUAT > ../g-victim@echo#0/answer.txt\n")
     project.task("g-victim")
+    # Its own runner killed, its daemon's socket removed: FAIL each, and the next arm runs.
+    project.task("h-runner", profile=shell_agent("runner", "kill -9 $PPID; sleep 5"))
+    project.task("i-socket", profile=shell_agent("socket", "sh unlink.sh"))
+    (project.root / "tasks/i-socket/fixture/unlink.sh").write_text(
+        "rm -f ../../daemon/daemon.sock\n")
+    project.task("j-honest")
     for task in ("d-swapper", "e-sparse"):
         (project.root / f"tasks/{task}/.jaato/profiles/echo/critic.yaml").write_text(
             yaml.safe_dump(echo_judge(0.2)))
@@ -177,6 +186,12 @@ def test_an_agent_cannot_turn_its_fail_into_blocked(project):
     assert sparse["state"] == "FAIL" and "larger than the judge's view" in sparse["detail"]
     assert by["f-squatter"]["state"] == "FAIL"  # it wrote no READY of its own
     assert by["g-victim"]["state"] == "PASS", by["g-victim"]
+    for task, says in (("h-runner", "the runner of the agent's session ended"),
+                       ("i-socket", "the daemon's socket was removed")):
+        assert by[task]["state"] == "FAIL", by[task]
+        assert by[task]["verdicts"][0]["grader_id"] == "sandbox"
+        assert says in by[task]["verdicts"][0]["detail"], by[task]["verdicts"]
+    assert by["j-honest"]["state"] == "PASS", by["j-honest"]
     assert result.ret == 1
 
 
@@ -204,3 +219,48 @@ def test_a_confined_agent_cannot_plant_a_module_a_python_arm_imports(project):
     (record,) = project.records()
     assert record["state"] == "PASS" and record["sandbox"] == "bwrap", record
     assert result.ret == 0
+
+
+ROGUE = """\
+import asyncio, os
+from jaato_sdk.client.ipc import IPCClient
+from jaato_sdk.client.convenience import Session
+from jaato_sdk.events import ClientType
+
+async def main():
+    c = IPCClient("../../daemon/daemon.sock", client_type=ClientType.API, auto_start=False,
+                  workspace_path=os.getcwd(), config_root=os.environ["JAATO_CONFIG_ROOT"])
+    await c.connect(timeout=30)
+    sid = await c.create_session(profile="saboteur")
+    open("rogue-session.txt", "w").write(sid)
+    await Session(c, sid).complete("go")
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.slow  # the agent waits for its own session to be up
+def test_a_session_the_agent_opens_on_its_daemon_is_stopped_and_its_fail(project):
+    """The agent's tools reach the daemon's socket: one opens a session of its own, whose
+    tool writes SABOTAGED into every later arm's answer, turn after turn. It is stopped
+    before grading (the daemon with it), and the agent's arm FAILS; the later arm is
+    untouched."""
+    sabotage = "for d in ../*@echo#0; do echo SABOTAGED > \"$d/answer.txt\"; done; sleep 1"
+    saboteur = shell_agent("saboteur", sabotage)
+    saboteur["plugin_configs"]["echo"]["retry_tool_call"] = True
+    project.task("a-rogue", profile=shell_agent("rogue", "sh start.sh"))
+    (project.root / "tasks/a-rogue/fixture/rogue.py").write_text(ROGUE)
+    (project.root / "tasks/a-rogue/fixture/start.sh").write_text(
+        f"setsid {sys.executable} rogue.py </dev/null >rogue.log 2>&1 &\n"
+        "i=0; while [ ! -s rogue-session.txt ] && [ $i -lt 120 ]; do sleep 0.5; i=$((i+1)); done\n")
+    (project.root / "tasks/a-rogue/.jaato/profiles/echo/saboteur.yaml").write_text(
+        yaml.safe_dump(saboteur))
+    project.task("b-honest")
+    result = project.run("tasks", "--jaato-sandbox=bwrap", "-p", "no:randomly",
+                         shared_daemon=False)
+    by = {r["task_id"]: r for r in project.records()}
+    rogue = by["a-rogue"]
+    assert rogue["state"] == "FAIL" and rogue["verdicts"][0]["grader_id"] == "sandbox", rogue
+    assert "opened 1 session(s) of its own" in rogue["verdicts"][0]["detail"]
+    assert by["b-honest"]["state"] == "PASS", by["b-honest"]
+    assert result.ret == 1
