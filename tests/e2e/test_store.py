@@ -303,7 +303,8 @@ def test_iterating_on_one_task_keeps_one_previous_store(project):
     for _ in range(3):
         assert project.run("tasks").ret == 0
     stores = sorted(p.name for p in project.root.iterdir() if "results" in p.name)
-    assert stores == ["results.jsonl", "results.previous.jsonl"]
+    assert stores == ["results.jsonl", "results.previous.jsonl",  # each with its transcripts
+                      "results.previous.transcripts", "results.transcripts"]
     result = project.run("tasks", "--jaato-keep-previous")
     result.stdout.fnmatch_lines(["the previous store was kept as *results.2*"])
 
