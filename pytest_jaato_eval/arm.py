@@ -250,12 +250,6 @@ def agent_faults(run: AgentRun, owned: Owned | None, socket: str, settings: ArmS
     fresh one)."""
     if owned is None:
         return None
-    gone = [s for s in (watch.stewards if watch else ()) if not s.alive()]
-    if settings.sandbox != "none" and gone:
-        _end_daemon(owned)
-        return (f"a process of the daemon's (pid {gone[0].pid}, its runner template) ended "
-                f"during the agent's session, in a sandbox where only the agent's processes "
-                f"reach it")
     state = (processes.stat(owned.pid) or (0, 0, "Z"))[2]
     confined = settings.sandbox != "none"
     if confined and state in ("Z", "T", "t"):
@@ -263,6 +257,11 @@ def agent_faults(run: AgentRun, owned: Owned | None, socket: str, settings: ArmS
         return (f"the daemon was {'stopped' if state in 'Tt' else 'ended'} during the agent's "
                 f"session, in a sandbox where only the agent's processes reach it"
                 + (f" ({run.blocked_reason})" if run.blocked_reason else ""))
+    gone = [s for s in (watch.stewards if watch else ()) if not s.alive()]
+    if confined and gone:
+        _end_daemon(owned)
+        return (f"the daemon's runner template (pid {gone[0].pid}) ended during the agent's "
+                f"session, in a sandbox where only the agent's processes reach it")
     if confined and not os.path.exists(socket):
         _end_daemon(owned)
         return ("the daemon's socket was removed during the agent's session, in a sandbox "

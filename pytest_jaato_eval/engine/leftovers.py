@@ -30,6 +30,7 @@ QUIET = 2  # walks in a row that find nothing running end the hunt ...
 QUIET_GAP = 0.0005  # ... with this many seconds between them
 ROUNDS = 5  # kill passes over what was stopped and whatever is still found below
 SHOWN = 3  # processes named in the record's caveat
+TEMPLATE = "--template-mode"  # the runner template's argument: the process runner slots fork from
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class Watch:
     daemon: processes.Ident
     marker: str
     since: float  # the arm's start, in process start stamps (a whole tick: never late)
-    stewards: tuple[processes.Ident, ...] = ()  # the daemon's children then: its runner template
+    stewards: tuple[processes.Ident, ...] = ()  # the daemon's runner template then
 
     @classmethod
     def start(cls, owned: Owned) -> "Watch | None":
@@ -65,7 +66,7 @@ class Watch:
         if daemon is None:
             return None
         stewards = tuple(i for i in map(processes.Ident.of, processes.children(owned.pid))
-                         if i is not None)
+                         if i is not None and TEMPLATE in processes.command_line(i.pid))
         return cls(daemon, owned.marker, math.floor(processes.stamp_now()), stewards)
 
     def hunt(self, stop: bool = True) -> dict[processes.Ident, str]:

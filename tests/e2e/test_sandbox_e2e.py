@@ -179,7 +179,7 @@ def test_an_agent_cannot_turn_its_fail_into_blocked(project):
     assert fifo["verdicts"][0]["evidence"] == ["answer.txt"]
     assert killer["state"] == "FAIL", killer
     assert killer["verdicts"][0]["grader_id"] == "sandbox"
-    assert "daemon ended during the agent's session" in killer["verdicts"][0]["detail"]
+    assert "daemon was ended during the agent's session" in killer["verdicts"][0]["detail"]
     assert by["c-honest"]["state"] == "PASS"
     swapper, sparse = by["d-swapper"]["verdicts"][0], by["e-sparse"]["verdicts"][0]
     assert swapper["state"] == "FAIL" and swapper["detail"].startswith("score 0.2"), swapper
