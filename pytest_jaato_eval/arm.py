@@ -62,6 +62,10 @@ class ArmSettings:
     owned: dict[Path, Path] = field(default_factory=dict)
     sandbox: str = "none"  # what confined the agents of this process (engine/sandbox.py)
     started: float = field(default_factory=time.time)
+    # What the agents' sandbox hides, and keeps readable inside it: a link from a workspace
+    # into the first (not the second) is a trap for graders, which run outside it.
+    hidden: tuple[Path, ...] = ()
+    readable: tuple[Path, ...] = ()
     # Keep each arm's transcript (results/transcripts.py); the compressed file of an arm
     # waits here, by arm id, until its report takes it to the store's writer.
     transcripts: bool = True
@@ -121,15 +125,17 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
 
     verdicts: list = []
     grader_runs: list = []
-    planted = workspace.special_files(ws) if not run.blocked_reason and ws is not None else []
+    planted = workspace.special_files(ws, settings.hidden, settings.readable) if (
+        not run.blocked_reason and ws is not None) else []
     if run.agent_fault:
         verdicts = [Verdict.failed("sandbox", "the agent leaves its daemon running",
                                    run.agent_fault)]
     elif planted:  # a trap for the graders is the agent's own act, not a fault of ours
         verdicts = [Verdict.failed(
             "workspace", "the agent leaves regular files, folders and links",
-            f"the agent left {len(planted)} special file(s) (FIFO or device) in its workspace, "
-            f"{planted[0]} first; graders were not run on it", planted)]
+            f"the agent left {len(planted)} trap(s) for its graders in its workspace (a FIFO, "
+            f"a device, or a link to one or to what its sandbox hid), {planted[0]} first; "
+            f"graders were not run on it", planted)]
     elif not run.blocked_reason and ws is not None:
         ctx = GraderContext(
             workspace=ws, config_root=config, params=arm.grader_params, run=run,

@@ -9,7 +9,7 @@ import stat
 import subprocess
 import threading
 from pathlib import Path
-from typing import AbstractSet
+from typing import AbstractSet, Sequence
 from urllib.parse import quote
 
 from .manifest import skipped_in_fixture
@@ -99,10 +99,13 @@ SPECIAL_WALK = 200_000  # entries looked at for special files: a bound on the wa
 SPECIAL_SHOWN = 20
 
 
-def special_files(ws: Path) -> list[str]:
-    """The FIFOs and device files in a workspace, and its links to one (relative paths; a
-    link is looked through, never walked into): a grader reading one would block until its
-    timeout, turning a FAIL into a BLOCKED."""
+def special_files(ws: Path, hidden: Sequence[Path] = (), readable: Sequence[Path] = (),
+                  ) -> list[str]:
+    """The traps in a workspace for what reads it (relative paths; a link is looked through,
+    never walked into): FIFOs and device files, and links to one, which would block a grader
+    until its timeout, turning a FAIL into a BLOCKED; and links into what the agent's sandbox
+    hid from it (`hidden`, but for what stayed `readable` there), which a grader, running
+    as the developer, would read or write through."""
     found: list[str] = []
     seen = 0
     for folder, dirs, files in os.walk(ws, followlinks=False):
@@ -112,7 +115,10 @@ def special_files(ws: Path) -> list[str]:
             try:
                 mode = os.lstat(path).st_mode
                 if stat.S_ISLNK(mode):  # a link to a FIFO anywhere is the same trap
-                    mode = os.stat(path).st_mode
+                    if hidden and _reaches(path, hidden, readable):
+                        mode = stat.S_IFIFO  # as much a trap
+                    else:
+                        mode = os.stat(path).st_mode
             except OSError:
                 continue
             if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
@@ -122,6 +128,12 @@ def special_files(ws: Path) -> list[str]:
         if seen >= SPECIAL_WALK:
             break
     return found
+
+
+def _reaches(link: str, hidden: Sequence[Path], readable: Sequence[Path]) -> bool:
+    target = Path(os.path.realpath(link))
+    return any(target.is_relative_to(h) for h in hidden) and not any(
+        target.is_relative_to(r) for r in readable)
 
 
 def squatter(root: Path, arm_id: str, since: float, made: list[Path]) -> Path | None:

@@ -54,7 +54,7 @@ class Sandbox:
         hidden = _outermost([Path("/tmp"), *hidden])[1:]  # /tmp is the private one already
         for folder in _parents_first(hidden):
             args += ["--tmpfs", str(folder)]
-        for folder in _parents_first([*_python_folders(), *readable]):
+        for folder in _parents_first([*python_folders(), *readable]):
             args += ["--ro-bind", str(folder), str(folder)]
         args += ["--bind", str(tmp), "/tmp"]
         for folder in _parents_first(writable):
@@ -81,7 +81,7 @@ def hideable(folders: list[Path]) -> list[Path]:
     return out
 
 
-def _python_folders() -> list[Path]:
+def python_folders() -> list[Path]:
     """What the daemon's interpreter reads: the venv and the Python it was made from."""
     return [Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}
             if Path(p).is_dir()]

@@ -204,10 +204,12 @@ class ArmHandle:
         if run.agent_fault:  # the agent's own doing: its FAIL, whatever the test asserts next
             raise AssertionError(run.agent_fault)
         from ..workspace import special_files
-        planted = special_files(self.workspace)
+        settings = self._worker.arm_settings()
+        planted = special_files(self.workspace, settings.hidden, settings.readable)
         if planted:  # a FIFO where the test reads would hang it: the agent's FAIL, said now
-            raise AssertionError(f"the agent left {len(planted)} special file(s) (FIFO or "
-                                 f"device) in its workspace: {', '.join(planted[:5])}")
+            raise AssertionError(f"the agent left {len(planted)} trap(s) for its grader in its "
+                                 f"workspace (a FIFO, a device, or a link to one or to what "
+                                 f"its sandbox hid): {', '.join(planted[:5])}")
         ceiling = self._worker.arm_settings().ceiling.seconds
         if ceiling:
             guard_body(ceiling - (run.duration_seconds or 0.0))

@@ -70,7 +70,8 @@ class Worker:
                 workspace_root=root, keep_workspaces=self.settings.keep_workspaces,
                 ceiling=self.settings.ceiling, run_id=self.context.run_id,
                 transcripts=self.settings.transcripts,
-                owned_dir=self.run_dir / "owned", sandbox=self.sandbox_name())
+                owned_dir=self.run_dir / "owned", sandbox=self.sandbox_name(),
+                **self._trap_folders(root))
         return self._arm_settings
 
     def discard(self, ws: Path) -> None:
@@ -109,6 +110,17 @@ class Worker:
         env["PATH"] = os.environ.get("PATH", os.defpath)  # the daemon's, as it was
         return env
 
+    def _trap_folders(self, root: Path) -> dict[str, tuple[Path, ...]]:
+        """For the arms' trap check: what the sandbox hides, and everything it lets the
+        agent see under that (its workspaces, the daemon's folders, the interpreter)."""
+        if self.sandbox_name() == "none":
+            return {}
+        from ..engine.sandbox import python_folders
+        hidden, readable = self.sandbox_folders()
+        seen = (*readable, Path(root).resolve(), (self.run_dir / "daemon").resolve(),
+                (self.run_dir / "tmp").resolve(), *python_folders())
+        return {"hidden": hidden, "readable": seen}
+
     def sandbox_name(self) -> str:
         """What confines this process's agents: "bwrap", or "none" (a daemon that is not
         ours, --jaato-sandbox=none, or a machine without one)."""
@@ -122,20 +134,27 @@ class Worker:
         """The private daemon's sandbox (engine/sandbox.py): what its agents may write (the
         arms' folder) and what they may not even read (the checkout, the store, HOME, the
         rest of this run's folder)."""
-        from ..engine.sandbox import hideable, probe
+        from ..engine.sandbox import probe
         sandbox, why = probe(self.settings.sandbox)
         if sandbox is None:  # --jaato-sandbox=bwrap: no arm runs unconfined
             return {"refusal": f"sandbox: {why} (--jaato-sandbox=bwrap)"} if (
                 self.settings.sandbox == "bwrap") else {}
-        root = self.arm_settings().workspace_root
-        root.mkdir(parents=True, exist_ok=True)
+        settings = self.arm_settings()
+        settings.workspace_root.mkdir(parents=True, exist_ok=True)
+        hidden, readable = self.sandbox_folders()
+        return {"sandbox": sandbox, "writable": (settings.workspace_root,), "hidden": hidden,
+                "readable": readable}
+
+    def sandbox_folders(self) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+        """(what the agents' sandbox hides: the checkout, the store, HOME, the rest of this
+        run's folder; what stays readable under those: jaato's own folder, whose user
+        profiles and provider logins the daemon reads, and what the daemon can see has to
+        be)."""
+        from ..engine.sandbox import hideable
         hidden = [self.settings.rootdir, Path.cwd(), Path.home(), self.settings.store.parent,
                   self.run_dir]
-        # jaato's own folder (user profiles, provider logins) stays readable: the daemon reads
-        # it, and what the daemon reads its agents can (docs/security.md).
         jaato_home = Path.home() / ".jaato"
-        return {"sandbox": sandbox, "writable": (root,), "hidden": tuple(hideable(hidden)),
-                "readable": (jaato_home,) if jaato_home.is_dir() else ()}
+        return tuple(hideable(hidden)), (jaato_home,) if jaato_home.is_dir() else ()
 
     @property
     def may_start_early(self) -> bool:

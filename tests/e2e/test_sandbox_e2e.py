@@ -81,6 +81,13 @@ def test_a_confined_agent_changes_nothing_it_is_graded_with_and_sees_nothing_out
     key.write_text("grep -qx READY answer.txt\n")
     key.chmod(0o755)
     project.task("z-honest")  # a later arm, on the same daemon, is unaffected
+    # A link into the hidden checkout, for a grader (which runs as the developer) to write
+    # through: a trap, FAIL before any grader runs.
+    victim = project.root / "VICTIM.txt"
+    victim.write_text("untouched\n")
+    project.task("linker", profile=shell_agent("linker", "sh link.sh"),
+                 graders=[{"kind": "script", "run": "echo READY > upper.txt"}])
+    (project.root / "tasks/linker/fixture/link.sh").write_text(f"ln -s {victim} upper.txt\n")
 
     result = project.run("tasks", "--jaato-sandbox=bwrap", "-p", "no:randomly",
                          shared_daemon=False)
@@ -88,7 +95,12 @@ def test_a_confined_agent_changes_nothing_it_is_graded_with_and_sees_nothing_out
     assert key.read_text() == "grep -qx READY answer.txt\n", "the checkout was changed"
     assert not (project.root / "conftest.py").exists()
     by = {r["arm_id"]: r for r in project.records()}
-    assert sorted(by) == ["thief@echo#0", "z-honest@echo#0"], "a forged line reached the store"
+    assert sorted(by) == ["linker@echo#0", "thief@echo#0", "z-honest@echo#0"], \
+        "a forged line reached the store"
+    assert victim.read_text() == "untouched\n"
+    linker = by["linker@echo#0"]["verdicts"]
+    assert [(v["grader_id"], v["state"], v["evidence"]) for v in linker] == [
+        ("workspace", "FAIL", ["upper.txt"])], linker
     thief = by["thief@echo#0"]
     assert thief["sandbox"] == "bwrap" and by["z-honest@echo#0"]["sandbox"] == "bwrap"
     outcomes = [v["state"] for v in thief["verdicts"]]
