@@ -22,6 +22,7 @@ class Point:
     passed: int
     exercised: int
     cost: float | None  # mean cost of an exercised arm that reported one
+    expected: int = 0  # FAIL arms that ran under an xfail mark
 
     @property
     def rate(self) -> float | None:
@@ -41,7 +42,8 @@ def profile_points(cells: list[Cell]) -> list[Point]:
     for name, group in sorted(by_set.items()):
         costed = sum(c.exercised_costed for c in group)
         points.append(Point(name, sum(c.passed for c in group), sum(c.exercised for c in group),
-                            sum(c.exercised_cost for c in group) / costed if costed else None))
+                            sum(c.exercised_cost for c in group) / costed if costed else None,
+                            sum(c.expected_failures for c in group)))
     return points
 
 
@@ -134,7 +136,7 @@ def layout(points: list[Point], width: int = 720, height: int = 330) -> Layout:
             PALETTE[i % len(PALETTE)], x(p.cost), y(p.rate), y(lo), y(hi),
             left + pw + 16, top + 8 + 34 * i, _clip(p.profile_set, LEGEND_CHARS),
             f"{pct(p.rate)} ({interval_text(p.interval)}) · {money(p.cost)}/arm "
-            f"· n={p.exercised}"))
+            f"· n={p.exercised}" + (f" · {p.expected} xfail" if p.expected else "")))
     return out
 
 

@@ -53,6 +53,7 @@ class Row:
     fields: dict[str, str]
     verdicts: dict[str, VerdictView]
     summary: bool = False
+    expected: bool = False  # the arm ran under an xfail mark
 
 
 def _text(value: Any, width: int = TEXT_CHARS) -> str:
@@ -288,7 +289,7 @@ def _row(record: dict[str, Any]) -> Row:
     verdicts: dict[str, VerdictView] = {}
     for v in arms.verdicts(record):
         verdicts.setdefault(str(v.get("grader_id")), verdict_view(v, with_lines=False))
-    return Row(fields, verdicts)
+    return Row(fields, verdicts, expected=isinstance(record.get("xfail"), dict))
 
 
 def gather(records: Iterable[Any], cells: Iterable[Any], summarise: bool,

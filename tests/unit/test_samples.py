@@ -161,6 +161,14 @@ def test_report_exits_as_the_run_did_under_xfail():
     assert report_exit([_cell(("PASS", "xfail"))]) == 0
 
 
+def test_the_html_report_and_its_chart_mark_expected_failures():
+    expected = arm_record("t", "echo", 0, "FAIL")
+    expected.extra["xfail"] = {"reason": "known bug", "strict": False}
+    doc = html.render([expected, arm_record("t", "echo", 1, "PASS")])
+    assert doc.count("(xfail)</small>") == 1  # the arm's row
+    assert "· 1 xfail" in doc  # the chart's legend for the set
+
+
 def test_the_html_report_drills_down_per_sample():
     records = []
     for sample, states in (("cat", ("PASS", "FAIL")), ("dog", ("PASS", "PASS"))):
