@@ -54,9 +54,10 @@ class Sandbox:
         hidden = _outermost([Path("/tmp"), *hidden])[1:]  # /tmp is the private one already
         for folder in _parents_first(hidden):
             args += ["--tmpfs", str(folder)]
+        args += ["--bind", str(tmp), "/tmp"]
+        # after the private /tmp: an interpreter (a checkout's venv) may live under /tmp
         for folder in _parents_first([*python_folders(), *readable]):
             args += ["--ro-bind", str(folder), str(folder)]
-        args += ["--bind", str(tmp), "/tmp"]
         for folder in _parents_first(writable):
             args += ["--bind", str(folder), str(folder)]
         for folder in _parents_first(hidden):  # once what is mounted inside them is in place

@@ -68,3 +68,11 @@ def test_special_files_are_found_behind_links_but_links_are_not_walked(tmp_path)
     (ws / "fine.txt").write_text("x")
     (ws / "to-a-file").symlink_to(ws / "fine.txt")
     assert sorted(special_files(ws)) == ["answer.txt", "sub/fifo"]
+
+
+def test_an_interpreter_under_tmp_is_mounted_after_the_private_tmp(monkeypatch):
+    import pytest_jaato_eval.engine.sandbox as sandbox
+    monkeypatch.setattr(sandbox, "python_folders", lambda: [Path("/tmp/clone/.venv")])
+    o = ops(Sandbox("bwrap").command(["python"], writable=[], hidden=[], tmp=Path("/tmp/t")))
+    assert o.index(("--bind", "/tmp/t", "/tmp")) < o.index(
+        ("--ro-bind", "/tmp/clone/.venv", "/tmp/clone/.venv"))
