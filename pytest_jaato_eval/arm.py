@@ -74,24 +74,23 @@ class ArmSettings:
 
 def owned_config(task: Task, settings: ArmSettings) -> Path:
     """The config root the harness grades with (raises WorkspaceError if it cannot be copied)."""
-    if settings.owned_dir is None:
-        return task.config_root
-    source = Path(task.config_root).resolve()
-    if source not in settings.owned:
-        settings.owned[source] = workspace.copy_config(
-            source, Path(settings.owned_dir) / f"{len(settings.owned)}-{source.parent.name}")
-    return settings.owned[source]
+    return _owned(task.config_root, settings, "")
 
 
 def owned_fixture(task: Task, settings: ArmSettings) -> Path:
     """The harness's copy of the task's fixture, taken before any agent of the task ran:
     where a grader or driver imports the author's own packages from (contract.py)."""
+    return _owned(task.fixture, settings, "-fixture")
+
+
+def _owned(folder: Path, settings: ArmSettings, suffix: str) -> Path:
+    """The harness's copy of a task's folder, taken at its first use in this process."""
     if settings.owned_dir is None:
-        return task.fixture
-    source = Path(task.fixture).resolve()
+        return folder
+    source = Path(folder).resolve()
     if source not in settings.owned:
         settings.owned[source] = workspace.copy_config(
-            source, Path(settings.owned_dir) / f"{len(settings.owned)}-{source.parent.name}-fixture")
+            source, Path(settings.owned_dir) / f"{len(settings.owned)}-{source.parent.name}{suffix}")
     return settings.owned[source]
 
 

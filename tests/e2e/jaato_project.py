@@ -37,6 +37,17 @@ def signer(payload: dict) -> dict:
         "permission": {"policy": {"defaultPolicy": "allow"}}})
 
 
+def shell_agent(name: str, command: str) -> dict:
+    """An echo profile whose agent runs `command` with jaato's shell tool, then answers."""
+    return {"name": name, "provider": "echo", "model": "echo",
+            "plugins": ["cli(preload)", "permission"],
+            "plugin_configs": {
+                "echo": {"tool_call": {"name": "cli_based_tool", "args": {"command": command}},
+                         "response": "done"},
+                "permission": {"policy": {"defaultPolicy": "allow"}}},
+            "runtime_limits": {"unload_grace_seconds": 0}}
+
+
 def short_tmpdir(prefix: str) -> Path:
     """Unix socket paths must stay short; pytest's tmp paths are long."""
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from jaato_project import WRITER, processes_mentioning
+from jaato_project import WRITER, processes_mentioning, shell_agent
 
 from pytest_jaato_eval.engine.sandbox import probe
 
@@ -25,17 +25,6 @@ SECURITY_DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 
 pytestmark = [pytest.mark.daemon, pytest.mark.skipif(
     probe()[0] is None, reason=f"no sandbox on this machine: {probe()[1]}")]
-
-
-def shell_agent(name: str, command: str) -> dict:
-    """An echo profile whose agent runs `command` with jaato's shell tool, then answers."""
-    return {"name": name, "provider": "echo", "model": "echo",
-            "plugins": ["cli(preload)", "permission"],
-            "plugin_configs": {
-                "echo": {"tool_call": {"name": "cli_based_tool", "args": {"command": command}},
-                         "response": "done"},
-                "permission": {"policy": {"defaultPolicy": "allow"}}},
-            "runtime_limits": {"unload_grace_seconds": 0}}
 
 
 def test_a_confined_agent_changes_nothing_it_is_graded_with_and_sees_nothing_outside(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from jaato_project import processes_mentioning, unused_plugins
+from jaato_project import processes_mentioning, shell_agent, unused_plugins
 
 from pytest_jaato_eval.processes import TREE_VAR, Ident
 
@@ -164,13 +164,7 @@ def test_processes_the_agent_leaves_running_are_ended_before_grading(project, tm
         "sh -c " + shlex.quote(background(bare, how="setsid env -i /bin/") ) + ";",
         background(f"echo $$ >> {pids}; exec sleep 4711", how="nohup "),
         "sleep 0.3"])
-    profile = {"name": "lingerer", "provider": "echo", "model": "echo",
-               "plugins": ["cli(preload)", "permission"],
-               "plugin_configs": {
-                   "echo": {"tool_call": {"name": "cli_based_tool", "args": {"command": command}},
-                            "response": "done"},
-                   "permission": {"policy": {"defaultPolicy": "allow"}}},
-               "runtime_limits": {"unload_grace_seconds": 0}}
+    profile = shell_agent("lingerer", command)
     still = ("sleep 0.5; a=$(wc -l < marker.txt); sleep 1; b=$(wc -l < marker.txt); "
              "echo \"marker $a -> $b\"; test \"$a\" -gt 0 && test \"$a\" = \"$b\"")
     # Each pid listed is gone, or a zombie (ended; the daemon has not reaped it yet).
