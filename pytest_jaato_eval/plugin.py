@@ -44,7 +44,7 @@ def pytest_configure(config):
     workerinput = getattr(config, "workerinput", None) or {}
     config.stash[CONTEXT_KEY] = RunContext(
         settings, workerinput.get("jaato_run_id") or new_run_id(),
-        parent_dir=workerinput.get("jaato_run_root"))
+        parent_dir=workerinput.get("jaato_run_root"), worker_id=workerinput.get("workerid"))
     if not workerinput:  # one store writer, one pivot printer, whatever -n is (X6)
         from .pytest_layer.controller import Controller
         config.pluginmanager.register(Controller(config.stash[CONTEXT_KEY]),

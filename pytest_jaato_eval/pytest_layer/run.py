@@ -50,6 +50,7 @@ class RunContext:
     settings: Settings
     run_id: str
     parent_dir: str | None = None  # xdist worker: the controller's folder for its workers
+    worker_id: str | None = None   # xdist worker: its id (gw0, ...), from this run's xdist
     started: float = field(default_factory=time.time)
 
     @functools.cached_property

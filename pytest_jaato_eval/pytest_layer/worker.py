@@ -63,9 +63,9 @@ class Worker:
             from ..arm import ArmSettings
             processes.set_run(self.context.run_id)  # the trees this process starts carry its name
             root = self.settings.workspaces or (self.run_dir / "workspaces")
-            if self.settings.workspaces and os.environ.get("PYTEST_XDIST_WORKER"):
+            if self.settings.workspaces and self.context.worker_id:
                 # a folder per worker: each worker's sandbox may write its own arms' alone
-                root = root / os.environ["PYTEST_XDIST_WORKER"]
+                root = root / self.context.worker_id
             self._arm_settings = ArmSettings(
                 workspace_root=root, keep_workspaces=self.settings.keep_workspaces,
                 ceiling=self.settings.ceiling, run_id=self.context.run_id,

@@ -265,3 +265,16 @@ def test_a_session_the_agent_opens_on_its_daemon_is_stopped_and_its_fail(project
     assert "opened 1 session(s) of its own" in rogue["verdicts"][0]["detail"]
     assert by["b-honest"]["state"] == "PASS", by["b-honest"]
     assert result.ret == 1
+
+
+def test_under_xdist_each_worker_makes_its_arms_in_a_folder_of_its_own(project):
+    """Each worker's sandbox may write its own arms' folder alone: an agent on one worker
+    cannot reach the workspaces of the other's arms."""
+    for name in ("one", "two", "three", "four"):
+        project.task(name)
+    ws = project.root / "ws"
+    result = project.run("tasks", "-n", "2", f"--jaato-workspaces={ws}", "--keep-workspaces",
+                         shared_daemon=False)
+    assert result.ret == 0, result.stdout.str()
+    folders = {Path(r["workspace"]).parent for r in project.records()}
+    assert folders == {ws / "gw0", ws / "gw1"}, folders

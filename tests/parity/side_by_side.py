@@ -17,6 +17,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 HERE = Path(__file__).resolve().parent
 TASKS = HERE / "tasks"
 REFERENCE = "jaato-eval==0.3.4"
@@ -98,7 +100,14 @@ def reference_python(cache: Path) -> str:
 
 
 def copy_tasks(tasks: Path, dest: Path) -> Path:
+    """The tasks, with the empty folders their manifests name (git keeps no empty folder:
+    a fresh clone has no `fixture/` or `.jaato/` of a task that ships nothing in it)."""
     shutil.copytree(tasks, dest)
+    for manifest in dest.glob("*/task.yaml"):
+        env = (yaml.safe_load(manifest.read_text()) or {}).get("environment") or {}
+        for key in ("fixture", "config_root"):
+            if isinstance(env.get(key), str):
+                (manifest.parent / env[key]).mkdir(parents=True, exist_ok=True)
     return dest
 
 
