@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import contamination, preflight, processes, workspace
-from .arms import Arm, arms_of
+from . import contamination, processes, workspace
+from .task import preflight
+from .task.arms import Arm, arms_of
 from .engine.accounting import count_nudges, summed_usage
 from .engine.budget import profile_ceiling
 from .engine.daemon import DaemonError
@@ -24,7 +25,7 @@ from .engine.session import AgentRun, Ceiling, SessionArmSpec, run_session_arm
 from .graders import run_graders
 from .graders.context import GraderContext
 from .graders.ledger import ledger_of
-from .manifest import DRIVER, Task
+from .task.model import DRIVER, Task
 from .results.record import build_record
 from .redact import Redactor
 from .verdict import BLOCKED, FAIL, PASS, Verdict, roll_up

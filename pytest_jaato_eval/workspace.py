@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import AbstractSet, Sequence
 from urllib.parse import quote
 
-from .manifest import skipped_in_fixture
+from .task.tree import skipped_in_fixture
 
 _MAX_NAME = 120
 

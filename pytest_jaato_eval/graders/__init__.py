@@ -1,7 +1,7 @@
 """Graders: each turns an arm into a Verdict and never raises (G1-G5)."""
 from __future__ import annotations
 
-from ..manifest import GraderSpec
+from ..task.model import GraderSpec
 from ..verdict import Verdict
 from .context import GraderContext
 from .judge import grade_judge

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.session import Ceiling, SessionArmSpec, run_session_arm
-from ..manifest import GraderSpec
+from ..task.model import GraderSpec
 from ..results.review import NEEDS_HUMAN
-from ..task_sections import gate_aliases
+from ..task.model import gate_aliases
 from ..verdict import PASS, Verdict
 from ..workspace import WorkspaceError, copy_config, remove_tree
 from .context import GraderContext

@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 
 from ..contract import ParamCollision
-from ..manifest import GraderSpec
+from ..task.model import GraderSpec
 from ..verdict import Verdict
 from .context import GraderContext
 from .output import TailReader, evidence as output_evidence, run_bounded

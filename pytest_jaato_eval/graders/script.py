@@ -12,7 +12,7 @@ import signal
 import sys
 
 from ..contract import ParamCollision
-from ..manifest import GraderSpec
+from ..task.model import GraderSpec
 from ..verdict import Verdict
 from .context import GraderContext
 from .output import TailReader, evidence as output_evidence, run_bounded

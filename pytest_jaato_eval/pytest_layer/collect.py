@@ -19,10 +19,10 @@ from typing import Any, cast
 import pytest
 
 from . import outcome
-from .. import preflight
-from ..arms import Arm, arms_of
+from ..task import preflight
+from ..task.arms import Arm, arms_of
 from ..engine.budget import ceiling_warning
-from ..manifest import ManifestError, load_task
+from ..task.load import ManifestError, load_task
 from .heap import HEAP_KEY
 from .run import ARM_KEY, HANDLE_KEY, arm_of, worker_of
 

@@ -97,7 +97,7 @@ def _declared_roots(task_dir: Path) -> list[str]:
     if raw is None:
         return []
     try:
-        from ..manifest import parse_for_collection
+        from ..task.load import parse_for_collection
         data = parse_for_collection(raw)
     except Exception:  # noqa: BLE001 - a bad manifest is reported by its collector, not here
         return []

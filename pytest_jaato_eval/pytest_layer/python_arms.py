@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from .. import preflight
-from ..arms import Arm, arms_of
+from ..task import preflight
+from ..task.arms import Arm, arms_of
 from .collect import PreflightBlocked, arm_param_id, wants_own_daemon
-from ..manifest import SESSION, Task
-from ..samples import Sample
+from ..task.model import SESSION, Task
+from ..task.samples import Sample
 from .run import MarkerError, worker_of
 
 MARKER_KEYS = ("config_root", "fixture", "profile", "profile_set", "repeats", "agent",

@@ -56,7 +56,7 @@ class _PoolAwareScheduling(LoadScopeScheduling):
 
 @lru_cache(maxsize=None)
 def _pooled(manifest: str) -> bool:
-    from ..manifest import ManifestError, load_task  # only once a task is scheduled
+    from ..task.load import ManifestError, load_task  # only once a task is scheduled
     try:
         return bool(load_task(manifest).budget)
     except ManifestError:

@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_schema(args) -> int:
-    from ..task_schema import cmd_schema  # pydantic only when asked
+    from ..task.load import cmd_schema  # pydantic only when asked
     return cmd_schema(args)
 
 

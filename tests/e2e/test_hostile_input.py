@@ -30,8 +30,9 @@ from _pytest.junitxml import bin_xml_escape
 
 from pytest_jaato_eval.arm import arms_of
 from pytest_jaato_eval.contract import build_contract_env
-from pytest_jaato_eval import manifest
-from pytest_jaato_eval.manifest import ManifestError, Task, load_task
+from pytest_jaato_eval.task import load as task_load
+from pytest_jaato_eval.task.load import ManifestError, load_task
+from pytest_jaato_eval.task.model import Task
 from pytest_jaato_eval.pytest_layer.outcome import junit_properties, verdict_table
 from pytest_jaato_eval.results.cell import reason_key
 from pytest_jaato_eval.results.pivot import build_cells
@@ -327,7 +328,7 @@ def test_what_the_fuzzing_found_is_a_one_line_error(task_file, text, where, says
                                                     monkeypatch):
     """Under libyaml's loader (the default when PyYAML has it) and the pure-Python one."""
     if loader == "pure":
-        monkeypatch.setattr(manifest, "yaml_loader", lambda: yaml.SafeLoader)
+        monkeypatch.setattr(task_load, "yaml_loader", lambda: yaml.SafeLoader)
     elif not yaml.__with_libyaml__:
         pytest.skip("PyYAML was built without libyaml")
     elif "\\ud800" in text:  # libyaml refuses a surrogate escape itself

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from jaato_project import REPO
 
-from pytest_jaato_eval import preflight
-from pytest_jaato_eval.manifest import load_task
+from pytest_jaato_eval.task import preflight
+from pytest_jaato_eval.task.load import load_task
 
 TASK = """\
 id: t

@@ -97,7 +97,7 @@ def test_k_selects_arms_by_task_and_set(pytester):
 def test_resume_refuses_exactly_the_tasks_whose_stored_hash_differs(pytester):
     """R3's check reads the store once, by task: a store of many other tasks' arms costs one
     lookup per task, and odd hand-edited values still refuse the resume in one line."""
-    from pytest_jaato_eval.manifest import load_task
+    from pytest_jaato_eval.task.load import load_task
     for name in ("a", "b", "c"):
         task(pytester.path, name)
     current = load_task(pytester.path / "tasks" / "b" / "task.yaml").content_hash

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_jaato_eval.manifest import ManifestError, content_hash, load_task
+from pytest_jaato_eval.task.load import ManifestError, content_hash, load_task
 
 VALID = """\
 id: t
@@ -254,7 +254,7 @@ def test_symlinks_are_listed_never_followed(tmp_path):
 
 
 def test_the_walk_is_bounded(tmp_path, monkeypatch):
-    from pytest_jaato_eval import task_tree
+    from pytest_jaato_eval.task import tree as task_tree
     path = write(tmp_path, VALID)
     for i in range(5):
         (tmp_path / "fixture" / f"f{i}").write_text("x")
@@ -266,7 +266,7 @@ def test_the_walk_is_bounded(tmp_path, monkeypatch):
 
 # -- the content hash --------------------------------------------------------------------
 def test_the_content_hash_is_computed_once_when_first_read(tmp_path, monkeypatch):
-    from pytest_jaato_eval import task_tree
+    from pytest_jaato_eval.task import tree as task_tree
     path = write(tmp_path, VALID)
     (tmp_path / "fixture" / "a.txt").write_text("one")
     reads = []
@@ -297,7 +297,7 @@ def test_the_json_schema_accepts_the_shipped_tasks_and_refuses_what_the_loader_r
     jsonschema = pytest.importorskip("jsonschema")
     import yaml
 
-    from pytest_jaato_eval.task_schema import json_schema
+    from pytest_jaato_eval.task.load import json_schema
     schema = json_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
     validator = jsonschema.Draft202012Validator(schema)
@@ -330,7 +330,7 @@ def test_the_schema_command_prints_the_schema(capsys):
 def test_a_task_folder_is_resolved_once_and_the_same_as_realpath(tmp_path):
     """The fixture, config root and manifest are resolved from the task folder's own
     realpath with one lstat each; whatever the names are, the result is realpath's."""
-    from pytest_jaato_eval.manifest import _resolved_in
+    from pytest_jaato_eval.task.load import _resolved_in
 
     real = tmp_path / "real"
     (real / "fx").mkdir(parents=True)
@@ -373,7 +373,7 @@ def test_a_gate_may_name_a_processor_by_its_file_name_as_jaato_eval_does(tmp_pat
 def test_an_arm_of_the_tasks_own_set_answers_to_jaato_evals_default_id(tmp_path):
     """R3: jaato-eval run without --profile-set names the arm `t@default#0`; --resume, compare
     and merge take it as ours under the task's own set, and only that one."""
-    from pytest_jaato_eval.arms import Arm
+    from pytest_jaato_eval.task.arms import Arm
 
     task = load_task(write(tmp_path, VALID.replace("harness: {profile: writer}",
                                                   "harness: {profile: writer, profile_set: echo}")))

@@ -314,7 +314,7 @@ def test_processor_reading_an_unfaithful_ledger_is_blocked(tmp_path):
     from pytest_jaato_eval.graders.context import GraderContext
     from pytest_jaato_eval.graders.ledger import ledger_of
     from pytest_jaato_eval.graders.processor import grade_processor
-    from pytest_jaato_eval.manifest import GraderSpec
+    from pytest_jaato_eval.task.model import GraderSpec
 
     (tmp_path / "check.py").write_text(
         "def validate(payload, context):\n    return [c['name'] for c in context.tool_calls]\n")

@@ -11,18 +11,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_jaato_eval.arms import arms_of
+from pytest_jaato_eval.task.arms import arms_of
 from pytest_jaato_eval.engine.agent_run import AgentRun
 from pytest_jaato_eval.graders.context import GraderContext
 from pytest_jaato_eval.graders.judge import judge_prompt
 from pytest_jaato_eval.graders.processor import grade_processor
-from pytest_jaato_eval.manifest import ManifestError, load_task
+from pytest_jaato_eval.task.load import ManifestError, json_schema, load_task
 from pytest_jaato_eval.pytest_layer.outcome import arm_identity, block_crashed, identity_properties
 from pytest_jaato_eval.pytest_layer.shard import unit_of
 from pytest_jaato_eval.report import html
 from pytest_jaato_eval.results.cell import ArmSummary, Cell, default_k
 from pytest_jaato_eval.results.commands import report_exit
-from pytest_jaato_eval.task_schema import json_schema
 from pytest_jaato_eval.testing.records import arm_record
 
 TASK = """\

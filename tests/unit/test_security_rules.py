@@ -18,7 +18,8 @@ from pytest_jaato_eval.results.commands import main as commands_main
 from pytest_jaato_eval.contract import build_contract_env, curated_env, safe_path
 from pytest_jaato_eval.graders.judge import make_view, read_answer
 from pytest_jaato_eval.graders.output import evidence
-from pytest_jaato_eval.manifest import GraderSpec, ManifestError, load_task
+from pytest_jaato_eval.task.load import ManifestError, load_task
+from pytest_jaato_eval.task.model import GraderSpec
 from pytest_jaato_eval.redact import Redactor
 
 # -- the curated environment -------------------------------------------------------------------

@@ -1,18 +1,28 @@
-"""task.yaml's sections: one pydantic model per mapping, built from the value kinds
-(task_values.py); `Manifest` is the whole file (M3-M12).
+"""A task, as the rest of the plugin sees it: task.yaml's sections as pydantic models
+built from the value kinds (values.py), `Manifest` the whole file (M3-M12), and the
+`Task` the loader (load.py) resolves from it.
+
+Imported on the first task only: a pytest run without tasks never pays for pydantic.
 """
 from __future__ import annotations
 
 import difflib
-from typing import Annotated, Any, Literal, Union
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal, Mapping, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from .manifest import BUDGET_LIMITS, DRIVER, GRADER_KINDS, SESSION
-from .task_values import (ConfigPath, Confidence, Contamination, Expect, Integer, Ladder,
-                          Mark, NonBlank, NonNegative, Number, Params, Passthrough, Positive,
-                          Repeats, SampleLimit, SetName, TaskId, Text, a_list, got, problem, shown,
-                          type_name, value_kind)
+from .samples import Sample
+from .tree import TaskTree
+from .values import (ConfigPath, Confidence, Contamination, Expect, Integer, Ladder,
+                     Mark, NonBlank, NonNegative, Number, Params, Passthrough, Positive,
+                     Repeats, SampleLimit, SetName, TaskId, Text, a_list, got, problem, shown,
+                     type_name, value_kind)
+
+SESSION, DRIVER = "session", "driver"
+GRADER_KINDS = ("script", "processor", "judge")
+BUDGET_LIMITS = ("usd", "tokens", "turns", "seconds", "tool_calls")
 
 # Keys that look plausible in a manifest but belong to a profile (M12).
 PROFILE_KEYS = ("apparmor", "runtime_limits", "env")
@@ -285,3 +295,60 @@ class Manifest(Section):
                 valid = ", ".join(repr(x) for x in ids[:i]) or "none (no grader runs before it)"
                 raise problem(f"{gate!r}{later} expected the id of a grader before it: {valid}",
                               "graders", i, "gate_on", j)
+
+
+# -- the task the loader resolves ------------------------------------------------------
+@dataclass(frozen=True)
+class GraderSpec:
+    kind: str
+    label: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:  # M10: the same whatever the verdict
+        return f"{self.kind}:{self.label}"
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    manifest: Path
+    description: str
+    fixture: Path
+    config_root: Path
+    kind: str
+    profile: str | None
+    profile_set: str | None
+    run: str | None
+    prompt: str | None
+    agent: str | None
+    agent_params: Mapping[str, Any] | None
+    params: Mapping[str, Any] | None
+    graders: tuple[GraderSpec, ...]
+    budget: Mapping[str, Any] | None
+    repeats: int
+    # (name, args): `smoke` -> ("smoke", None); {xfail: reason} -> ("xfail", "reason").
+    marks: tuple[tuple[str, Any], ...] = ()
+    tree: TaskTree | None = field(default=None, repr=False, compare=False)
+    env_passthrough: tuple[str, ...] = ()  # the driver's (harness.env_passthrough)
+    contamination: str = "block"           # or "caveat" (contamination.py)
+    # The dataset's rows (samples.py): every arm runs on one; none, the task is one sample.
+    samples: tuple[Sample, ...] = ()
+    sample_limit: int | None = None        # dataset.limit: only the first N samples
+
+    @property
+    def content_hash(self) -> str:
+        """What --resume compares (R3): hashed on first read, once per task."""
+        if self.tree is None:
+            object.__setattr__(self, "tree", TaskTree.of(
+                self.manifest.read_bytes(), self.fixture, self.config_root))
+        return self.tree.digest()
+
+    @property
+    def directory(self) -> Path:
+        return self.manifest.parent
+
+    @property
+    def grader_params(self) -> Mapping[str, Any]:
+        """C4: a script grader sees the arm's agent_params (session) or params (driver)."""
+        return (self.params if self.kind == DRIVER else self.agent_params) or {}

@@ -1,29 +1,30 @@
 """task.yaml -> a frozen Task (rules M1-M12 of the behaviour catalogue).
 
-The format itself is declared in task_schema.py; this module reads the file, hands the
-document to the schema, resolves the task's folders and builds the Task the rest of
-the plugin uses. Every problem is a ManifestError whose text is one line:
-``<path>: <where>: <reason>`` (M2). Nothing here talks to jaato or pytest.
+The format is declared in model.py; this module reads the file, hands the document to
+the model, resolves the task's folders and builds the Task the rest of the plugin
+uses. A problem travels out of pydantic as a `manifest` error carrying its reason and
+the path below the field; the first one becomes a ManifestError whose text is one
+line, ``<path>: <where>: <reason>`` (M2): pydantic's own multi-line text never reaches
+a user. Nothing here talks to jaato or pytest.
 """
 from __future__ import annotations
 
+import json
 import os
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from .engine.files import yaml_loader
-from .render import safe_text
+import yaml
+from pydantic import ValidationError
+
+from ..engine.files import yaml_loader
+from ..render import safe_text
+from . import samples
+from .model import BUDGET_LIMITS, DRIVER, GRADER_KINDS, GraderSpec, Manifest, Task
 from .samples import Sample
-from .task_tree import TaskTree, TreeError, list_tree, skipped_in_fixture
-
-SESSION, DRIVER = "session", "driver"
-GRADER_KINDS = ("script", "processor", "judge")
-BUDGET_LIMITS = ("usd", "tokens", "turns", "seconds", "tool_calls")
-
-__all__ = ["ManifestError", "GraderSpec", "Task", "load_task", "content_hash",
-           "skipped_in_fixture", "SESSION", "DRIVER", "GRADER_KINDS", "BUDGET_LIMITS"]
+from .tree import TaskTree, TreeError, list_tree
+from .values import ERROR, shown
 
 
 class ManifestError(Exception):
@@ -38,68 +39,8 @@ class ManifestError(Exception):
         super().__init__(f"{self.path}: {where}: {reason}" if where else f"{self.path}: {reason}")
 
 
-@dataclass(frozen=True)
-class GraderSpec:
-    kind: str
-    label: str
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def id(self) -> str:  # M10: the same whatever the verdict
-        return f"{self.kind}:{self.label}"
-
-
-@dataclass(frozen=True)
-class Task:
-    id: str
-    manifest: Path
-    description: str
-    fixture: Path
-    config_root: Path
-    kind: str
-    profile: str | None
-    profile_set: str | None
-    run: str | None
-    prompt: str | None
-    agent: str | None
-    agent_params: Mapping[str, Any] | None
-    params: Mapping[str, Any] | None
-    graders: tuple[GraderSpec, ...]
-    budget: Mapping[str, Any] | None
-    repeats: int
-    # (name, args): `smoke` -> ("smoke", None); {xfail: reason} -> ("xfail", "reason").
-    marks: tuple[tuple[str, Any], ...] = ()
-    tree: TaskTree | None = field(default=None, repr=False, compare=False)
-    env_passthrough: tuple[str, ...] = ()  # the driver's (harness.env_passthrough)
-    contamination: str = "block"           # or "caveat" (contamination.py)
-    # The dataset's rows (samples.py): every arm runs on one; none, the task is one sample.
-    samples: tuple[Sample, ...] = ()
-    sample_limit: int | None = None        # dataset.limit: only the first N samples
-
-    @property
-    def content_hash(self) -> str:
-        """What --resume compares (R3): hashed on first read, once per task."""
-        if self.tree is None:
-            object.__setattr__(self, "tree", TaskTree.of(
-                self.manifest.read_bytes(), self.fixture, self.config_root))
-        return self.tree.digest()
-
-    @property
-    def directory(self) -> Path:
-        return self.manifest.parent
-
-    @property
-    def grader_params(self) -> Mapping[str, Any]:
-        """C4: a script grader sees the arm's agent_params (session) or params (driver)."""
-        return (self.params if self.kind == DRIVER else self.agent_params) or {}
-
-
 def load_task(path: Path | str) -> Task:
     """Parse and check one task.yaml. Raises ManifestError, and nothing else."""
-    import yaml  # on the first task only: a run without tasks pays for neither
-
-    from . import task_schema
-
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -121,8 +62,8 @@ def load_task(path: Path | str) -> Task:
         raise ManifestError(path, "", "empty file; expected a task mapping with id, "
                                       "environment, harness, graders")
     try:
-        m = task_schema.validate(doc)
-    except task_schema.Invalid as exc:
+        m = validate(doc)
+    except Invalid as exc:
         raise ManifestError(path, exc.where or "top level", exc.reason) from None
 
     try:  # the task's folder, resolved once for its manifest, fixture and config root
@@ -155,7 +96,6 @@ def load_task(path: Path | str) -> Task:
 
 
 def _dataset(path: Path, folder: str, spec) -> tuple[tuple[Sample, ...], bytes]:
-    from . import samples
     try:
         return samples.load(Path(folder), spec.file, spec.rows, spec.id)
     except samples.DatasetError as exc:
@@ -164,7 +104,6 @@ def _dataset(path: Path, folder: str, spec) -> tuple[tuple[Sample, ...], bytes]:
 
 def _check_templates(path: Path, found: tuple[Sample, ...], inp, driver: bool) -> None:
     """Every sample's prompt and parameters render, or the task is not collected."""
-    from . import samples
     parts = (("input.params", inp.params),) if driver else (
         ("input.prompt", inp.prompt), ("input.agent_params", inp.agent_params))
     for where, value in parts:
@@ -185,7 +124,6 @@ _PARSED_KEPT = 16
 def parse_for_collection(raw: bytes) -> Any:
     """The YAML document of a manifest's bytes (raising what the parser raises), kept for
     the `load_task` that reads the same bytes next."""
-    import yaml
     doc = yaml.load(raw.decode("utf-8"), Loader=yaml_loader())
     if doc is not None:
         while len(_parsed) >= _PARSED_KEPT:
@@ -219,7 +157,7 @@ def _directory(path: Path, folder: str, value: str, where: str) -> Path:
     except FileNotFoundError:
         mode = None
     except (OSError, RuntimeError, ValueError) as exc:  # a name too long, a symlink loop
-        raise ManifestError(path, where, f"{_shown(value)} cannot be resolved: "
+        raise ManifestError(path, where, f"{shown(value)} cannot be resolved: "
                                          f"{getattr(exc, 'strerror', None) or exc}") from None
     if mode is None or not stat.S_ISDIR(mode):
         what = "is not a directory" if mode is not None else "does not exist"
@@ -233,11 +171,6 @@ def _tree(path: Path, raw: bytes, fixture: Path, config_root: Path) -> TaskTree:
     except TreeError as exc:
         raise ManifestError(path, "environment.fixture", str(exc)) from None
     return TaskTree(raw, fixture, listing, config_root)
-
-
-def _shown(value: Any) -> str:
-    from .task_values import shown
-    return shown(value)
 
 
 def _grader_spec(g) -> GraderSpec:
@@ -272,3 +205,85 @@ def _budget(b) -> dict | None:
 def content_hash(manifest: Path, fixture: Path, config_root: Path) -> str:
     """sha256 over the manifest, fixture and config root: what --resume checks (R3)."""
     return TaskTree.of(Path(manifest).read_bytes(), fixture, config_root).digest()
+
+
+# -- the model's verdict on a document --------------------------------------------------------------------
+def validate(doc: Any) -> Manifest:
+    """The model of a parsed task.yaml; raises Invalid(where, reason)."""
+    try:
+        return Manifest.model_validate(doc)
+    except ValidationError as exc:
+        raise Invalid(*first_problem(exc)) from None
+    except RecursionError:
+        raise Invalid("", "nested too deeply to check") from None
+
+
+class Invalid(Exception):
+    def __init__(self, where: str, reason: str):
+        super().__init__(where, reason)
+        self.where, self.reason = where, reason
+
+
+def first_problem(exc: ValidationError) -> tuple[str, str]:
+    """(where, reason) of the first problem. A grader's location carries its kind as
+    pydantic's union tag (`graders.0.script.run`): the tag is no key of the file."""
+    error = exc.errors(include_url=False, include_input=False)[0]
+    loc = list(error["loc"])
+    for i in range(len(loc) - 2):
+        if loc[i] == "graders" and isinstance(loc[i + 1], int) and loc[i + 2] in GRADER_KINDS:
+            del loc[i + 2]
+            break
+    ctx = error.get("ctx") or {}
+    if error["type"] == ERROR:
+        return dotted(loc + list(ctx.get("at", ()))), str(ctx.get("reason"))
+    if error["type"] == "missing":
+        return dotted(loc), "missing"
+    # A check pydantic made itself: its first line, in its words.
+    return dotted(loc), str(error.get("msg", "invalid")).splitlines()[0]
+
+
+def dotted(loc: list) -> str:
+    where = ""
+    for part in loc:
+        where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
+    return where
+
+
+# -- the JSON Schema, for editors ---------------------------------------------------------
+def json_schema() -> dict:
+    """The JSON Schema of task.yaml, for editors and the `schema` command."""
+    schema = Manifest.model_json_schema()
+    session = {"properties": {"harness": {"required": ["profile"]},
+                              "input": {"required": ["prompt"]}}, "required": ["input"]}
+    driver = {"properties": {"harness": {"required": ["run"]}}}
+    schema["allOf"] = [{
+        "if": {"properties": {"harness": {"properties": {"kind": {"const": DRIVER}},
+                                          "required": ["kind"]}}},
+        "then": driver, "else": session}]
+    _drop_null_defaults(schema)
+    script = schema["$defs"]["ScriptGrader"]
+    script["oneOf"] = [{"required": ["run"]}, {"required": ["file"]}]
+    dataset = schema["$defs"]["Dataset"]
+    dataset["oneOf"] = [{"required": ["file"]}, {"required": ["rows"]}]
+    schema["properties"]["dataset"] = {  # `dataset: rows.jsonl` is short for {file: rows.jsonl}
+        "description": schema["properties"]["dataset"].get("description", ""),
+        "anyOf": [{"type": "string", "pattern": r"\S"}, {"$ref": "#/$defs/Dataset"}]}
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def _drop_null_defaults(node: Any) -> None:
+    """`default: null` on a string field reads as an invitation to write null."""
+    if isinstance(node, dict):
+        if node.get("default", 0) is None:
+            del node["default"]
+        for child in node.values():
+            _drop_null_defaults(child)
+    elif isinstance(node, list):
+        for child in node:
+            _drop_null_defaults(child)
+
+
+def cmd_schema(_args: Any = None) -> int:
+    """`python -m pytest_jaato_eval schema`: the schema on stdout."""
+    print(json.dumps(json_schema(), indent=2))
+    return 0

@@ -31,8 +31,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .manifest import DRIVER, Task, yaml_loader
-from .contract import param_collision
+import yaml
+
+from ..contract import param_collision
+from ..engine.files import yaml_loader
+from .model import DRIVER, Task
 
 PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
 # The largest profile file read to learn a `name:`; jaato's profiles are a few KiB.
@@ -181,7 +184,6 @@ def _profiles_in(folder: Path) -> tuple[list[str], dict[str, tuple[str, str]]]:
 
 
 def _read_profile(path: Path, suffix: str) -> tuple[dict[str, Any], str | None]:
-    import yaml
     try:
         if path.stat().st_size > MAX_PROFILE_BYTES:
             return {}, f"larger than {MAX_PROFILE_BYTES} bytes"

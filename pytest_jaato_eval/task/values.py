@@ -1,4 +1,4 @@
-"""task.yaml's value kinds and the complaints they make (see task_schema.py).
+"""task.yaml's value kinds and the complaints they make (see model.py).
 
 Every value kind below carries three things built from one declaration: the check
 (run before pydantic sees the value, so a YAML date, a 20,000-bit integer or a NUL is
@@ -16,7 +16,7 @@ from typing import Annotated, Any, Callable
 from pydantic import BeforeValidator, Field, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from .contract import PASSTHROUGH_NAME
+from ..contract import PASSTHROUGH_NAME
 
 # Parameters, mark arguments and the degrade ladder are handed on as JSON: a bound on how
 # many values one may hold keeps a YAML alias bomb from expanding into billions of them.

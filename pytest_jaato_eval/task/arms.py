@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .manifest import DRIVER, Task
+from .model import DRIVER, Task
 from .samples import Sample, first, render
 
 DEFAULT_SET = "default"

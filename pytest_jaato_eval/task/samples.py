@@ -25,6 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from jinja2 import StrictUndefined
+from jinja2 import TemplateError as JinjaError
+from jinja2.sandbox import SandboxedEnvironment
+
 DATASET_SUFFIXES = (".jsonl", ".csv")
 MAX_DATASET_BYTES = 64 << 20
 ID_FIELD = "id"
@@ -136,8 +140,6 @@ def first(samples: tuple[Sample, ...], limit: int | None) -> tuple[Sample, ...]:
 # -- templates -------------------------------------------------------------------------
 @functools.cache
 def _environment():
-    from jinja2 import StrictUndefined
-    from jinja2.sandbox import SandboxedEnvironment
     return SandboxedEnvironment(undefined=StrictUndefined, autoescape=False,
                                 keep_trailing_newline=True)
 
@@ -156,7 +158,6 @@ def render(value: Any, sample: Sample | None) -> Any:
     if sample is None:
         return value
     if isinstance(value, str):
-        from jinja2 import TemplateError as JinjaError
         try:
             return _template(value).render(sample.values())
         except JinjaError as exc:
