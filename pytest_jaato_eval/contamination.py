@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from .task.model import JudgeGrader, ProcessorGrader, ScriptGrader
 from .verdict import BLOCKED, FAIL, Verdict
 
 PATH_KEYS = {"path", "paths", "file", "files", "file_path", "filepath", "filename", "directory",
@@ -63,15 +64,15 @@ def graders_own(task: Any) -> set[str]:
     agent's to read, and the judge's rubric is not the agent's to see."""
     own: set[str] = set()
     for spec in task.graders:
-        if spec.kind == "script" and spec.options.get("file"):
-            own.add(os.path.normpath(spec.options["file"]))
-        elif spec.kind == "processor":
-            own.add(os.path.normpath(spec.options["script"]))
-        elif spec.kind == "judge" and spec.options.get("profile") != getattr(task, "profile", None):
+        if isinstance(spec, ScriptGrader) and spec.file:
+            own.add(os.path.normpath(spec.file))
+        elif isinstance(spec, ProcessorGrader):
+            own.add(os.path.normpath(spec.script))
+        elif isinstance(spec, JudgeGrader) and spec.profile != getattr(task, "profile", None):
             profiles = Path(task.config_root) / "profiles"
             for folder in [profiles, *(profiles.iterdir() if profiles.is_dir() else [])]:
                 for suffix in (".yaml", ".yml"):
-                    own.add(os.path.relpath(folder / f"{spec.options['profile']}{suffix}",
+                    own.add(os.path.relpath(folder / f"{spec.profile}{suffix}",
                                             task.config_root))
     return own
 
@@ -81,17 +82,15 @@ def protected_for(task: Any, workspace: Path) -> Protected:
              (_real(task.manifest), "the manifest"),
              (_real(task.directory), "the task's directory")]
     for spec in task.graders:
-        if spec.kind == "script" and spec.options.get("file"):
-            roots.append((_real(Path(task.config_root) / spec.options["file"]),
-                          "a grader's file"))
-        elif spec.kind == "script":
-            for word in _words(spec.options.get("run") or ""):
+        if isinstance(spec, ScriptGrader) and spec.file:
+            roots.append((_real(Path(task.config_root) / spec.file), "a grader's file"))
+        elif isinstance(spec, ScriptGrader):
+            for word in _words(spec.run or ""):
                 if os.path.isabs(word) and not word.startswith(SYSTEM_PREFIXES) and \
                         os.path.exists(word):
                     roots.append((_real(word), f"a grader's file ({word})"))
-        elif spec.kind == "processor":
-            roots.append((_real(Path(task.config_root) / spec.options["script"]),
-                          "a grader's file"))
+        elif isinstance(spec, ProcessorGrader):
+            roots.append((_real(Path(task.config_root) / spec.script), "a grader's file"))
     roots.sort(key=lambda r: len(r[0]), reverse=True)  # the most specific name wins
     return Protected(workspace=_real(workspace), roots=tuple(roots))
 

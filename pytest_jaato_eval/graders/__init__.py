@@ -1,21 +1,27 @@
 """Graders: each turns an arm into a Verdict and never raises (G1-G5)."""
 from __future__ import annotations
 
-from ..task.model import GraderSpec
+from ..task.model import AnyGrader, ProcessorGrader, ScriptGrader
 from ..verdict import Verdict
 from .context import GraderContext
 from .judge import grade_judge
 from .processor import grade_processor
 from .script import grade_script
 
-GRADERS = {"script": grade_script, "processor": grade_processor, "judge": grade_judge}
+def grade(spec: AnyGrader, ctx: GraderContext) -> Verdict:
+    """The grader's own kind grades it."""
+    if isinstance(spec, ScriptGrader):
+        return grade_script(spec, ctx)
+    if isinstance(spec, ProcessorGrader):
+        return grade_processor(spec, ctx)
+    return grade_judge(spec, ctx)
 
 
-def run_graders(specs: tuple[GraderSpec, ...], ctx: GraderContext) -> list[Verdict]:
+def run_graders(specs: tuple[AnyGrader, ...], ctx: GraderContext) -> list[Verdict]:
     """Run graders in manifest order; each sees the verdicts before it."""
     for spec in specs:
         try:
-            verdict = GRADERS[spec.kind](spec, ctx)
+            verdict = grade(spec, ctx)
         except Exception as exc:  # noqa: BLE001 - a grader never raises: it is BLOCKED
             verdict = Verdict.blocked(spec.id, spec.kind, f"grader raised {type(exc).__name__}: {exc}")
         ctx.verdicts.append(verdict)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.session import Ceiling, SessionArmSpec, run_session_arm
-from ..task.model import GraderSpec
+from ..task.model import JudgeGrader
 from ..results.review import NEEDS_HUMAN
 from ..task.model import gate_aliases
 from ..verdict import PASS, Verdict
@@ -89,7 +89,7 @@ def make_view(workspace: Path, dest: Path) -> None:
                                f"({VIEW_FILES} files and folders, {VIEW_BYTES // 2**20} MiB)")
 
 
-def judge_prompt(ctx: GraderContext, spec: GraderSpec) -> str:
+def judge_prompt(ctx: GraderContext, spec: JudgeGrader) -> str:
     facts = {"turns": ctx.turns, "finish_reason": ctx.finish_reason,
              "termination_reason": ctx.termination_reason}
     return "\n".join([
@@ -103,7 +103,7 @@ def judge_prompt(ctx: GraderContext, spec: GraderSpec) -> str:
            json.dumps(dict(ctx.sample.fields), indent=2, sort_keys=True, default=str)]
           if ctx.sample is not None else []),
         f"Grade the work. You MUST finish by calling signal_completion with "
-        f"`{spec.options['score_field']}` (a number from 0 to 1), "
+        f"`{spec.score_field}` (a number from 0 to 1), "
         f"`{DEFECTS}` (a list of the defects you found; empty when there are none), "
         f"`{CONFIDENCE}` (a number from 0 to 1: how sure you are of this grade), "
         f"`{REASONING}` (one short paragraph), and `{CANNOT_GRADE}` (empty, unless you "
@@ -111,10 +111,10 @@ def judge_prompt(ctx: GraderContext, spec: GraderSpec) -> str:
     ])
 
 
-def _gate(spec: GraderSpec, ctx: GraderContext) -> str | None:
+def _gate(spec: JudgeGrader, ctx: GraderContext) -> str | None:
     states = {v.grader_id: v.state for v in ctx.verdicts}
     states.update({alias: states[gid] for alias, gid in gate_aliases(list(states)).items()})
-    for gate in spec.options["gate_on"]:
+    for gate in spec.gate_on:
         state = states.get(gate)
         if state is None:
             return f"gate {gate} not run"
@@ -145,9 +145,8 @@ def _number(value: Any) -> float | None:
     return float(value) if 0 <= value <= 1 else None
 
 
-def grade_judge(spec: GraderSpec, ctx: GraderContext) -> Verdict:
-    opts = spec.options
-    claim = f"judge {opts['profile']} scores >= {opts['threshold']:g}"
+def grade_judge(spec: JudgeGrader, ctx: GraderContext) -> Verdict:
+    claim = f"judge {spec.profile} scores >= {spec.threshold:g}"
     if ctx.unsigned:
         return Verdict.blocked(spec.id, claim, f"the agent never signed off ({ctx.error}); "
                                f"the judge would score it without its payload")
@@ -186,9 +185,9 @@ def grade_judge(spec: GraderSpec, ctx: GraderContext) -> Verdict:
             return Verdict.blocked(spec.id, claim, str(exc))
         run = run_session_arm(SessionArmSpec(  # G5: the SAME daemon as the arm
             socket_path=ctx.socket_path, workspace=view, config_root=config,
-            profile=opts["profile"], prompt=judge_prompt(ctx, spec), agent=opts.get("agent"),
+            profile=spec.profile, prompt=judge_prompt(ctx, spec), agent=spec.agent,
             env_file=str(env_file),
-            ceiling=Ceiling(opts["timeout_seconds"], f"{spec.id} timeout_seconds",
+            ceiling=Ceiling(spec.timeout, f"{spec.id} timeout_seconds",
                             what="judge session", remedy="raise the judge's timeout_seconds")))
         ctx.grader_runs.append((spec.id, run))  # its bill and its transcript, whatever it says
     finally:
@@ -199,10 +198,9 @@ def grade_judge(spec: GraderSpec, ctx: GraderContext) -> Verdict:
     return read_answer(spec, claim, run.payload, evidence)
 
 
-def read_answer(spec: GraderSpec, claim: str, payload: Any, evidence: list[str]) -> Verdict:
+def read_answer(spec: JudgeGrader, claim: str, payload: Any, evidence: list[str]) -> Verdict:
     """The answer contract, in its order: cannot grade (or errors), confidence, defects,
     score."""
-    opts = spec.options
     if not isinstance(payload, dict):
         return Verdict.blocked(spec.id, claim, "the judge cannot grade: it returned no payload "
                                "(did its profile declare a completion_payload_schema?)", evidence)
@@ -212,8 +210,8 @@ def read_answer(spec: GraderSpec, claim: str, payload: Any, evidence: list[str])
     cannot = _items(payload.get(CANNOT_GRADE))
     # `errors` is the judge saying it could not carry out the assessment (jaato-eval's
     # reading): the judge's failure, not the arm's.
-    if opts["errors_field"] != CANNOT_GRADE:
-        cannot += _items(payload.get(opts["errors_field"]))
+    if spec.errors_field != CANNOT_GRADE:
+        cannot += _items(payload.get(spec.errors_field))
     if cannot:
         return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {'; '.join(cannot)}",
                                evidence)
@@ -223,7 +221,7 @@ def read_answer(spec: GraderSpec, claim: str, payload: Any, evidence: list[str])
             return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {CONFIDENCE} is "
                                    f"{_short(repr(payload[CONFIDENCE]))[:80]}, not a number "
                                    f"from 0 to 1", evidence)
-        below = opts.get("needs_human_below")
+        below = spec.needs_human_below
         if below is not None and confidence < below:
             return Verdict.blocked(spec.id, claim, f"{NEEDS_HUMAN} (confidence {confidence:.2f} "
                                    f"< {below:.2f})", evidence)
@@ -231,11 +229,11 @@ def read_answer(spec: GraderSpec, claim: str, payload: Any, evidence: list[str])
     if defects:
         return Verdict.failed(spec.id, claim, f"the judge found {len(defects)} defect(s): "
                               f"{defects[0]}", evidence + [f"defect: {d}" for d in defects])
-    raw = payload.get(opts["score_field"])
+    raw = payload.get(spec.score_field)
     score = _number(raw)
     if score is None:
-        return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {opts['score_field']} "
+        return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {spec.score_field} "
                                f"is {_short(repr(raw))[:80]}, not a number from 0 to 1", evidence)
-    if score >= opts["threshold"]:
+    if score >= spec.threshold:
         return Verdict.passed(spec.id, claim, f"score {score:g}", evidence)
-    return Verdict.failed(spec.id, claim, f"score {score:g} < {opts['threshold']:g}", evidence)
+    return Verdict.failed(spec.id, claim, f"score {score:g} < {spec.threshold:g}", evidence)

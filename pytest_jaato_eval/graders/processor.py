@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 
 from ..contract import ParamCollision
-from ..task.model import GraderSpec
+from ..task.model import ProcessorGrader
 from ..verdict import Verdict
 from .context import GraderContext
 from .output import TailReader, evidence as output_evidence, run_bounded
@@ -69,8 +69,8 @@ def _child_input(ctx: GraderContext, path: Path) -> dict:
     }
 
 
-def grade_processor(spec: GraderSpec, ctx: GraderContext) -> Verdict:
-    script = spec.options["script"]
+def grade_processor(spec: ProcessorGrader, ctx: GraderContext) -> Verdict:
+    script = spec.script
     claim = f"{script} validate() returns no errors"
     truncated = ctx.truncation_reason
     if ctx.payload is None:
@@ -87,7 +87,7 @@ def grade_processor(spec: GraderSpec, ctx: GraderContext) -> Verdict:
     if refused:
         return Verdict.blocked(spec.id, claim, refused)
     try:
-        env = ctx.contract_env(spec.options.get("env_passthrough", ()))
+        env = ctx.contract_env(spec.env_passthrough)
     except ParamCollision as exc:
         return Verdict.blocked(spec.id, claim, str(exc))
     scratch = Path(tempfile.mkdtemp(prefix="jaato-processor-"))
@@ -97,9 +97,9 @@ def grade_processor(spec: GraderSpec, ctx: GraderContext) -> Verdict:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _run_child(spec: GraderSpec, ctx: GraderContext, claim: str, path: Path, env: dict,
+def _run_child(spec: ProcessorGrader, ctx: GraderContext, claim: str, path: Path, env: dict,
                scratch: Path) -> Verdict:
-    script, timeout = spec.options["script"], spec.options.get("timeout_seconds", 600)
+    script, timeout = spec.script, spec.timeout
     given, result = scratch / "input.json", scratch / "result.json"
     try:
         given.write_text(json.dumps(_child_input(ctx, path), default=str), encoding="utf-8")
@@ -132,9 +132,9 @@ def _printed(out: TailReader, ctx: GraderContext) -> list[str]:
     return [f"printed: {line}" for line in lines]
 
 
-def _verdict(spec: GraderSpec, claim: str, answer: dict, outcome: str,
+def _verdict(spec: ProcessorGrader, claim: str, answer: dict, outcome: str,
              printed: list[str]) -> Verdict:
-    script = spec.options["script"]
+    script = spec.script
     error = " ".join(str(answer.get("error", "")).split())
     if outcome == "import":
         return Verdict.blocked(spec.id, claim, f"import failed: {error}", printed)

@@ -12,29 +12,28 @@ import signal
 import sys
 
 from ..contract import ParamCollision
-from ..task.model import GraderSpec
+from ..task.model import ScriptGrader
 from ..verdict import Verdict
 from .context import GraderContext
 from .output import TailReader, evidence as output_evidence, run_bounded
 
 
 
-def grade_script(spec: GraderSpec, ctx: GraderContext) -> Verdict:
-    run, expect = spec.options["run"], spec.options["expect_exit"]
-    timeout = spec.options["timeout_seconds"]
-    claim = f"`{run or spec.options.get('file')}` exits {expect}"
+def grade_script(spec: ScriptGrader, ctx: GraderContext) -> Verdict:
+    run, expect, timeout = spec.run, spec.expect_exit, spec.timeout
+    claim = f"`{run or spec.file}` exits {expect}"
     truncated = ctx.truncation_reason
     if truncated and not ctx.unsigned:  # an unsigned arm's tree is real, so it is graded
         return Verdict.blocked(spec.id, claim, f"the arm's run was truncated: {truncated}")
     if not ctx.workspace.is_dir():
         return Verdict.blocked(spec.id, claim, f"workspace {ctx.workspace} is missing")
     try:
-        env = ctx.contract_env(spec.options.get("env_passthrough", ()))
+        env = ctx.contract_env(spec.env_passthrough)
     except ParamCollision as exc:
         return Verdict.blocked(spec.id, claim, str(exc))
-    command = run if run else _file_command(spec.options["file"], ctx.config_root, env)
+    command = run if run else _file_command(spec.file, ctx.config_root, env)
     if command is None:
-        return Verdict.blocked(spec.id, claim, f"{spec.options['file']} is not a file under "
+        return Verdict.blocked(spec.id, claim, f"{spec.file} is not a file under "
                                f"the config root {ctx.config_root}")
     try:
         done = run_bounded(command, timeout=timeout, shell=bool(run), cwd=ctx.workspace,

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from ..engine.files import yaml_loader
 from ..render import safe_text
 from . import samples
-from .model import BUDGET_LIMITS, DRIVER, GRADER_KINDS, GraderSpec, Manifest, Task
+from .model import BUDGET_LIMITS, DRIVER, GRADER_KINDS, Manifest, Task
 from .samples import Sample
 from .tree import TaskTree, TreeError, list_tree
 from .values import ERROR, shown
@@ -89,7 +89,7 @@ def load_task(path: Path | str) -> Task:
         prompt=None if driver else inp.prompt, agent=None if driver else inp.agent,
         agent_params=None if driver else inp.agent_params,
         params=inp.params if driver else None,
-        graders=tuple(_grader_spec(g) for g in m.graders),
+        graders=tuple(m.graders),
         budget=_budget(m.budget), repeats=m.repeats, marks=tuple(m.marks), tree=tree,
         env_passthrough=tuple(harness.env_passthrough), contamination=m.contamination,
         samples=found, sample_limit=m.dataset.limit if m.dataset is not None else None)
@@ -171,26 +171,6 @@ def _tree(path: Path, raw: bytes, fixture: Path, config_root: Path) -> TaskTree:
     except TreeError as exc:
         raise ManifestError(path, "environment.fixture", str(exc)) from None
     return TaskTree(raw, fixture, listing, config_root)
-
-
-def _grader_spec(g) -> GraderSpec:
-    opts: dict[str, Any] = {}
-    if g.kind == "script":
-        opts.update(run=g.run, file=g.file, expect_exit=g.expect_exit,
-                    env_passthrough=tuple(g.env_passthrough))
-        label = g.run if g.run is not None else g.file
-    elif g.kind == "processor":
-        opts["script"] = label = g.script
-        opts["env_passthrough"] = tuple(g.env_passthrough)
-    else:
-        opts.update(profile=g.profile, agent=g.agent, threshold=g.threshold,
-                    score_field=g.score_field, errors_field=g.errors_field,
-                    gate_on=tuple(g.gate_on), needs_human_below=g.needs_human_below)
-        label = g.profile
-    default_timeout = 600 if g.kind != "judge" else 300
-    opts["timeout_seconds"] = default_timeout if g.timeout_seconds is None else g.timeout_seconds
-    opts["weight"] = g.weight
-    return GraderSpec(kind=g.kind, label=label, options=opts)
 
 
 def _budget(b) -> dict | None:

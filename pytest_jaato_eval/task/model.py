@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Mapping, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -113,8 +113,26 @@ class Harness(Section):
 
 
 class Grader(Section):
-    timeout_seconds: Positive = None  # each kind's own default
+    """What every grader kind declares; the graders read these attributes as they are."""
+
+    timeout_seconds: Positive = None  # each kind's own default: see `timeout`
     weight: NonNegative = 1
+    DEFAULT_TIMEOUT: ClassVar[float] = 600
+    if TYPE_CHECKING:
+        kind: str
+
+    @property
+    def label(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def id(self) -> str:
+        """M10: how reports and `gate_on` name it, the same whatever the verdict."""
+        return f"{self.kind}:{self.label}"
+
+    @property
+    def timeout(self) -> float:
+        return self.DEFAULT_TIMEOUT if self.timeout_seconds is None else self.timeout_seconds
 
 
 class ScriptGrader(Grader):
@@ -125,6 +143,10 @@ class ScriptGrader(Grader):
                                                   "directly")] = None
     expect_exit: Integer = 0
     env_passthrough: Passthrough = ()
+
+    @property
+    def label(self) -> str:
+        return self.run if self.run is not None else self.file
 
     @classmethod
     def check_raw(cls, data: dict) -> None:
@@ -141,9 +163,14 @@ class ProcessorGrader(Grader):
                                                     "validate(payload, context)")]
     env_passthrough: Passthrough = ()
 
+    @property
+    def label(self) -> str:
+        return self.script
+
 
 class JudgeGrader(Grader):
     kind: Literal["judge"]
+    DEFAULT_TIMEOUT: ClassVar[float] = 300
     profile: Annotated[NonBlank, Field(description="the judge's profile")]
     agent: NonBlank = None
     threshold: Number = 0.7
@@ -153,6 +180,10 @@ class JudgeGrader(Grader):
                        Field(description="grader ids that must PASS first")] = ()
     needs_human_below: Annotated[Confidence, Field(description="a judge confidence under it "
                                                                "is BLOCKED for human review")] = None
+
+    @property
+    def label(self) -> str:
+        return self.profile
 
 
 def grader_kind(value: Any) -> Any:
@@ -170,13 +201,6 @@ def grader_kind(value: Any) -> Any:
     return value
 
 
-def grader_id(g: Any) -> str:
-    """A grader's id as the reports and `gate_on` name it (M10)."""
-    if g.kind == "script":
-        return f"script:{g.run if g.run is not None else g.file}"
-    return f"processor:{g.script}" if g.kind == "processor" else f"judge:{g.profile}"
-
-
 def gate_aliases(ids: list[str]) -> dict[str, str]:
     """M10: the id jaato-eval gives a graded processor (`processor:<file name>`) -> its id
     here, for each file name only one of `ids` has."""
@@ -188,8 +212,8 @@ def gate_aliases(ids: list[str]) -> dict[str, str]:
             if len(found) == 1 and alias not in ids}
 
 
-GraderItem = Annotated[Union[ScriptGrader, ProcessorGrader, JudgeGrader],
-                       Field(discriminator="kind"), BeforeValidator(grader_kind)]
+AnyGrader = Union[ScriptGrader, ProcessorGrader, JudgeGrader]
+GraderItem = Annotated[AnyGrader, Field(discriminator="kind"), BeforeValidator(grader_kind)]
 
 
 def dataset_file(value: Any) -> Any:
@@ -286,9 +310,9 @@ class Manifest(Section):
     def _gates(self) -> None:
         """A judge's gate_on names a grader that runs before it, by its id: found here,
         not as "gate ... not run" after the paid session."""
-        ids = [grader_id(g) for g in self.graders]
+        ids = [g.id for g in self.graders]
         for i, g in enumerate(self.graders):
-            for j, gate in enumerate(getattr(g, "gate_on", ())):
+            for j, gate in enumerate(g.gate_on if isinstance(g, JudgeGrader) else ()):
                 if gate in ids[:i] or gate in gate_aliases(ids[:i]):
                     continue
                 later = " runs after this judge;" if gate in ids[i:] else " is no grader of this task;"
@@ -298,17 +322,6 @@ class Manifest(Section):
 
 
 # -- the task the loader resolves ------------------------------------------------------
-@dataclass(frozen=True)
-class GraderSpec:
-    kind: str
-    label: str
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def id(self) -> str:  # M10: the same whatever the verdict
-        return f"{self.kind}:{self.label}"
-
-
 @dataclass(frozen=True)
 class Task:
     id: str
@@ -324,7 +337,7 @@ class Task:
     agent: str | None
     agent_params: Mapping[str, Any] | None
     params: Mapping[str, Any] | None
-    graders: tuple[GraderSpec, ...]
+    graders: tuple[AnyGrader, ...]
     budget: Mapping[str, Any] | None
     repeats: int
     # (name, args): `smoke` -> ("smoke", None); {xfail: reason} -> ("xfail", "reason").

@@ -35,7 +35,7 @@ import yaml
 
 from ..contract import param_collision
 from ..engine.files import yaml_loader
-from .model import DRIVER, Task
+from .model import DRIVER, JudgeGrader, ProcessorGrader, ScriptGrader, Task
 
 PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
 # The largest profile file read to learn a `name:`; jaato's profiles are a few KiB.
@@ -60,15 +60,14 @@ def check(task: Task, profile_set: str | None) -> str | None:
         if problem:
             return problem
     for spec in task.graders:
-        opts = spec.options
-        if spec.kind == "processor":
-            problem = _file_problem(root, opts["script"], f"grader {spec.id}: processor")
-        elif spec.kind == "script" and opts.get("file"):
-            problem = _file_problem(root, opts["file"], f"grader {spec.id}: script",
-                                    executable=not opts["file"].endswith(".py"))
-        elif spec.kind == "judge":
-            problem = _profile_problem(root, _pinned_set(opts["profile"]) or profile_set,
-                                       opts["profile"], f"grader {spec.id}: judge profile")
+        if isinstance(spec, ProcessorGrader):
+            problem = _file_problem(root, spec.script, f"grader {spec.id}: processor")
+        elif isinstance(spec, ScriptGrader) and spec.file:
+            problem = _file_problem(root, spec.file, f"grader {spec.id}: script",
+                                    executable=not spec.file.endswith(".py"))
+        elif isinstance(spec, JudgeGrader):
+            problem = _profile_problem(root, _pinned_set(spec.profile) or profile_set,
+                                       spec.profile, f"grader {spec.id}: judge profile")
         else:
             problem = None
         if problem:

@@ -166,7 +166,7 @@ def test_a_script_grader_may_name_a_file_under_the_config_root(tmp_path):
     task = load_task(write(tmp_path, VALID.replace('run: "true"', "file: checks/answer.py")))
     (grader,) = task.graders
     assert grader.id == "script:checks/answer.py"
-    assert grader.options["file"] == "checks/answer.py" and grader.options["run"] is None
+    assert grader.file == "checks/answer.py" and grader.run is None
 
 
 @pytest.mark.parametrize("grader, where, says", [
@@ -319,7 +319,7 @@ def test_the_json_schema_accepts_the_shipped_tasks_and_refuses_what_the_loader_r
 def test_the_schema_command_prints_the_schema(capsys):
     import json
 
-    from pytest_jaato_eval.results.commands import main
+    from pytest_jaato_eval.cli import main
     assert main(["schema"]) == 0
     schema = json.loads(capsys.readouterr().out)
     assert schema["title"] == "jaato task (task.yaml)"

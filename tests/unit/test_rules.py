@@ -16,9 +16,9 @@ from pytest_jaato_eval.engine.agent_run import AgentRun
 from pytest_jaato_eval.graders.context import truncation_reason
 from pytest_jaato_eval.pytest_layer.outcome import fold_exit_status
 from pytest_jaato_eval.results.pivot import build_cells
-from pytest_jaato_eval.results.pivot_text import render_pivot
+from pytest_jaato_eval.results.pivot import render_pivot
 from pytest_jaato_eval.results.store import Store
-from pytest_jaato_eval.results.store_reader import latest_by_arm, read_records
+from pytest_jaato_eval.results.stores import latest_by_arm, read_records
 from pytest_jaato_eval.verdict import BLOCKED, FAIL, PASS, Verdict, roll_up
 
 
@@ -314,11 +314,11 @@ def test_processor_reading_an_unfaithful_ledger_is_blocked(tmp_path):
     from pytest_jaato_eval.graders.context import GraderContext
     from pytest_jaato_eval.graders.ledger import ledger_of
     from pytest_jaato_eval.graders.processor import grade_processor
-    from pytest_jaato_eval.task.model import GraderSpec
+    from pytest_jaato_eval.task.model import ProcessorGrader
 
     (tmp_path / "check.py").write_text(
         "def validate(payload, context):\n    return [c['name'] for c in context.tool_calls]\n")
-    spec = GraderSpec("processor", "check.py", {"script": "check.py"})
+    spec = ProcessorGrader(kind="processor", script="check.py")
     absent = ledger_of(None)
     assert not absent.faithful and "absent, not empty" in absent.reason
     ctx = GraderContext(workspace=tmp_path, config_root=tmp_path, params={},

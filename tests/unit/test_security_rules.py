@@ -14,12 +14,12 @@ import yaml
 
 from pytest_jaato_eval import contamination
 from pytest_jaato_eval.graders import judge
-from pytest_jaato_eval.results.commands import main as commands_main
+from pytest_jaato_eval.cli import main as commands_main
 from pytest_jaato_eval.contract import build_contract_env, curated_env, safe_path
 from pytest_jaato_eval.graders.judge import make_view, read_answer
 from pytest_jaato_eval.graders.output import evidence
 from pytest_jaato_eval.task.load import ManifestError, load_task
-from pytest_jaato_eval.task.model import GraderSpec
+from pytest_jaato_eval.task.model import JudgeGrader, ProcessorGrader, ScriptGrader
 from pytest_jaato_eval.redact import Redactor
 
 # -- the curated environment -------------------------------------------------------------------
@@ -133,8 +133,8 @@ def protected(tmp_path: Path) -> contamination.Protected:
     ws.mkdir()
     (ws / "link").symlink_to(task_dir / ".jaato")
     task = SimpleNamespace(config_root=task_dir / ".jaato", manifest=task_dir / "task.yaml",
-                           directory=task_dir, graders=(GraderSpec("processor", "c.py", {
-                               "script": "c.py"}),))
+                           directory=task_dir, graders=(ProcessorGrader(kind="processor",
+                                                                    script="c.py"),))
     return contamination.protected_for(task, ws)
 
 
@@ -204,9 +204,7 @@ def test_a_flood_of_offending_calls_is_capped(tmp_path):
 
 # -- the judge's answer contract ----------------------------------------------------------------
 
-JUDGE = GraderSpec("judge", "rubric", {"profile": "rubric", "threshold": 0.7,
-                                       "score_field": "score", "errors_field": "errors",
-                                       "gate_on": (), "needs_human_below": 0.6})
+JUDGE = JudgeGrader(kind="judge", profile="rubric", needs_human_below=0.6)
 
 
 @pytest.mark.parametrize("answer, state, detail", [
@@ -294,8 +292,8 @@ def test_the_new_keys_are_read(tmp_path):
         {"kind": "script", "run": "true", "env_passthrough": ["A", "B_*"]},
         {"kind": "judge", "profile": "r", "needs_human_below": 0.5}]))
     assert task.contamination == "caveat" and task.env_passthrough == ()
-    assert task.graders[0].options["env_passthrough"] == ("A", "B_*")
-    assert task.graders[1].options["needs_human_below"] == 0.5
+    assert task.graders[0].env_passthrough == ("A", "B_*")
+    assert task.graders[1].needs_human_below == 0.5
 
 
 @pytest.mark.parametrize("changes, says", [
@@ -328,8 +326,8 @@ def test_a_workspace_too_large_for_the_view_is_refused_in_one_line(tmp_path, mon
 def test_a_script_graders_file_is_protected_too(tmp_path):
     (tmp_path / "cfg" / "checks").mkdir(parents=True)
     task = SimpleNamespace(config_root=tmp_path / "cfg", manifest=tmp_path / "task.yaml",
-                           directory=tmp_path, graders=(GraderSpec("script", "checks/a.py", {
-                               "run": None, "file": "checks/a.py"}),))
+                           directory=tmp_path, graders=(ScriptGrader(kind="script",
+                                                                 file="checks/a.py"),))
     (tmp_path / "ws").mkdir()
     p = contamination.protected_for(task, tmp_path / "ws")
     calls = [{"name": "readFile", "args": {"path": "../cfg/checks/a.py"}}]
