@@ -21,6 +21,7 @@ from .engine.daemon import DaemonError
 from .engine.driver import DriverArmSpec, run_driver_arm
 from .engine.foreign_sessions import end_foreign_sessions
 from .engine.leftovers import Owned, Watch, end_new, ended_after
+from .engine.sandbox import Confinement
 from .engine.session import AgentRun, Ceiling, SessionArmSpec, run_session_arm
 from .graders import run_graders
 from .graders.context import GraderContext
@@ -67,6 +68,8 @@ class ArmSettings:
     # into the first (not the second) is a trap for graders, which run outside it.
     hidden: tuple[Path, ...] = ()
     readable: tuple[Path, ...] = ()
+    # The same sandbox for the script graders and processors (None: they run as you).
+    confinement: Confinement | None = None
     # Keep each arm's transcript (results/transcripts.py); the compressed file of an arm
     # waits here, by arm id, until its report takes it to the store's writer.
     transcripts: bool = True
@@ -141,7 +144,7 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
             workspace=ws, config_root=config, params=arm.grader_params, run=run,
             ledger=ledger_of(run.history), socket_path=socket, cascade_id=cascade_id,
             mask=settings.redact.text, arm_id=arm.id, profile_set=arm.profile_set,
-            sample=arm.sample, author_modules=modules)
+            sample=arm.sample, author_modules=modules, confinement=settings.confinement)
         verdicts = run_graders(task.graders, ctx)
         grader_runs = ctx.grader_runs
         # a judge's sessions are the harness's own: never taken for the next agent's

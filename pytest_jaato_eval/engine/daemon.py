@@ -8,6 +8,7 @@ auto-start is never used: it would leave a daemon on global paths behind.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import signal
 import socket
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from .. import launch, processes
 from .leftovers import Owned
-from .sandbox import PidsLimit, Sandbox
+from .sandbox import PidsLimit, Sandbox, seal_interpreter
 
 
 class DaemonError(Exception):
@@ -207,6 +208,7 @@ class PrivateDaemon:
         argv = [self.python, "-m", "jaato_server", "--ipc-socket", self.socket_path,
                 "--pid-file", str(self.pid_file), "--log-file", str(self.log_file)]
         preexec = functools.partial(launch.die_with_parent, signal.SIGTERM)
+        handed: int | None = None  # the descriptor the sandboxed daemon reads its environment from
         if self.sandbox is not None:
             self._pids = self._pids or PidsLimit.make(f"jaato-eval-{os.getpid()}-"
                                                       f"{self.run_dir.parent.name}")
@@ -216,21 +218,32 @@ class PrivateDaemon:
             argv[argv.index(str(self.pid_file))] = str(self.run_dir / "daemon.ns-pid")
             tmp = Path(env.get("TMPDIR") or self.run_dir / "tmp")
             tmp.mkdir(parents=True, exist_ok=True)
-            argv = self.sandbox.command(argv, writable=[self.run_dir, tmp, *self.writable],
+            try:
+                sealed = seal_interpreter(self.run_dir.parent / "sealed", self.python)
+            except OSError as exc:
+                out.close()
+                raise DaemonError(f"daemon: could not seal {self.python} for the sandbox: {exc}") from exc
+            handed = _environment_fd(env)
+            argv = self.sandbox.command([self.python, "-c", _BOOT, str(handed), *argv[3:]],
+                                        writable=[self.run_dir, tmp, *self.writable],
                                         hidden=list(self.hidden), tmp=tmp,
-                                        readable=list(self.readable))
+                                        readable=list(self.readable), sealed=sealed)
+            # bubblewrap's own environment stays readable to all inside: it carries no secret
+            env = {"PATH": env.get("PATH", os.defpath), processes.TREE_VAR: env[processes.TREE_VAR]}
         try:
             self.proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 cwd=self.run_dir, env=env,
                 start_new_session=True,  # its own group: Ctrl-C reaches us, we stop it
-                preexec_fn=preexec,
+                preexec_fn=preexec, pass_fds=() if handed is None else (handed,),
             )
         except OSError as exc:
             raise DaemonError(f"daemon: could not start {self.python} -m jaato_server: {exc}") from exc
         finally:
             out.close()
+            if handed is not None:
+                os.close(handed)
         if self.sandbox is not None:  # the pid a crashed owner's sweep may signal: the sandbox's
             self.pid_file.write_text(f"{self.proc.pid}\n")
         self.starts += 1
@@ -329,6 +342,23 @@ class PrivateDaemon:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+
+
+# The sandbox's first Python: it takes the daemon's environment from a descriptor and execs
+# the daemon with it through the sealed interpreter, so that environment is only ever in
+# processes whose /proc the agent's tools cannot read (sandbox.seal_interpreter).
+_BOOT = ("import json, os, sys\n"
+         "with os.fdopen(int(sys.argv[1]), 'rb') as handed:\n"
+         "    env = json.load(handed)\n"
+         "os.execve(sys.executable, [sys.executable, '-m', 'jaato_server', *sys.argv[2:]], env)\n")
+
+
+def _environment_fd(env: dict[str, str]) -> int:
+    """An anonymous in-memory file holding `env`, read from its start."""
+    fd = os.memfd_create("jaato-daemon-env", 0)
+    os.write(fd, json.dumps(env).encode())
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _start_held(pids: PidsLimit) -> None:

@@ -22,14 +22,16 @@ unconfined agent can do.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 BWRAP = "bwrap"
 NONE = "none"
@@ -46,10 +48,12 @@ class Sandbox:
     name = BWRAP
 
     def command(self, argv: list[str], *, writable: list[Path], hidden: list[Path],
-                tmp: Path, readable: Sequence[Path] = ()) -> list[str]:
+                tmp: Path, readable: Sequence[Path] = (),
+                sealed: tuple[Path, Path] | None = None) -> list[str]:
         """`argv` run confined: `writable` folders read-write at their own paths, `tmp` as
         /tmp, `hidden` folders empty and read-only, everything else read-only; the Python
-        that runs it and its packages, and `readable`, stay readable under a hidden folder."""
+        that runs it and its packages, and `readable`, stay readable under a hidden folder;
+        `sealed` is (an execute-only copy, the program it stands in for): `seal_interpreter`."""
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         hidden = _outermost([Path("/tmp"), *hidden])[1:]  # /tmp is the private one already
         for folder in _parents_first(hidden):
@@ -58,6 +62,8 @@ class Sandbox:
         # after the private /tmp: an interpreter (a checkout's venv) may live under /tmp
         for folder in _parents_first([*python_folders(), *readable]):
             args += ["--ro-bind", str(folder), str(folder)]
+        if sealed is not None:
+            args += ["--ro-bind", str(sealed[0]), str(sealed[1])]
         for folder in _parents_first(writable):
             args += ["--bind", str(folder), str(folder)]
         for folder in _parents_first(hidden):  # once what is mounted inside them is in place
@@ -65,6 +71,57 @@ class Sandbox:
         args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                  "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--"]
         return args + argv
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """The agent's sandbox, for the harness's own processes that touch what the agent left:
+    the script graders and processors. They see what the agent saw (the same folders hidden),
+    the harness's copies they grade with besides, and write only what they are given and a
+    /tmp of their own, so a link the agent planted or a program of its that a grader runs
+    reaches no further than the agent itself could."""
+
+    sandbox: Sandbox
+    hidden: tuple[Path, ...]
+    readable: tuple[Path, ...]
+    scratch: Path  # where each process's private /tmp is made: a folder the agent cannot see
+
+    @contextlib.contextmanager
+    def command(self, argv: list[str], *, writable: Sequence[Path],
+                readable: Sequence[Path] = ()) -> Iterator["Wrapped"]:
+        """`argv` wrapped, for as long as it runs (its /tmp is removed after)."""
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=self.scratch))
+        status = tmp.with_name(tmp.name + ".status")
+        fd = os.open(status, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            wrapped = self.sandbox.command(argv, writable=list(writable), hidden=list(self.hidden),
+                                           tmp=tmp, readable=[*self.readable, *readable])
+            yield Wrapped([wrapped[0], "--json-status-fd", str(fd), *wrapped[1:]], (fd,), status)
+        finally:
+            os.close(fd)
+            status.unlink(missing_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Wrapped:
+    """A command as it is started: its argv, the descriptors it must inherit, and where
+    bubblewrap says whether the command itself ran (None: not confined)."""
+
+    argv: list[str]
+    pass_fds: tuple[int, ...] = ()
+    status: Path | None = None
+
+    def ran(self) -> bool:
+        """Whether its exit code is the command's own: bubblewrap writes one only for a
+        command it started, never for its own failure to set the sandbox up."""
+        if self.status is None:
+            return True
+        try:
+            return '"exit-code"' in self.status.read_text(errors="replace")[-4096:]
+        except OSError:
+            return False
 
 
 def hideable(folders: list[Path]) -> list[Path]:
@@ -86,6 +143,27 @@ def python_folders() -> list[Path]:
     """What the daemon's interpreter reads: the venv and the Python it was made from."""
     return [Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}
             if Path(p).is_dir()]
+
+
+def seal_interpreter(folder: Path, python: str) -> tuple[Path, Path]:
+    """An execute-only copy of the `python` program (a venv's `python` is a link to it) made
+    in `folder`, one the sandbox hides; and the program, for `Sandbox.command(sealed=)`.
+
+    Bound over the interpreter inside the sandbox, it makes every Python process there (the
+    daemon, its runner template and runners, which all hold the daemon's environment with
+    the provider keys) one the kernel marks not dumpable at exec, because its program cannot
+    be read: its /proc/<pid>/environ, memory and descriptors are closed to every other
+    process of the user that lacks CAP_SYS_PTRACE, which nothing in the sandbox has.
+    """
+    program = Path(python).resolve()
+    copy = Path(folder) / f"sealed-{program.name}"
+    if not copy.exists():
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        part = copy.with_name(copy.name + ".part")
+        shutil.copyfile(program, part)
+        part.chmod(0o111)
+        part.replace(copy)
+    return copy, program
 
 
 def _outermost(folders: list[Path]) -> list[Path]:

@@ -1,12 +1,14 @@
 """What every grader is handed about the arm it grades (G1)."""
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..contract import build_contract_env
 from ..engine.agent_run import AgentRun
+from ..engine.sandbox import Confinement, Wrapped
 from ..verdict import Verdict
 
 
@@ -50,6 +52,22 @@ class GraderContext:
     # (grader id, run) of each session a grader opened (a judge's): the arm's judge bill
     # and the judge's part of its transcript.
     grader_runs: list[tuple[str, AgentRun]] = field(default_factory=list)
+    confinement: Confinement | None = None  # the agent's sandbox, when it has one
+
+    @contextlib.contextmanager
+    def confined(self, argv: list[str], *, writable: Sequence[Path] = (),
+                 readable: Sequence[Path] = ()) -> Iterator[Wrapped]:
+        """A grader's process `argv` as it must run: in the agent's sandbox when the agent had
+        one, seeing the harness's copies it grades with, writing only `writable`."""
+        if self.confinement is None:
+            yield Wrapped(argv)
+            return
+        mine = [p for p in (self.config_root, self.author_modules) if p is not None]
+        if self.socket_path:
+            mine.append(Path(self.socket_path).parent)
+        with self.confinement.command(argv, writable=writable,
+                                      readable=[*mine, *readable]) as wrapped:
+            yield wrapped
 
     payload = _from_run("payload")
     history = _from_run("history")

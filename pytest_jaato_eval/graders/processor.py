@@ -106,9 +106,11 @@ def _run_child(spec: ProcessorGrader, ctx: GraderContext, claim: str, path: Path
     except (TypeError, ValueError, OSError) as exc:
         return Verdict.blocked(spec.id, claim, f"the arm's context could not be handed to the "
                                f"processor: {type(exc).__name__}: {exc}")
+    argv = [sys.executable, "-I", "-B", str(CHILD), str(given), str(result)]
     try:
-        done = run_bounded([sys.executable, "-I", "-B", str(CHILD), str(given), str(result)],
-                           timeout=timeout, cwd=scratch, env=env)
+        with ctx.confined(argv, writable=[scratch], readable=[CHILD, ctx.workspace]) as confined:
+            done = run_bounded(confined.argv, timeout=timeout, cwd=scratch, env=env,
+                               pass_fds=confined.pass_fds)
     except OSError as exc:
         return Verdict.blocked(spec.id, claim, f"could not start the processor: {exc}")
     code, out = done.code, done.out

@@ -35,9 +35,12 @@ def grade_script(spec: ScriptGrader, ctx: GraderContext) -> Verdict:
     if command is None:
         return Verdict.blocked(spec.id, claim, f"{spec.file} is not a file under "
                                f"the config root {ctx.config_root}")
+    argv = ["/bin/sh", "-c", command] if isinstance(command, str) else command
     try:
-        done = run_bounded(command, timeout=timeout, shell=bool(run), cwd=ctx.workspace,
-                           env=env)
+        with ctx.confined(argv, writable=[ctx.workspace]) as confined:
+            done = run_bounded(confined.argv, timeout=timeout, cwd=ctx.workspace, env=env,
+                               pass_fds=confined.pass_fds)
+            ran = confined.ran()
     except OSError as exc:
         return Verdict.blocked(spec.id, claim, f"could not start: {exc}")
     code, out = done.code, done.out
@@ -45,6 +48,9 @@ def grade_script(spec: ScriptGrader, ctx: GraderContext) -> Verdict:
         return Verdict.blocked(spec.id, claim, f"timed out after {timeout:g} s "
                                f"(timeout_seconds)", _evidence(out, ctx))
     evidence = _evidence(out, ctx)
+    if not ran:
+        return Verdict.blocked(spec.id, claim, f"its sandbox could not be set up "
+                               f"(exit {code})", evidence)
     if code == expect:
         return Verdict.passed(spec.id, claim, f"exit {code}", evidence)
     if code in (126, 127):  # the shell could not run it: no signal about the agent

@@ -71,8 +71,19 @@ class Worker:
                 ceiling=self.settings.ceiling, run_id=self.context.run_id,
                 transcripts=self.settings.transcripts,
                 owned_dir=self.run_dir / "owned", sandbox=self.sandbox_name(),
-                **self._trap_folders(root))
+                confinement=self._grader_confinement(), **self._trap_folders(root))
         return self._arm_settings
+
+    def _grader_confinement(self):
+        """The agents' sandbox, for the script graders and processors too (engine/sandbox.py):
+        none where the agents have none."""
+        if self.sandbox_name() == "none":
+            return None
+        from ..engine.sandbox import Confinement, probe
+        sandbox, _ = probe(self.settings.sandbox)
+        assert sandbox is not None
+        hidden, readable = self.sandbox_folders()
+        return Confinement(sandbox, hidden, readable, scratch=self.run_dir / "grader-tmp")
 
     def discard(self, ws: Path) -> None:
         """An arm is done with its workspace: removed in the background; finish() waits."""

@@ -4,7 +4,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pytest_jaato_eval.engine.sandbox import Sandbox, hideable
+import pytest
+
+from pytest_jaato_eval.engine.agent_run import AgentRun
+from pytest_jaato_eval.engine.sandbox import (Confinement, Sandbox, hideable, probe,
+                                              seal_interpreter)
+from pytest_jaato_eval.graders.context import GraderContext
+from pytest_jaato_eval.graders.script import grade_script
+from pytest_jaato_eval.task.model import ScriptGrader
 
 
 def ops(argv: list[str]) -> list[tuple[str, ...]]:
@@ -76,3 +83,36 @@ def test_an_interpreter_under_tmp_is_mounted_after_the_private_tmp(monkeypatch):
     o = ops(Sandbox("bwrap").command(["python"], writable=[], hidden=[], tmp=Path("/tmp/t")))
     assert o.index(("--bind", "/tmp/t", "/tmp")) < o.index(
         ("--ro-bind", "/tmp/clone/.venv", "/tmp/clone/.venv"))
+
+
+def test_the_sealed_interpreter_is_an_execute_only_copy_bound_over_the_program(tmp_path):
+    copy, program = seal_interpreter(tmp_path / "sealed", sys.executable)
+    assert program == Path(sys.executable).resolve() and copy.parent == tmp_path / "sealed"
+    assert copy.stat().st_mode & 0o777 == 0o111  # nobody may read it: its processes are not dumpable
+    assert copy.stat().st_size == program.stat().st_size
+    assert seal_interpreter(tmp_path / "sealed", sys.executable) == (copy, program)  # made once
+    o = ops(Sandbox("bwrap").command(["python"], writable=[], hidden=[], tmp=Path("/tmp/t"),
+                                     sealed=(copy, program)))
+    # over the interpreter's folder, which is mounted before it
+    assert o.index(("--ro-bind", str(copy), str(program))) > max(
+        i for i, x in enumerate(o)
+        if x[0] == "--ro-bind" and x[1] != str(copy) and program.is_relative_to(x[2]))
+
+
+@pytest.mark.skipif(probe()[0] is None, reason="needs a working bubblewrap")
+def test_a_sandbox_that_cannot_be_set_up_is_the_graders_blocked_never_the_agents_fail(tmp_path):
+    """bubblewrap exits 1 when it cannot build the sandbox, like a failing check would: the
+    grader tells the two apart by bubblewrap's own status, so its failure is BLOCKED."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    confinement = Confinement(probe()[0], hidden=(), readable=(), scratch=tmp_path / "scratch")
+    # a config root that is gone by the time the grader runs: nothing to mount, no sandbox
+    ctx = GraderContext(workspace=ws, config_root=tmp_path / "gone", params={},
+                        run=AgentRun(finish_reason="stop"), confinement=confinement)
+    spec = ScriptGrader(kind="script", run="exit 0")
+    blocked = grade_script(spec, ctx)
+    assert blocked.state == "BLOCKED" and "sandbox could not be set up" in blocked.detail, blocked
+    (tmp_path / "gone").mkdir()
+    assert grade_script(spec, ctx).state == "PASS"
+    assert grade_script(ScriptGrader(kind="script", run="exit 1"), ctx).state == "FAIL"
+    assert sorted(p.name for p in (tmp_path / "scratch").iterdir()) == []  # its /tmp removed
