@@ -24,7 +24,8 @@ from ..task.arms import Arm, arms_of
 from ..engine.budget import ceiling_warning
 from ..task.load import ManifestError, load_task
 from .heap import HEAP_KEY
-from .run import ARM_KEY, HANDLE_KEY, arm_of, worker_of
+from .run import ARM_KEY, HANDLE_KEY
+from .worker import Worker
 
 try:
     from _pytest.python import CallSpec
@@ -71,7 +72,7 @@ class TaskFile(pytest.File):
         if heap is not None:
             heap.pause()  # a task is collected: no collector passes until collection ends
         task = load_task(self.path)
-        worker = worker_of(self.config)
+        worker = Worker.of(self.config)
         first = worker.task_paths.setdefault(task.id, self.path)
         if first != self.path:  # M1
             raise ManifestError(self.path, "id", f"task id {task.id!r} is also declared by "
@@ -224,20 +225,6 @@ def will_skip(node) -> bool:
             except Exception:  # noqa: BLE001 - pytest reports it at setup; we just start
                 continue
     return False
-
-
-def deselect_resumed(config, items, done: dict) -> None:
-    """R3: with --resume, arms already in the store are deselected, not run again."""
-    if not done:
-        return
-    kept: list = []
-    dropped: list = []
-    for item in items:
-        arm = arm_of(item)
-        (dropped if arm is not None and any(i in done for i in arm.ids) else kept).append(item)
-    if dropped:
-        items[:] = kept
-        config.hook.pytest_deselected(items=dropped)
 
 
 def collect_file(file_path, parent):

@@ -7,14 +7,19 @@ still understand it, but is marked and counted as its own category:
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import time
 from typing import Any
 
 import pytest
+from _pytest.skipping import xfailed_key  # where pytest keeps the evaluated xfail mark
 
+from ..redact import Redactor
 from ..render import safe_text
-from ..verdict import BLOCKED, FAIL, blocked_why
+from ..verdict import BLOCKED, FAIL, Verdict, blocked_why
+from .run import HANDLE_KEY, WORKSPACE_KEY, arm_of
 
 BLOCKED_CATEGORY = "blocked"
 EXIT_BLOCKED = 2
@@ -164,7 +169,6 @@ def block_crashed(report: Any, nodeid: str, arm: dict[str, str], run_id: str,
     """
     from ..engine.session import AgentRun
     from ..results.record import build_record
-    from ..redact import Redactor
     redact = redact or Redactor.from_environ()
     try:
         repeat = int(arm.get("repeat") or 0)
@@ -215,7 +219,6 @@ def on_report(item: Any, call: Any, report: Any, worker: Any) -> None:
     BLOCKED, naming the fixture. A teardown error is pytest's to report; the
     stored verdict stands.
     """
-    from .run import HANDLE_KEY, WORKSPACE_KEY, arm_of
     if call.excinfo is not None and _skipped(call.excinfo):
         return  # a skipped arm writes no record
     arm = arm_of(item)
@@ -266,7 +269,6 @@ def carry_transcript(report: Any, worker: Any, arm_id: str) -> None:
     settings = worker.arm_settings()
     pending = settings.pending_transcripts.pop(arm_id, None)
     if pending is not None:
-        import base64
         setattr(report, TRANSCRIPT_ATTR, {"name": pending[0],
                                           "data": base64.b64encode(pending[1]).decode()})
 
@@ -276,8 +278,6 @@ def transcript_of(report: Any) -> tuple[str, bytes] | None:
     carried = getattr(report, TRANSCRIPT_ATTR, None)
     if not isinstance(carried, dict) or not isinstance(carried.get("data"), str):
         return None
-    import base64
-    import binascii
     try:
         return str(carried.get("name")), base64.b64decode(carried["data"], validate=True)
     except (binascii.Error, ValueError):
@@ -287,11 +287,7 @@ def transcript_of(report: Any) -> tuple[str, bytes] | None:
 def xfail_of(item: Any) -> dict[str, Any] | None:
     """The xfail mark the arm ran under, as pytest evaluated it (its condition held):
     `{"reason": ..., "strict": ...}`, or None."""
-    try:
-        from _pytest.skipping import xfailed_key  # where pytest keeps the evaluated mark
-        xfailed = item.stash.get(xfailed_key, None)
-    except ImportError:
-        xfailed = None
+    xfailed = item.stash.get(xfailed_key, None)
     if xfailed is None:
         return None
     return {"reason": str(getattr(xfailed, "reason", "") or ""),
@@ -299,7 +295,6 @@ def xfail_of(item: Any) -> dict[str, Any] | None:
 
 
 def _skipped(excinfo: Any) -> bool:
-    import pytest
     return isinstance(excinfo.value, pytest.skip.Exception)
 
 
@@ -326,7 +321,6 @@ def _record(arm: Any, worker: Any, reason: str, ws: Any, verdicts=(), run: Any =
 
 def _python_record(arm: Any, worker: Any, handle: Any, excinfo: Any) -> dict[str, Any]:
     """A Python arm's record: its run's facts, its test body's verdict."""
-    from ..verdict import Verdict
     run = handle.agent_run
     grader = f"python:{arm.task.id.rsplit('::', 1)[-1]}"
     if run is not None and run.blocked_reason:

@@ -23,7 +23,8 @@ from ..task.arms import Arm, arms_of
 from .collect import PreflightBlocked, arm_param_id, wants_own_daemon
 from ..task.model import SESSION, Task
 from ..task.samples import Sample
-from .run import MarkerError, worker_of
+from .run import ARM_KEY, MarkerError, arm_of
+from .worker import Worker
 
 MARKER_KEYS = ("config_root", "fixture", "profile", "profile_set", "repeats", "agent",
                "description")
@@ -84,7 +85,7 @@ def parametrize(metafunc) -> None:
     """pytest_generate_tests for a Python arm: one item per profile set x repeat."""
     definition = metafunc.definition
     task = task_of(definition)
-    worker = worker_of(metafunc.config)
+    worker = Worker.of(metafunc.config)
     for done in worker.context.resumed.values():  # R3, as for a task.yaml
         if done.get("task_id") == task.id and done.get("task_hash") not in (None, task.content_hash):
             _fail(task.id, f"changed since {worker.settings.store} was written (the test file, "
@@ -106,10 +107,9 @@ def parametrize(metafunc) -> None:
 
 def collected(item) -> None:
     """pytest_itemcollected for a Python arm: its arm, with its sample, on the item."""
-    from .run import ARM_KEY
     arm = item.stash[ARM_KEY] = sampled(item, item.callspec.params["jaato_arm"])
     if arm.sample is not None:
-        worker = worker_of(item.config)
+        worker = Worker.of(item.config)
         if (worker.may_start_early and arm.id not in worker.context.done
                 and wants_own_daemon(item)):
             worker.start_daemon_early()
@@ -135,7 +135,6 @@ def sampled(item, arm: Arm) -> Arm:
 def first_samples(config, items: list, n: int) -> None:
     """`--jaato-samples N` for arms written in Python: each test's first N samples, in
     collection order; the rest deselected (before the shard split, as on every machine)."""
-    from .run import arm_of
     seen: dict[str, list[str]] = {}
     kept: list = []
     dropped: list = []
@@ -157,7 +156,6 @@ def first_samples(config, items: list, n: int) -> None:
 def preflight_check(item) -> None:
     """Before any fixture of a Python arm: its profile set and profile exist, as a
     task.yaml arm's are checked (preflight.py); else the arm is BLOCKED, no session."""
-    from .run import arm_of
     arm = arm_of(item)
     reason = preflight.check(arm.task, arm.profile_set)
     if reason:

@@ -3,7 +3,7 @@
 `RunContext` (config.stash) is what every side reads and nobody changes: the
 settings, the run id, the store's arms when resuming. The `Worker` (worker.py) is
 the side that runs arms; it exists only in a process that collected an arm, made
-by `worker_of`. Nothing here imports the SDK until an arm needs it, so a pytest
+by `Worker.of`. Nothing here imports the SDK until an arm needs it, so a pytest
 run that collects no task is untouched (X1).
 """
 from __future__ import annotations
@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .options import Settings
-
 if TYPE_CHECKING:
+    from .options import Settings
     from .worker import Worker
 
 
@@ -92,14 +91,23 @@ def arm_of(item) -> Any:
 
 
 def worker_of(config) -> "Worker":
-    """This process's worker, made and registered when the first arm is collected."""
-    worker = config.stash.get(WORKER_KEY, None)
-    if worker is None:
-        from .worker import Worker  # only a process that collects an arm needs it
-        worker = Worker(config.stash[CONTEXT_KEY])
-        config.stash[WORKER_KEY] = worker
-        config.pluginmanager.register(worker, "jaato-eval-worker")
-    return worker
+    """This process's worker: `Worker.of` made it when the process collected its first
+    arm, so an arm's fixtures find it here."""
+    return config.stash[WORKER_KEY]
+
+
+def deselect_resumed(config, items, done: dict) -> None:
+    """R3: with --resume, arms already in the store are deselected, not run again."""
+    if not done:
+        return
+    kept: list = []
+    dropped: list = []
+    for item in items:
+        arm = arm_of(item)
+        (dropped if arm is not None and any(i in done for i in arm.ids) else kept).append(item)
+    if dropped:
+        items[:] = kept
+        config.hook.pytest_deselected(items=dropped)
 
 
 def own_folder(folder: Path, context: RunContext, sweep_others: bool) -> None:

@@ -26,6 +26,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
+from .run import ARM_KEY
+
 
 @dataclass(frozen=True)
 class Shard:
@@ -94,7 +96,6 @@ def unit_of(item) -> str:
 def _arm_of(item):
     """The item's arm as collection left it (with its sample), if it is one."""
     stash = getattr(item, "stash", None)
-    from .run import ARM_KEY  # here: run.py imports options.py, which imports this module
     return stash.get(ARM_KEY, None) if stash is not None else getattr(item, "arm", None)
 
 

@@ -1,8 +1,8 @@
 """The `Worker`: the side of a pytest process that runs arms (run.py has the rest).
 
 It owns this process's daemon, task pools and workspaces, the M1 duplicate check,
-and the hooks of that lifecycle; it is registered as a plugin by `run.worker_of`
-when the first arm is collected.
+and the hooks of that lifecycle; `Worker.of` makes it and registers it as a plugin
+when the process collects its first arm.
 """
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from .run import RunContext, arm_of, has_kept_workspaces, own_folder
+from .run import (CONTEXT_KEY, WORKER_KEY, RunContext, arm_of, deselect_resumed,
+                  has_kept_workspaces, own_folder)
 from .progress import DaemonClock
 from .sigterm import SigtermAsInterrupt
 
@@ -27,6 +28,15 @@ DISCARDED = "discarded"  # in a run folder: what its run could not remove (a lat
 
 class Worker:
     """Runs arms: owns the daemon, the task pools and the workspaces of this process."""
+
+    @classmethod
+    def of(cls, config) -> "Worker":
+        """This process's worker, made and registered when its first arm is collected."""
+        worker = config.stash.get(WORKER_KEY, None)
+        if worker is None:
+            worker = config.stash[WORKER_KEY] = cls(config.stash[CONTEXT_KEY])
+            config.pluginmanager.register(worker, "jaato-eval-worker")
+        return worker
 
     def __init__(self, context: RunContext):
         self.context = context
@@ -268,7 +278,6 @@ class Worker:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config, items) -> None:
-        from .collect import deselect_resumed
         deselect_resumed(config, items, self.context.done)
 
     def pytest_collection_finish(self, session) -> None:
