@@ -68,7 +68,7 @@ def arm_record(rng: random.Random, task: str, pset: str, repeat: int, run_id: st
     state, reason = roll_up(verdicts, blocked)
     return build_record(
         arm_id=f"{task}@{pset}#{repeat}", task_id=task, profile_set=pset, repeat=repeat,
-        state=state, blocked_reason=reason, verdicts=verdicts, run=run, caveats=[],
+        state=state, blocked_reason=reason, verdicts=verdicts, run=run, notes=[],
         completion_nudges=rng.randrange(3), budget_ceiling={"usd": 0.5},
         extra={"run_id": run_id, "task_hash": f"{hash(task) & (2**64 - 1):016x}" * 4,
                "termination_reason": None, "workspace": None, "finished_at": time.time()})

@@ -1,4 +1,4 @@
-"""`python -m pytest_jaato_eval report|compare|validate|merge ...`: see commands.py."""
-from .results.commands import main
+"""`python -m pytest_jaato_eval report|compare|validate|merge|show|review ...`: see cli.py."""
+from .cli import main
 
 raise SystemExit(main())

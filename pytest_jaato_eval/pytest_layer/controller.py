@@ -29,7 +29,7 @@ STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 
 def append_step_summary(path: Path, pivot, source: str) -> str:
     """Append the Markdown pivot to GitHub's step summary file; the line that says so."""
-    from ..results.pivot_formats import markdown
+    from ..results.pivot import markdown
     try:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(markdown(pivot.cells, source=source, arms=pivot.arm_count) + "\n")
@@ -221,8 +221,8 @@ class Controller:
         return Pivot.of_records(list(resumed.values()) + self.records)
 
     def _print_pivot(self, tr, changed: str | None, readable: Path | None) -> None:
-        from ..results.cell import plural
-        from ..results.pivot_text import render_pivot
+        from ..results.pivot import plural
+        from ..results.pivot import render_pivot
         from ..report.html import write_documents
         resumed = self.context.resumed
         pivot = self._pivot(readable)
@@ -285,7 +285,7 @@ class Controller:
                 self._print_pivot(tr, changed, None if changed else readable)
         left = len(self.expected - self.finished) if self.stopped else 0
         if left:  # what the run did not get to, and how to run just that
-            from ..results.cell import plural
+            from ..results.pivot import plural
             from .progress import resume_command
             tr.write_line(f"{plural(left, 'arm')} did not run; {'it runs' if left == 1 else 'they run'}"
                           f" with: {resume_command(config)}", yellow=True, bold=True)

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from ..render import safe_text
-from ..results.cell import money
+from ..results.pivot import money
 from ..verdict import BLOCKED, FAIL, PASS, blocked_why
 from .outcome import BLOCKED_CATEGORY, record_of
 

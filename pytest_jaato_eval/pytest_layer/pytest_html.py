@@ -13,6 +13,7 @@ from pytest_html import extras
 from ..report import arms, tables
 from ..report.html import environment, pivot_view
 from ..results.pivot import build_cells
+from ..results.record import ArmRecord
 from ..results import transcript_view, transcripts
 from .outcome import record_of, transcript_of
 
@@ -24,33 +25,35 @@ def _macros():
     return environment().get_template("pytest_html.html").module
 
 
-def verdicts_cell(record) -> str:
+def verdicts_cell(record: ArmRecord) -> str:
     """One cell per grader verdict, in manifest order, each titled with its detail."""
     return str(_macros().verdicts_cell([tables.verdict_view(v, with_lines=False)
-                                        for v in arms.verdicts(record)]))
+                                        for v in record.verdicts]))
 
 
 class JaatoHtmlColumns:
     def __init__(self):
-        self.records: list[dict] = []
+        self.records: list[ArmRecord] = []
 
     def pytest_html_results_table_header(self, cells):
         cells.extend(str(_macros().header_cell(c)) for c in COLUMNS + ("verdicts",))
 
     def pytest_html_results_table_row(self, report, cells):
-        record = record_of(report)
-        if record is None:  # a plain test, or an arm's setup/teardown: keep the columns aligned
+        data = record_of(report)
+        if data is None:  # a plain test, or an arm's setup/teardown: keep the columns aligned
             cells.extend(["<td></td>"] * (len(COLUMNS) + 1))
             return
+        record = ArmRecord.from_dict(data)
         fields = arms.arm_fields(record)
         cells.extend(str(_macros().field_cell(col, fields[col])) for col in COLUMNS)
         cells.append(verdicts_cell(record))
 
     @pytest.hookimpl(tryfirst=True)  # before pytest-html files the report away
     def pytest_runtest_logreport(self, report):
-        record = record_of(report)
-        if record is None or report.when != "call":
+        data = record_of(report)
+        if data is None or report.when != "call":
             return
+        record = ArmRecord.from_dict(data)
         self.records.append(record)
         evidence = tables.arm_evidence(record)
         carried = transcript_of(report)  # the arm's transcript rides on its report

@@ -30,7 +30,7 @@ def resume_index(settings: Settings) -> dict:
     """R3: with --resume, the arms already in the store (a repeated id counts once)."""
     if not settings.resume or not settings.store.exists():
         return {}
-    from ..results.store_reader import latest_by_arm, read_records
+    from ..results.stores import latest_by_arm, read_records
     return latest_by_arm(read_records(settings.store))
 
 

@@ -6,40 +6,24 @@ never disagree.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
-from ..results.cell import DASH, money, pct
+from ..render import safe_text
+from ..results.pivot import DASH, money, pct
+from ..results.record import ArmRecord, number
 
 COLUMNS = ("arm", "state", "model", "provider", "upstream", "session id", "sessions", "turns",
            "cost", "budget", "nudges", "duration", "finish", "payload", "notes")
+EVIDENCE_LINES = 40         # per verdict: the tail is where a script's failure is
+EVIDENCE_LINE_CHARS = 2000  # one evidence line; a 100k-char line would swamp the page
 
 # Budget dimensions in the order a reader cares about, with how the arm's spend is read.
 _DIMENSIONS = (
-    ("usd", lambda r: usage(r).get("cost_usd"), lambda v: f"${v:.4f}"),
-    ("tokens", lambda r: usage(r).get("spend_total_tokens"), lambda v: f"{v:,.0f} tokens"),
-    ("turns", lambda r: r.get("turns"), lambda v: f"{v:,.0f} turns"),
-    ("seconds", lambda r: r.get("duration_seconds"), lambda v: f"{v:,.0f}s"),
+    ("usd", lambda r: r.cost, lambda v: f"${v:.4f}"),
+    ("tokens", lambda r: r.tokens, lambda v: f"{v:,.0f} tokens"),
+    ("turns", lambda r: r.turns, lambda v: f"{v:,.0f} turns"),
+    ("seconds", lambda r: r.duration_seconds, lambda v: f"{v:,.0f}s"),
 )
-
-
-def as_mapping(record: Any) -> dict[str, Any]:
-    """A record as a mapping: a store's dict as it is, a typed record through its to_dict."""
-    if isinstance(record, dict):
-        return record
-    to_dict = getattr(record, "to_dict", None)
-    return to_dict() if callable(to_dict) else {}
-
-
-def usage(record: dict[str, Any]) -> dict[str, Any]:
-    value = record.get("usage")
-    return value if isinstance(value, dict) else {}
-
-
-def number(value) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value
-    return None
-
 
 
 def _text(value) -> str:
@@ -65,14 +49,13 @@ def _consumed_on_arrival(value) -> dict[str, Any]:
     return _limits(value)
 
 
-def budget_text(record: dict[str, Any]) -> str:
+def budget_text(record: ArmRecord) -> str:
     """P4: `$spent / own $X` (the profile's own ceiling), or
     `$spent / pool $Y (N% consumed on arrival)` (the task pool, read as the arm started)."""
-    record = as_mapping(record)
-    own, pool = _limits(record.get("budget_ceiling")), _limits(record.get("pool_limits"))
-    arrival = _consumed_on_arrival(record.get("pool_on_arrival"))
+    own, pool = _limits(record.budget_ceiling), _limits(record.pool_limits)
+    arrival = _consumed_on_arrival(record.pool_on_arrival)
     for dim, spent_of, fmt in _DIMENSIONS:
-        spent = number(spent_of(record))
+        spent = spent_of(record)
         spent_s = DASH if spent is None else fmt(spent)
         if number(own.get(dim)) is not None:  # B3: an own ceiling does not draw on the pool
             return f"{spent_s} / own {fmt(own[dim])}"
@@ -83,82 +66,65 @@ def budget_text(record: dict[str, Any]) -> str:
     return DASH
 
 
-def notes_text(record: dict[str, Any]) -> list[str]:
-    record = as_mapping(record)
+def notes_text(record: ArmRecord) -> list[str]:
     notes = []
-    if record.get("blocked_reason"):
-        notes.append(f"blocked: {record['blocked_reason']}")
-    if record.get("error"):
-        notes.append(f"error: {record['error']}")
-    for key in ("notes", "caveats"):
-        said = record.get(key)
-        notes += [str(c) for c in said] if isinstance(said, list) else []
-    if record.get("workspace"):
-        notes.append(f"workspace kept: {record['workspace']}")
+    if record.blocked_reason:
+        notes.append(f"blocked: {record.blocked_reason}")
+    if record.error:
+        notes.append(f"error: {record.error}")
+    notes += record.notes + record.caveats
+    if record.workspace:
+        notes.append(f"workspace kept: {record.workspace}")
     return notes
 
 
-def cost_text(record: dict[str, Any]) -> str:
+def cost_text(record: ArmRecord) -> str:
     """The agent's cost, and the judge's beside it when a judge graded the arm."""
-    text = money(number(usage(record).get("cost_usd")))
-    judge = record.get("judge_usage")
-    if isinstance(judge, dict):
-        text += f" + judge {money(number(judge.get('cost_usd')))}"
+    text = money(record.cost)
+    if record.judge_usage is not None:
+        text += f" + judge {money(record.judge_cost)}"
     return text
 
 
-def arm_fields(record: dict[str, Any]) -> dict[str, str]:
+def arm_fields(record: ArmRecord) -> dict[str, str]:
     """The P4 columns of one arm, as text."""
-    record = as_mapping(record)
-    nudges = number(record.get("completion_nudges"))
-    duration = number(record.get("duration_seconds"))
-    sessions = record.get("session_ids")
-    payload = record.get("payload_hash")
+    nudges, duration = record.completion_nudges, record.duration_seconds
     return {
-        "arm": _text(record.get("arm_id")),
-        "state": _text(record.get("state")),
-        "model": _text(record.get("model")),
-        "provider": _text(record.get("provider")),
-        "upstream": _text(record.get("upstream_provider")),
-        "session id": _text(record.get("session_id")),
-        "sessions": str(len(sessions)) if isinstance(sessions, list) else DASH,
-        "turns": _text(record.get("turns")),
+        "arm": _text(record.arm_id),
+        "state": _text(record.state),
+        "model": _text(record.model),
+        "provider": _text(record.provider),
+        "upstream": _text(record.upstream_provider),
+        "session id": _text(record.session_id),
+        "sessions": str(len(record.session_ids)),
+        "turns": _text(record.turns),
         "cost": cost_text(record),
         "budget": budget_text(record),
         "nudges": DASH if nudges is None else f"{nudges:g}/2",
         "duration": DASH if duration is None else f"{duration:.1f}s",
-        "finish": _text(record.get("finish_reason")),
-        "payload": payload[:12] if isinstance(payload, str) and payload else DASH,
+        "finish": _text(record.finish_reason),
+        "payload": record.payload_hash[:12] if record.payload_hash else DASH,
         "notes": "; ".join(notes_text(record)) or "",
     }
 
 
-def verdicts(record: dict[str, Any]) -> list[dict[str, Any]]:
-    vs = as_mapping(record).get("verdicts")
-    if not isinstance(vs, list):
-        return []
-    return [v if isinstance(v, dict) else v.to_dict() for v in vs
-            if isinstance(v, dict) or callable(getattr(v, "to_dict", None))]
+def evidence_tail(verdict: dict[str, Any]) -> list[str]:
+    """The last EVIDENCE_LINES lines of a verdict's evidence, each bounded, after a line
+    saying how many earlier ones are not shown: the terminal's `show` and the report alike."""
+    lines = verdict["evidence"]
+    cut = len(lines) - EVIDENCE_LINES
+    return ([f"… {cut} earlier lines not shown"] if cut > 0 else []) + [
+        safe_text(line, EVIDENCE_LINE_CHARS, collapse=False) for line in lines[-EVIDENCE_LINES:]]
 
 
-def evidence_lines(verdict: dict[str, Any]) -> list[str]:
-    ev = verdict.get("evidence")
-    if isinstance(ev, list):
-        return [str(x) for x in ev]
-    return [] if ev in (None, "") else [str(ev)]
-
-
-def grader_ids(records) -> list[str]:
+def grader_ids(records: Iterable[ArmRecord]) -> list[str]:
     """Every grader id seen, in first-seen (manifest) order: one column each."""
     seen: dict[str, None] = {}
     for r in records:
-        for v in verdicts(r):
-            seen.setdefault(str(v.get("grader_id")), None)
+        for v in r.verdicts:
+            seen.setdefault(v["grader_id"], None)
     return list(seen)
 
 
-def verdict_of(record: dict[str, Any], grader_id: str) -> dict[str, Any] | None:
-    for v in verdicts(record):
-        if str(v.get("grader_id")) == grader_id:
-            return v
-    return None
+def verdict_of(record: ArmRecord, grader_id: str) -> dict[str, Any] | None:
+    return next((v for v in record.verdicts if v["grader_id"] == grader_id), None)

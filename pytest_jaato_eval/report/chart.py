@@ -1,7 +1,7 @@
 """The "can a cheaper model do this?" picture: pass rate (with its 95% interval) against
 mean cost per arm, one point per profile set, as inline SVG (no script, no fonts fetched).
 
-This module does the geometry; templates/chart.html draws it.
+This module does the geometry; templates/chart.html draws it (html.chart_svg).
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..results import stats
-from ..results.cell import Cell, interval_text, money, pct
+from ..results.pivot import Cell, interval_text, money, pct
 
 # Distinguishable in colour and in greyscale print (Okabe-Ito, dark first).
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
@@ -138,12 +138,6 @@ def layout(points: list[Point], width: int = 720, height: int = 330) -> Layout:
             f"{pct(p.rate)} ({interval_text(p.interval)}) · {money(p.cost)}/arm "
             f"· n={p.exercised}" + (f" · {p.expected} xfail" if p.expected else "")))
     return out
-
-
-def svg(points: list[Point], width: int = 720, height: int = 330) -> str:
-    """The chart as an inline <svg> element."""
-    from .html import environment
-    return environment().get_template("chart.html").render(chart=layout(points, width, height))
 
 
 def _clip(text: str, width: int) -> str:

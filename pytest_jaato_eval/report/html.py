@@ -17,17 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from ..results.cell import Cell, digest
-from ..results.pivot import Pivot
-from ..results.pivot_text import pivot_notes, pivot_rows, row_id
+import jinja2
+from markupsafe import Markup
+
 from ..render import safe_text
+from ..results.pins import pins_of, pins_summary
+from ..results.pivot import Cell, Pivot, digest, pivot_notes, pivot_rows, row_id
+from ..results.record import ArmRecord
 from ..verdict import PASS
-from . import arms, chart, tables
-from .pins import pins_of, pins_summary
+from . import arms, chart, pdf, tables
 
 GRADER_HEADER_CHARS = 60
 DETAIL_CHARS = tables.DETAIL_CHARS
-EVIDENCE_LINES = tables.EVIDENCE_LINES
+EVIDENCE_LINES = arms.EVIDENCE_LINES
 
 UNKNOWN_PROSE = (
     "— means unknown, never zero: cost — is not free (nobody reported a price); nudges — "
@@ -52,7 +54,6 @@ def shown(value: Any) -> Any:
 @functools.cache
 def environment():
     """The one Jinja2 environment: templates from the package, autoescape always on."""
-    import jinja2
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("pytest_jaato_eval.report", "templates"),
         autoescape=True, finalize=shown, trim_blocks=True, lstrip_blocks=True,
@@ -65,9 +66,14 @@ def environment():
 
 @functools.cache
 def stylesheet():
-    from markupsafe import Markup
     source, _, _ = environment().loader.get_source(environment(), "report.css")
     return Markup(source)  # our own file, shipped with the package
+
+
+def chart_svg(points: list[chart.Point], width: int = 720, height: int = 330) -> str:
+    """The chart as an inline <svg> element."""
+    return environment().get_template("chart.html").render(
+        chart=chart.layout(points, width, height))
 
 
 def fragments():
@@ -97,7 +103,7 @@ def every_arm_shown(cells: list[Cell]) -> bool:
     return sum(c.arms_total for c in cells) <= tables.FULL_ARMS
 
 
-def shown_records(pivot: Pivot, summarise: bool) -> Iterator[Any]:
+def shown_records(pivot: Pivot, summarise: bool) -> Iterator[ArmRecord]:
     """The latest records the tables need, cell by cell: every one, or in a large report
     those of arms that did not pass (a store is re-read only at their offsets)."""
     if not summarise:
@@ -106,7 +112,7 @@ def shown_records(pivot: Pivot, summarise: bool) -> Iterator[Any]:
             for r in pivot.arms(c, {a.state for a in c.arms if a.state != PASS}))
 
 
-def context(records: "Pivot | Iterable[Any]", *, title: str = "jaato-eval report",
+def context(records: Pivot | Iterable[ArmRecord], *, title: str = "jaato-eval report",
             source: str | None = None, k: int | None = None) -> dict[str, Any]:
     """What the report template needs: from a Pivot (streamed from a store), or from
     records (the latest per arm id counts). Counts, the chart and the run pins come from
@@ -133,16 +139,16 @@ def context(records: "Pivot | Iterable[Any]", *, title: str = "jaato-eval report
             "mono": {"session id", "payload"}, "grader_header_chars": GRADER_HEADER_CHARS}
 
 
-def stream(records: "Pivot | Iterable[Any]", **kw) -> Iterator[str]:
+def stream(records: Pivot | Iterable[ArmRecord], **kw) -> Iterator[str]:
     """The document in pieces, as the template produces them: a task at a time."""
     return environment().get_template("report.html").generate(**context(records, **kw))
 
 
-def render(records: "Pivot | Iterable[Any]", **kw) -> str:
+def render(records: Pivot | Iterable[ArmRecord], **kw) -> str:
     return "".join(stream(records, **kw))
 
 
-def write(path: Path, records: "Pivot | Iterable[Any]", **kw) -> Path:
+def write(path: Path, records: Pivot | Iterable[ArmRecord], **kw) -> Path:
     """Stream the document to `path`; it appears whole or not at all."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -157,7 +163,7 @@ def write(path: Path, records: "Pivot | Iterable[Any]", **kw) -> Path:
     return path
 
 
-def write_documents(records: "Pivot | list[Any]", html_path: Path | None,
+def write_documents(records: Pivot | list[ArmRecord], html_path: Path | None,
                     pdf_path: Path | None, source: str | None = None) -> list[str]:
     """Write the HTML and/or PDF report of a run; one line each saying where (or why not).
 
@@ -166,7 +172,6 @@ def write_documents(records: "Pivot | list[Any]", html_path: Path | None,
     """
     if not (html_path or pdf_path):
         return []
-    from . import pdf
     lines = []
     if html_path:
         try:

@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from ..results import transcript_view, transcripts
-from ..results.cell import DASH, reason_key
+from ..results.pivot import DASH, reason_key
+from ..results.record import ArmRecord
 from ..render import safe_text
 from . import arms
 
 FULL_ARMS = 1000            # up to this many arms, every arm has its own row
-EVIDENCE_LINES = 40         # per verdict: the tail is where a script's failure is
-EVIDENCE_LINE_CHARS = 2000  # one evidence line; a 100k-char line would swamp the page
 GROUPS_PER_CELL = 10        # summarised: kinds of failure shown in full per task × profile set
 DETAIL_CHARS = 160          # a verdict's detail inside a table cell
 CELL_CHARS = 400            # any other table cell (notes may quote a whole error)
@@ -64,41 +63,30 @@ def _text(value: Any, width: int = TEXT_CHARS) -> str:
 
 
 def verdict_view(v: dict[str, Any], with_lines: bool = True) -> VerdictView:
-    state = str(v.get("state"))
-    detail = v.get("blocked_reason") if state == "BLOCKED" else v.get("detail")
-    view = VerdictView(
-        grader_id=_text(v.get("grader_id")), state=state, claim=_text(v.get("claim")),
-        detail=_text(v.get("detail")), blocked_reason=_text(v.get("blocked_reason")),
-        cell_detail=safe_text(detail, DETAIL_CHARS) if detail else "")
-    lines = arms.evidence_lines(v) if with_lines else []
-    if lines:
-        cut = len(lines) - EVIDENCE_LINES
-        shown = [safe_text(line, EVIDENCE_LINE_CHARS, collapse=False)
-                 for line in lines[-EVIDENCE_LINES:]]
-        view.lines = "\n".join(([f"… {cut} earlier lines not shown"] if cut > 0 else []) + shown)
-    return view
+    """One verdict as shown (a record's verdict: its texts are strings, its evidence a
+    list of strings, record.py)."""
+    state = v["state"]
+    detail = v.get("blocked_reason") if state == "BLOCKED" else v["detail"]
+    return VerdictView(
+        grader_id=_text(v["grader_id"]), state=state, claim=_text(v["claim"]),
+        detail=_text(v["detail"]), blocked_reason=_text(v.get("blocked_reason")),
+        cell_detail=safe_text(detail, DETAIL_CHARS) if detail else "",
+        lines="\n".join(arms.evidence_tail(v)) if with_lines else "")
 
 
-def arm_evidence(record: dict[str, Any], failed_only: bool = False) -> ArmEvidence:
+def arm_evidence(record: ArmRecord, failed_only: bool = False) -> ArmEvidence:
     """One arm's verdicts with the tail of their evidence; `failed_only` keeps the lines
     of verdicts that did not pass and drops those of the ones that did."""
-    record = arms.as_mapping(record)
     return ArmEvidence(
-        _text(record.get("arm_id")), str(record.get("state")), _text(record.get("error")),
-        [verdict_view(v, not failed_only or v.get("state") != "PASS")
-         for v in arms.verdicts(record)])
+        _text(record.arm_id), str(record.state), _text(record.error),
+        [verdict_view(v, not failed_only or v["state"] != "PASS") for v in record.verdicts])
 
 
-def worth_reading(record: dict[str, Any]) -> bool:
+def worth_reading(record: ArmRecord) -> bool:
     """An arm that did not pass, or one whose graders left something to read: a clean
     PASS with only "exit 0" to say would bury the arms worth reading."""
-    return (record.get("state") != "PASS" or bool(record.get("error"))
-            or any(arms.evidence_lines(v) for v in arms.verdicts(record)))
-
-
-def _repeat(record: dict[str, Any]) -> int:
-    r = record.get("repeat")
-    return r if isinstance(r, int) and not isinstance(r, bool) else 0
+    return (record.state != "PASS" or bool(record.error)
+            or any(v["evidence"] for v in record.verdicts))
 
 
 class _Group:
@@ -129,14 +117,14 @@ class _Cell:
     overflow: list[tuple[int, str, str]] = field(default_factory=list)
 
 
-def signature(record: dict[str, Any]) -> tuple:
+def signature(record: ArmRecord) -> tuple:
     """How an arm did not pass: its state, its reason (ids elided, as in the blocked-reason
     digest) and each verdict's state and detail, so repeats of one failure match."""
-    reason = record.get("blocked_reason")
-    return (str(record.get("state")), reason_key(reason) if reason else "",
-            tuple((str(v.get("grader_id")), str(v.get("state")),
-                   str(v.get("blocked_reason") or v.get("detail") or "")[:DETAIL_CHARS])
-                  for v in arms.verdicts(record)))
+    reason = record.blocked_reason
+    return (str(record.state), reason_key(reason) if reason else "",
+            tuple((v["grader_id"], v["state"],
+                   (v.get("blocked_reason") or v["detail"])[:DETAIL_CHARS])
+                  for v in record.verdicts))
 
 
 def _named(arms_: list[tuple[int, str, str]]) -> str:
@@ -193,7 +181,7 @@ class Tables:
     """Every task's table, filled one record at a time."""
 
     def __init__(self, summarise: bool, passed: dict[tuple[str, str], int] | None = None,
-                 transcripts: Callable[[ArmEvidence, dict[str, Any]], ArmEvidence] | None = None):
+                 transcripts: Callable[[ArmEvidence, ArmRecord], ArmEvidence] | None = None):
         self.summarise = summarise
         self.with_transcript = transcripts or (lambda ev, record: ev)
         self.reads_transcripts = transcripts is not None
@@ -204,36 +192,35 @@ class Tables:
         self.kinds: dict[str, dict[tuple, tuple[tuple, ArmEvidence]]] = {}
         self.samples: dict[str, list[SampleRow]] = {}  # task -> its per-sample drill-down
 
-    def add(self, record: Any) -> None:
-        record = arms.as_mapping(record)
-        if self.summarise and record.get("state") == "PASS":
+    def add(self, record: ArmRecord) -> None:
+        if self.summarise and record.state == "PASS":
             return  # counted from the pivot's cells
-        task = str(record.get("task_id"))
-        cell = self.cells.setdefault((task, str(record.get("profile_set") or "default")), _Cell())
+        task = str(record.task_id)
+        cell = self.cells.setdefault((task, record.set_name), _Cell())
         graders = self.graders.setdefault(task, {})
-        for v in arms.verdicts(record):
-            graders.setdefault(str(v.get("grader_id")), None)
-        key = (_repeat(record), str(record.get("arm_id")))
+        for v in record.verdicts:
+            graders.setdefault(v["grader_id"], None)
+        key = (record.repeat or 0, record.arm_id)
         if not self.summarise:
             cell.rows.append((key, _row(record)))
-            if worth_reading(record) or (self.reads_transcripts and record.get("transcript")):
+            if worth_reading(record) or (self.reads_transcripts and record.transcript):
                 cell.evidence.append((key, self.with_transcript(arm_evidence(record), record)))
         else:
             sig = signature(record)
             group = cell.groups.get(sig)
             if group is not None:
-                group.others.append((*key, str(record.get("state"))))
+                group.others.append((*key, str(record.state)))
             elif len(cell.groups) < GROUPS_PER_CELL:
                 cell.groups[sig] = _Group(key, _row(record))
                 kinds = self.kinds.setdefault(task, {})
                 if sig in kinds:
-                    kinds[sig][1].also.append(_text(record.get("arm_id"), 80))
+                    kinds[sig][1].also.append(_text(record.arm_id, 80))
                 else:
-                    kinds[sig] = ((str(record.get("profile_set") or "default"), key),
+                    kinds[sig] = ((record.set_name, key),
                                   self.with_transcript(arm_evidence(record, failed_only=True),
                                                        record))
             else:
-                cell.overflow.append((*key, str(record.get("state"))))
+                cell.overflow.append((*key, str(record.state)))
 
     def tasks(self) -> Iterator[TaskTable]:
         """Tasks in id order, profile sets in name order, arms by repeat then id; each
@@ -271,28 +258,28 @@ def transcript_reader(store: Any):
     if store is None or not transcripts.folder_of(store).is_dir():
         return None
 
-    def add(evidence: ArmEvidence, record: dict[str, Any]) -> ArmEvidence:
-        if record.get("transcript") is None:
+    def add(evidence: ArmEvidence, record: ArmRecord) -> ArmEvidence:
+        if record.transcript is None:
             return evidence
         try:
             evidence.transcript = transcript_view.sessions(
-                transcripts.read(store, record.get("transcript")))
+                transcripts.read(store, record.transcript))
         except transcripts.TranscriptUnreadable as exc:
             evidence.transcript_note = safe_text(exc, 400)
         return evidence
     return add
 
 
-def _row(record: dict[str, Any]) -> Row:
+def _row(record: ArmRecord) -> Row:
     fields = {c: safe_text(v, CELL_CHARS, collapse=c == "notes")
               for c, v in arms.arm_fields(record).items()}
     verdicts: dict[str, VerdictView] = {}
-    for v in arms.verdicts(record):
-        verdicts.setdefault(str(v.get("grader_id")), verdict_view(v, with_lines=False))
-    return Row(fields, verdicts, expected=isinstance(record.get("xfail"), dict))
+    for v in record.verdicts:
+        verdicts.setdefault(v["grader_id"], verdict_view(v, with_lines=False))
+    return Row(fields, verdicts, expected=isinstance(record.extra.get("xfail"), dict))
 
 
-def gather(records: Iterable[Any], cells: Iterable[Any], summarise: bool,
+def gather(records: Iterable[ArmRecord], cells: Iterable[Any], summarise: bool,
            store: Any = None) -> Tables:
     """The tables of `records`; `cells` give each task × profile set's PASS count. With
     `store` (its path), each arm's evidence carries its transcript, read from beside it."""

@@ -1,14 +1,11 @@
-"""`compare BASE NEW`: two stores per (task, profile set), by the arms that flipped."""
+"""`compare BASE NEW`: two pivots group by group (task, profile set), by the arms that flipped."""
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 
 from . import stats
-from .command_io import EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE, Unusable, expand, open_stores, say
-from .cell import Cell, interval_text, pct, plural
+from .pivot import Cell, interval_text, pct
 from .record import DEFAULT_SET
-from ..report.pins import pin_differences, pins_of
 from ..verdict import BLOCKED, FAIL, PASS
 
 
@@ -74,7 +71,7 @@ def _signed(dollars: float) -> str:
     return f"{'-' if dollars < 0 else '+'}${abs(dollars):.4f}"
 
 
-def _cell_text(c: Cell | None) -> str:
+def cell_text(c: Cell | None) -> str:
     if c is None:
         return "absent"
     return (f"{pct(c.pass_rate)} ({interval_text(c.interval)}) n={c.exercised}"
@@ -123,64 +120,3 @@ def compare_groups(base: list[Cell], new: list[Cell],
         changes.append(g)
     return changes
 
-
-def cmd_compare(args) -> int:
-    if args.more:
-        raise Unusable(f"compare takes two sides, BASE and NEW, got {2 + len(args.more)} "
-                       f"arguments; for several stores a side, quote a pattern "
-                       f"('shards/*.jsonl') so it reaches compare as one argument")
-    base, new = open_stores(expand([args.base])), open_stores(expand([args.new]))
-    for note in base.skipped_notes() + new.skipped_notes():
-        say(note, file=sys.stderr)
-    say(f"base: {base.source} ({plural(base.arm_count, 'arm')})")
-    say(f"new:  {new.source} ({plural(new.arm_count, 'arm')})")
-    for w in pin_differences(pins_of(base), pins_of(new)):
-        say(f"warning: pins differ: {w}")
-    paired: list[str] = []
-    changes = compare_groups(base.cells, new.cells, paired)
-    for line in paired:
-        say(f"note: {line}")
-    header = ("group", "base", "new", "Δ pass rate", "Δ cost/arm", "flips", "")
-    rows = [header]
-    for g in changes:
-        d = g.delta
-        flips = ", ".join(x for x in (f"{len(g.down)} PASS→FAIL" if g.down else "",
-                                      f"{len(g.up)} FAIL→PASS" if g.up else "") if x) or "—"
-        rows.append((f"{g.task_id} @ {g.profile_set}", _cell_text(g.base), _cell_text(g.new),
-                     "—" if d is None else f"{100 * d:+.0f} pts", cost_delta_text(g), flips,
-                     "REGRESSED" if g.regressed else ""))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for r in rows:
-        say("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
-    for g in changes:
-        name = f"{g.task_id} @ {g.profile_set}"
-        for arm in g.down:
-            say(f"PASS→FAIL {arm}")
-        for arm in g.up:
-            say(f"FAIL→PASS {arm}")
-        for line in g.blocked:
-            say(f"blocked change {line}")
-        if g.base is None:
-            say(f"note: {name} is only in the new store")
-        elif g.new is None:
-            say(f"note: {name} is only in the base store")
-    both = sum(g.in_both for g in changes)
-    one_side = len(changes) - both
-    regressed = [g for g in changes if g.regressed]
-    if regressed:
-        names = ", ".join(f"{g.task_id} @ {g.profile_set}" for g in regressed)
-        say(f"regressed: {plural(len(regressed), 'group')}: {names}")
-        return EXIT_PROBLEMS
-    if not both:
-        say(f"nothing compared: no group (task @ profile set) is in both stores "
-            f"({plural(one_side, 'group')} in only one)")
-        return EXIT_UNUSABLE
-    smaller = min(sum(g.base is not None for g in changes), sum(g.new is not None for g in changes))
-    if 2 * both < smaller:  # "no group regressed" would be a claim about groups never compared
-        say(f"refused: only {both} of the {smaller} groups of the smaller store are in both "
-            f"stores; compare stores of the same tasks and profile sets (the groups in only "
-            f"one are listed above)")
-        return EXIT_UNUSABLE
-    tail = f"; {plural(one_side, 'group')} in only one store" if one_side else ""
-    say(f"no group regressed ({plural(both, 'group')} in both stores compared{tail})")
-    return EXIT_OK

@@ -1,21 +1,297 @@
 """The pivot: pass rate per task x profile set, its uncertainty, what was blocked and why (P1-P3).
 
-Cells (cell.py) are per-cell aggregates of the latest record per arm id (R3). They are
+A cell (task x profile set) aggregates the latest record per arm id (R3). Cells are
 built in one pass over a store (`Pivot.of_store`, which keeps a small summary per arm,
-never whole records, and reads only the keys it needs of each line) or over records in
-memory (`Pivot.of_records`); both give the same cells. pivot_text.py renders them for
-the terminal, report/html.py as HTML, through the same formatters.
+never whole records, and reads only the keys it needs of each line), over records in
+memory (`Pivot.of_records`), or over several stores read as one (`open_stores`); all
+give the same cells.
+
+Figures are formatted here once, for every medium: unknown is a dash, never 0 (P2). The
+pivot is shown as the terminal's fixed-width table (`render_pivot`), the HTML report's
+(report/html.py, from `pivot_rows`), and for machines and CI pages as Markdown
+(`$GITHUB_STEP_SUMMARY`, a pull-request comment), JSON (each cell's counts, rates and
+intervals as numbers) or CSV: each holds the same cells as the table.
 """
 from __future__ import annotations
 
+import csv
+import io
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
-from .cell import ArmSummary, Cell, plural
-from .record import ArmRecord, RecordError, coerce, fields_reader
-from .record_values import number_or_none
-from .store_reader import fields_loader, read_at
-from ..verdict import BLOCKED, blocked_grader
+from . import stats
+from .record import ArmRecord, RecordError, coerce, fields_reader, number
+from .stores import Unusable, combine, fields_loader, no_record, read_at, read_store, readable
+from ..render import safe_text
+from ..verdict import BLOCKED, FAIL, PASS, blocked_grader
+
+DASH = "—"  # unknown, never 0 (P2)
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """`1 arm`, `2 arms`: every count a person reads."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
+@dataclass(slots=True)
+class ArmSummary:
+    """What the pivot keeps of one arm: enough for the cells, `compare`, the run pins,
+    and the byte offset of its record for readers that want the whole of it."""
+    arm_id: str
+    task_id: str
+    profile_set: str
+    repeat: int
+    state: str | None
+    blocked_reason: str | None
+    payload_hash: str | None
+    cost: float | None
+    tokens: float | None
+    run_id: str | None = None
+    task_hash: str | None = None
+    provenance: tuple | None = None   # PROVENANCE_PINS values, shared between arms
+    offset: int | None = None
+    judged: bool = False              # a grader opened a session of its own (a judge)
+    judge_cost: float | None = None   # what it cost, when reported
+    xfail: str | None = None          # ran under an xfail mark: "xfail", or "strict"
+    sample_id: str | None = None      # the dataset row it ran on
+
+
+@dataclass
+class Cell:
+    task_id: str
+    profile_set: str
+    passed: int = 0
+    failed: int = 0
+    blocked: int = 0
+    cost: float | None = None
+    tokens: float | None = None
+    cost_unknown: int = 0      # arms whose cost nobody reported (P2)
+    tokens_unknown: int = 0
+    exercised_cost: float = 0.0   # summed over the exercised arms that reported a cost
+    exercised_costed: int = 0
+    payloads: Counter = field(default_factory=Counter)  # answers of exercised arms
+    unanswered: int = 0        # exercised arms that left no payload
+    reasons: Counter = field(default_factory=Counter)
+    arms: list[ArmSummary] = field(default_factory=list)
+    judged: int = 0            # arms a judge graded (a session of its own)
+    judge_cost: float | None = None
+    judge_cost_unknown: int = 0   # judged arms whose judge reported no cost
+    expected_failures: int = 0    # FAIL arms that ran under an xfail mark: not the run's FAIL
+    strict_passes: int = 0        # PASS arms under a strict xfail mark: the run's FAIL
+    # A dataset task's samples, each its own tally: pass@k, pass^k and det are about the
+    # repeats of one input, so they are taken per sample and averaged over the samples.
+    samples: dict[str, "SampleTally"] = field(default_factory=dict)
+
+    def add(self, a: ArmSummary) -> None:
+        self.arms.append(a)
+        if a.sample_id is not None:
+            self.samples.setdefault(a.sample_id, SampleTally()).add(a)
+        if a.state == PASS:
+            self.passed += 1
+            if a.xfail == "strict":
+                self.strict_passes += 1
+        elif a.state == FAIL:
+            self.failed += 1
+            if a.xfail is not None:
+                self.expected_failures += 1
+        else:  # BLOCKED, or a state nobody knows: never counted as a verdict on the agent
+            self.blocked += 1
+            self.reasons[reason_key(a.blocked_reason or f"state {a.state!r}")] += 1
+        if a.state in (PASS, FAIL):
+            if a.payload_hash is None:
+                self.unanswered += 1
+            else:
+                self.payloads[a.payload_hash] += 1
+            if a.cost is not None:
+                self.exercised_cost += a.cost
+                self.exercised_costed += 1
+        if a.cost is None:
+            self.cost_unknown += 1
+        else:
+            self.cost = a.cost if self.cost is None else self.cost + a.cost
+        if a.judged:
+            self.judged += 1
+            if a.judge_cost is None:
+                self.judge_cost_unknown += 1
+            else:
+                self.judge_cost = (a.judge_cost if self.judge_cost is None
+                                   else self.judge_cost + a.judge_cost)
+        if a.tokens is None:
+            self.tokens_unknown += 1
+        else:
+            self.tokens = a.tokens if self.tokens is None else self.tokens + a.tokens
+
+    @property
+    def fails_the_run(self) -> bool:
+        """Whether the cell's arms failed the run as pytest judged it: a FAIL not expected
+        by an xfail mark, or a PASS a strict xfail mark did not expect."""
+        return self.failed > self.expected_failures or self.strict_passes > 0
+
+    @property
+    def fail_text(self) -> str:
+        """The fail count, with the expected failures among them (`3 (1 xfail)`)."""
+        return f"{self.failed} ({self.expected_failures} xfail)" if self.expected_failures \
+            else str(self.failed)
+
+    @property
+    def total_cost(self) -> float | None:
+        """The agent's cost and the judge's together (either alone when the other is unknown)."""
+        if self.cost is None and self.judge_cost is None:
+            return None
+        return (self.cost or 0.0) + (self.judge_cost or 0.0)
+
+    @property
+    def total_cost_partial(self) -> bool:
+        return self.total_cost is not None and (self.cost_unknown + self.judge_cost_unknown) > 0
+
+    @property
+    def arms_total(self) -> int:
+        return self.passed + self.failed + self.blocked
+
+    @property
+    def exercised(self) -> int:
+        return self.passed + self.failed
+
+    @property
+    def pass_rate(self) -> float | None:
+        return stats.rate(self.passed, self.exercised)  # P1: BLOCKED is not in the denominator
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return stats.wilson(self.passed, self.exercised)
+
+    @property
+    def floor(self) -> float | None:
+        """The pass rate if every BLOCKED arm had failed: what a pessimist may claim."""
+        return stats.rate(self.passed, self.arms_total)
+
+    @property
+    def answered(self) -> int:
+        """Exercised arms that produced a payload: the only ones that can agree."""
+        return self.exercised - self.unanswered
+
+    @property
+    def det(self) -> float | None:
+        """P3, jaato-eval's number: the largest group of exercised arms with one payload, over
+        every exercised arm; 0 when no two agree (a group of one is no agreement); None
+        under two answers. An arm without a payload stays in the denominator: it did not
+        reproduce the answer, and det_text says how many answered."""
+        if self.samples:
+            return _mean(t.det for t in self.samples.values())
+        if self.answered < 2:
+            return None
+        modal = self.payloads.most_common(1)[0][1]
+        return modal / self.exercised if modal > 1 else 0.0
+
+    @property
+    def det_text(self) -> str:
+        """`det` as shown: with how many answered when some exercised arm did not, a dash
+        included (`— (1 of 2 answered)`: it is a dash because one answered), as jaato-eval."""
+        text = pct(self.det)
+        if self.unanswered:
+            text += f" ({self.answered} of {self.exercised} answered)"
+        return text
+
+    def pass_at(self, k: int | None) -> float | None:
+        if k is not None and self.samples:
+            return _mean(stats.pass_at_k(t.passed + t.failed, t.passed, k)
+                         for t in self.samples.values())
+        return None if k is None else stats.pass_at_k(self.exercised, self.passed, k)
+
+    def pass_hat(self, k: int | None) -> float | None:
+        if k is not None and self.samples:
+            return _mean(stats.pass_hat_k(t.passed + t.failed, t.passed, k)
+                         for t in self.samples.values())
+        return None if k is None else stats.pass_hat_k(self.exercised, self.passed, k)
+
+    @property
+    def attempts(self) -> list[int]:
+        """The exercised arms of each attempt group: of each sample, or of the cell."""
+        if self.samples:
+            return [t.passed + t.failed for t in self.samples.values()]
+        return [self.exercised]
+
+    @property
+    def mean_cost(self) -> float | None:
+        """Mean cost of an exercised arm, over the exercised arms that reported one."""
+        return self.exercised_cost / self.exercised_costed if self.exercised_costed else None
+
+
+def default_k(cells: list[Cell]) -> int | None:
+    """One k for the whole pivot, so pass@k compares across cells: the fewest exercised
+    repeats of one input (a cell, or a dataset's sample) among those with repeats (at
+    least 2); None when nothing was repeated."""
+    ns = [n for c in cells for n in c.attempts if n >= 2]
+    return min(ns) if ns else None
+
+
+@dataclass(slots=True)
+class SampleTally:
+    """One sample's arms in a cell: what pass@k and det need."""
+    passed: int = 0
+    failed: int = 0
+    payloads: Counter = field(default_factory=Counter)
+
+    def add(self, a: ArmSummary) -> None:
+        if a.state in (PASS, FAIL):
+            if a.state == PASS:
+                self.passed += 1
+            else:
+                self.failed += 1
+            if a.payload_hash is not None:
+                self.payloads[a.payload_hash] += 1
+
+    @property
+    def det(self) -> float | None:
+        """The cell's det rule, within the sample."""
+        if sum(self.payloads.values()) < 2:
+            return None
+        modal = self.payloads.most_common(1)[0][1]
+        return modal / (self.passed + self.failed) if modal > 1 else 0.0
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    """The mean of the known values; None when none is known."""
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+# Ids in a reason (sessions, UUIDs, hashes) would split one cause into many digest lines.
+_IDS = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
+                  r"|\b[0-9a-f]{16,}\b", re.IGNORECASE)
+
+
+def reason_key(reason: str, width: int = 160) -> str:
+    """A blocked reason as one digest line: whitespace collapsed, ids elided, control
+    characters shown as escapes, truncated (render.safe_text)."""
+    return safe_text(_IDS.sub("…", " ".join(str(reason).split())), width)
+
+
+def digest(cells: list[Cell]) -> list[tuple[Cell, str, int]]:
+    """P1: every blocked reason with its count, most frequent first."""
+    rows = [(c, reason, n) for c in cells for reason, n in c.reasons.most_common()]
+    return sorted(rows, key=lambda d: -d[2])  # stable: ties keep task order
+
+
+# -- figures as text -----------------------------------------------------------------------
+def pct(x: float | None) -> str:
+    return DASH if x is None else f"{100 * x:.0f}%"
+
+
+def interval_text(iv: tuple[float, float] | None) -> str:
+    return DASH if iv is None else f"{100 * iv[0]:.0f}–{100 * iv[1]:.0f}%"
+
+
+def money(x: float | None, partial: bool = False) -> str:
+    return DASH if x is None else f"${x:.4f}{'+' if partial else ''}"
+
+
+def count(x: float | None, partial: bool = False) -> str:
+    return DASH if x is None else f"{x:,.0f}{'+' if partial else ''}"
 
 
 # What the pivot reads of a record, decided by the record's own checks (the usage
@@ -63,11 +339,11 @@ def _summary(data: dict, offset: int | None, intern: _Interned) -> ArmSummary:
     usage = data.get("usage")
     cost = tokens = None
     if type(usage) is dict:
-        cost = number_or_none(usage.get("cost_usd"))
-        tokens = number_or_none(usage.get("spend_total_tokens"))
+        cost = number(usage.get("cost_usd"))
+        tokens = number(usage.get("spend_total_tokens"))
     judge = data.get("judge_usage")
     judged = type(judge) is dict
-    judge_cost = number_or_none(judge.get("cost_usd")) if judged else None
+    judge_cost = number(judge.get("cost_usd")) if judged else None
     xfail = data.get("xfail")
     sample = data.get("sample_id")
     return ArmSummary(arm_id, str(task), pset or "default", repeat if repeat is not None else 0,
@@ -108,6 +384,7 @@ class Pivot:
         self.lines_read = 0          # records read, superseded ones included
         self.skipped: list[tuple[int, str]] = []   # (line, why) of lines with no record
         self.partial_last: int | None = None       # a cut last line (a run stopped mid-write)
+        self.notes: list[str] = []   # what reading several stores as one said
 
     # -- building --------------------------------------------------------------------------------
     @classmethod
@@ -181,7 +458,26 @@ class Pivot:
         if self.partial_last:
             notes.append(f"{self.name}:{self.partial_last}: skipped: partial last line "
                          f"(a run stopped mid-write)")
-        return notes
+        return notes + self.notes
+
+
+def open_stores(paths: Sequence[Path]) -> Pivot:
+    """One store's pivot, streamed, or several stores read as one (stores.combine, which
+    refuses a changed task); Unusable when there is nothing to pivot."""
+    if len(paths) > 1:
+        merged = combine([read_store(p) for p in paths])
+        merged.refuse_changed()
+        pivot = Pivot.of_records(merged.records)
+        pivot.source, pivot.notes = Path(merged.path), merged.skipped_notes()
+        return pivot
+    path = readable(paths[0])
+    try:
+        pivot = Pivot.of_store(path)
+    except OSError as exc:
+        raise Unusable(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not pivot.cells:
+        raise no_record(path)
+    return pivot
 
 
 def _scan(path: Path):
@@ -220,3 +516,184 @@ def _scan(path: Path):
 def build_cells(records: Iterable[ArmRecord | dict[str, Any]]) -> list[Cell]:
     """The cells of records in memory (the latest per arm id)."""
     return Pivot.of_records(records).cells
+
+
+# -- the pivot as text ------------------------------------------------------------------------
+ID_WIDTH = 80  # a task id or set name in a pivot row: long enough to tell ids apart
+
+LEGEND = ("CI: 95% Wilson interval · floor: pass rate counting BLOCKED as FAIL · "
+          "—: unknown, never 0",
+          "det: largest group of arms with one payload, over the arms exercised; — under "
+          "two answers · pass@k / pass^k: any / all of k attempts pass")
+PARTIAL_NOTE = "+: some arms reported none; the sum covers the arms that did"
+JUDGE_NOTE = ("cost: the agent's sessions · judge cost: the judge's own sessions · "
+              "total cost: both")
+
+
+def pivot_notes(header: list[str], rows: list[dict[str, str]]) -> list[str]:
+    """The legend under a pivot: what its columns mean, as far as they are there."""
+    notes = list(LEGEND)
+    if "judge cost" in header:
+        notes.append(JUDGE_NOTE)
+    if any(v.endswith("+") for r in rows for h, v in r.items() if "cost" in h or h == "tokens"):
+        notes.append(PARTIAL_NOTE)
+    return notes
+
+
+def cell_row(c: Cell, k: int | None, judged: bool = False) -> dict[str, str]:
+    """The cell's values as text, keyed by column header (P1-P3). `judged`: some arm of
+    the pivot was graded by a judge, so its bill has columns of its own."""
+    row = {  # ids come from manifests and the command line: shown, never obeyed
+        "task": safe_text(c.task_id, ID_WIDTH, collapse=False),
+        "profile set": safe_text(c.profile_set, ID_WIDTH, collapse=False),
+        "pass rate": pct(c.pass_rate), "95% CI": interval_text(c.interval),
+        "n": str(c.exercised), "pass": str(c.passed), "fail": c.fail_text,
+        "blocked": str(c.blocked), "floor": pct(c.floor),
+        "cost": money(c.cost, partial=c.cost is not None and c.cost_unknown > 0),
+        "tokens": count(c.tokens, partial=c.tokens is not None and c.tokens_unknown > 0),
+        "det": c.det_text,
+    }
+    if judged:  # the agent's cost stays `cost`; the judge's and both together beside it
+        row["judge cost"] = money(c.judge_cost, partial=c.judge_cost is not None
+                                  and c.judge_cost_unknown > 0)
+        row["total cost"] = money(c.total_cost, partial=c.total_cost_partial)
+    if k is not None:
+        row[f"pass@{k}"] = pct(c.pass_at(k))
+        row[f"pass^{k}"] = pct(c.pass_hat(k))
+    return row
+
+
+def row_id(c: Cell) -> str:
+    """`task @ set` for a digest line, safe to print."""
+    return (f"{safe_text(c.task_id, ID_WIDTH, collapse=False)} @ "
+            f"{safe_text(c.profile_set, ID_WIDTH, collapse=False)}")
+
+
+def pivot_rows(cells: list[Cell], k: int | None = None) -> tuple[list[str], list[dict[str, str]]]:
+    k = default_k(cells) if k is None else k
+    judged = any(c.judged for c in cells)
+    rows = [cell_row(c, k, judged) for c in cells]
+    header = list(rows[0]) if rows else list(cell_row(Cell("", ""), k))
+    return header, rows
+
+
+def table_lines(header: Sequence[str], rows: Sequence[Sequence[str]],
+                right: Iterable[str] = ()) -> list[str]:
+    """Fixed-width lines, the header first: columns two spaces apart, those in `right`
+    (numbers) aligned right; no trailing blanks."""
+    table, right = [list(header)] + [list(r) for r in rows], set(right)
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    return ["  ".join(v.rjust(w) if h in right else v.ljust(w)
+                      for h, v, w in zip(header, row, widths)).rstrip() for row in table]
+
+
+def render_pivot(cells: list[Cell], k: int | None = None) -> list[str]:
+    """Fixed-width terminal lines: the table, a legend, then the digest of blocked reasons."""
+    header, rows = pivot_rows(cells, k)
+    lines = table_lines(header, [[r[h] for h in header] for r in rows],
+                        right={h for h in header if h not in ("task", "profile set")})
+    lines.append("")
+    lines.extend(pivot_notes(header, rows))
+    rows_digest = digest(cells)
+    if rows_digest:
+        lines.append("")
+        lines.append("blocked reasons (most frequent first):")
+        for c, reason, n in rows_digest:
+            lines.append(f"  {row_id(c)}: ({n}×) {reason}")
+    return lines
+
+
+# -- the pivot for machines and CI pages ------------------------------------------------------
+FORMATS = ("text", "markdown", "json", "csv")
+JSON_FORMAT = "pytest-jaato-eval pivot 1"  # what a reader of the JSON checks it is reading
+
+
+# -- Markdown ---------------------------------------------------------------------------------
+def _md(text: str) -> str:
+    """A value inside a table cell: no pipe, no markup, no HTML (ids come from stores)."""
+    text = safe_text(text, None, collapse=True)
+    for char in "\\`*_[]<>|":
+        text = text.replace(char, "\\" + char)
+    return text
+
+
+def markdown(cells: list[Cell], *, k: int | None = None, source: str | None = None,
+             arms: int | None = None) -> str:
+    """A GitHub-flavoured Markdown pivot: a heading, the table (numbers right-aligned),
+    its legend, and the blocked reasons."""
+    header, rows = pivot_rows(cells, k)
+    text_columns = ("task", "profile set")
+    lines = ["### jaato-eval pivot", ""]
+    if source is not None:
+        count = plural(arms if arms is not None else sum(c.arms_total for c in cells), "arm")
+        lines += [f"{_md(str(source))}: {count}", ""]
+    lines.append("| " + " | ".join(_md(h) for h in header) + " |")
+    lines.append("|" + "|".join(" --- " if h in text_columns else " ---: " for h in header) + "|")
+    for row in rows:
+        lines.append("| " + " | ".join(_md(row[h]) for h in header) + " |")
+    lines.append("")
+    lines += [_md(note) + "  " for note in pivot_notes(header, rows)]
+    blocked = digest(cells)
+    if blocked:
+        lines += ["", "**Blocked reasons** (most frequent first):", ""]
+        lines += [f"- {_md(row_id(c))}: ({n}×) {_md(reason)}" for c, reason, n in blocked]
+    return "\n".join(lines) + "\n"
+
+
+# -- JSON -------------------------------------------------------------------------------------
+def cell_json(c: Cell, k: int | None) -> dict[str, Any]:
+    """A cell's figures as numbers (rates from 0 to 1, null when unknown, never 0)."""
+    iv = c.interval
+    return {
+        "task": c.task_id, "profile_set": c.profile_set,
+        "n": c.exercised, "arms": c.arms_total,
+        "pass": c.passed, "fail": c.failed, "blocked": c.blocked,
+        "pass_rate": c.pass_rate, "ci95": None if iv is None else [iv[0], iv[1]],
+        "floor": c.floor, "det": c.det,
+        "k": k, "pass_at_k": c.pass_at(k), "pass_hat_k": c.pass_hat(k),
+        "cost_usd": c.cost, "cost_unknown_arms": c.cost_unknown,
+        "judged_arms": c.judged, "judge_cost_usd": c.judge_cost,
+        "judge_cost_unknown_arms": c.judge_cost_unknown, "total_cost_usd": c.total_cost,
+        "tokens": c.tokens, "tokens_unknown_arms": c.tokens_unknown,
+        "blocked_reasons": [{"reason": reason, "count": n}
+                            for reason, n in c.reasons.most_common()],
+    }
+
+
+def as_json(cells: list[Cell], *, k: int | None = None, source: str | None = None,
+            arms: int | None = None) -> str:
+    k = default_k(cells) if k is None else k
+    return json.dumps({
+        "format": JSON_FORMAT, "source": source,
+        "arms": arms if arms is not None else sum(c.arms_total for c in cells),
+        "k": k, "cells": [cell_json(c, k) for c in cells]}, indent=2) + "\n"
+
+
+# -- CSV --------------------------------------------------------------------------------------
+CSV_COLUMNS = ("task", "profile_set", "n", "arms", "pass", "fail", "blocked", "pass_rate",
+               "ci95_low", "ci95_high", "floor", "det", "k", "pass_at_k", "pass_hat_k",
+               "cost_usd", "judge_cost_usd", "total_cost_usd", "tokens")
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet would run as a formula
+
+
+def _csv_text(text: str) -> str:
+    text = safe_text(text, ID_WIDTH * 4, collapse=True)
+    return "'" + text if text.startswith(_FORMULA) else text
+
+
+def as_csv(cells: list[Cell], *, k: int | None = None, **_: Any) -> str:
+    """One row per cell, numbers as numbers, unknown as an empty field."""
+    k = default_k(cells) if k is None else k
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for c in cells:
+        row = cell_json(c, k)
+        ci = row.pop("ci95") or (None, None)
+        row["ci95_low"], row["ci95_high"] = ci
+        row["task"], row["profile_set"] = _csv_text(c.task_id), _csv_text(c.profile_set)
+        writer.writerow(["" if row[col] is None else row[col] for col in CSV_COLUMNS])
+    return out.getvalue()
+
+
+RENDERERS = {"markdown": markdown, "json": as_json, "csv": as_csv}

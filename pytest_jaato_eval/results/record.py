@@ -16,23 +16,180 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import json
+import math
 import typing
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from .record_values import checker, clean, shown_type
+from ..engine.accounting import payload_hash
+from ..verdict import BLOCKED, FAIL, PASS, STATES, instrument_caveats
 
 RESULTS_VERSION = "1"
 DEFAULT_SET = "default"  # the set name of an arm run under no named set (jaato-eval's too)
 
-Json = Any  # any JSON value, cleaned of numbers no reader can format (record_values.clean)
+Json = Any  # any JSON value, cleaned of numbers no reader can format (clean)
+
+
+# -- values: what from_dict keeps of each --------------------------------------------------------
+# A JSON number we show and sum: finite, and an int small enough to be a float exactly.
+_INT_LIMIT = 2 ** 53
+
+
+def shown_type(value: Any) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "a number out of range" if type(value) is int else "a non-finite number"
+    return type(value).__name__
+
+
+def number(value: Any) -> float | None:
+    """A JSON number every reader can show and sum (never a bool), or None: the rule
+    `from_dict` applies to every number it keeps, and the one every reader uses."""
+    t = type(value)
+    if t is int:
+        return value if -_INT_LIMIT <= value <= _INT_LIMIT else None
+    if t is float:
+        return value if math.isfinite(value) else None
+    return None
+
+
+def _fine_number(value: Any) -> bool:
+    t = type(value)
+    if t is int:
+        return -_INT_LIMIT <= value <= _INT_LIMIT
+    return t is float and math.isfinite(value)
+
+
+MAX_DEPTH = 64  # deeper than any record we write: a store built to overflow the stack is cut
+
+
+def _fine(value: Any, depth: int = 0) -> bool:
+    """True when no number in `value` needs cleaning and it is not nested deeper than
+    MAX_DEPTH (the common case, checked cheaply)."""
+    if depth > MAX_DEPTH:
+        return False
+    t = type(value)
+    if t is dict:
+        value = value.values()
+    elif t is not list:
+        return t is not int and t is not float or _fine_number(value)
+    for v in value:
+        t = type(v)
+        if t is str or v is None or t is bool:
+            continue
+        if t is int:
+            if not -_INT_LIMIT <= v <= _INT_LIMIT:
+                return False
+        elif t is float:
+            if not math.isfinite(v):
+                return False
+        elif not _fine(v, depth + 1):
+            return False
+    return True
+
+
+def clean(value: Any, where: str, problems: list[str] | None, depth: int = 0) -> Any:
+    """A JSON value with every number no reader could show (Infinity, NaN, an int of
+    400 digits) replaced by None, and anything nested deeper than MAX_DEPTH cut to None.
+    Small structures only: ceilings, pools, provenance."""
+    if depth <= MAX_DEPTH and _fine(value, depth):
+        return value
+    if depth > MAX_DEPTH:
+        if problems is not None:
+            problems.append(f"{where}: nested deeper than {MAX_DEPTH} levels; cut")
+        return None
+    t = type(value)
+    if t is dict:
+        return {k: clean(v, f"{where}.{k}" if where else k, problems, depth + 1)
+                for k, v in value.items()}
+    if t is list:
+        return [clean(v, f"{where}[{i}]", problems, depth + 1) for i, v in enumerate(value)]
+    if problems is not None:
+        problems.append(f"{where}: expected a finite number, got {shown_type(value)}")
+    return None
+
+
+# -- the checks, derived from the annotations ---------------------------------------------------
+VERDICT_TEXT_KEYS = ("grader_id", "claim", "state", "detail")
+
+
+def _verdict(value: Any) -> dict | None:
+    """One grader verdict with the types readers rely on; None when not a mapping."""
+    if type(value) is not dict:
+        return None
+    v = dict(value)
+    for key in VERDICT_TEXT_KEYS:
+        if type(v.get(key)) is not str:
+            v[key] = "" if v.get(key) is None else str(v.get(key))
+    reason = v.get("blocked_reason")
+    if reason is not None and type(reason) is not str:
+        v["blocked_reason"] = str(reason)
+    ev = v.get("evidence")
+    if type(ev) is not list:
+        v["evidence"] = [] if ev is None or ev == "" else [str(ev)]
+    elif any(type(x) is not str for x in ev):
+        v["evidence"] = [str(x) for x in ev]
+    return v
+
+
+def checker(hint: Any, default: Any):
+    """(check, what it expects in words) for one annotation. check(v) -> (value, bad):
+    the value to keep, and whether `v` was not what the annotation allows."""
+    args = typing.get_args(hint)
+    optional = type(None) in args
+    base = next((a for a in args if a is not type(None)), hint) if args and optional else hint
+    origin = typing.get_origin(base) or base
+    if hint is Any:
+        return (lambda v, p, k: (clean(v, k, p), False)), "any JSON value"
+    if origin in (str, int, float, bool):
+        ok = {str: lambda v: type(v) is str,
+              int: lambda v: type(v) is int and _fine_number(v),
+              float: lambda v: type(v) in (int, float) and _fine_number(v),
+              bool: lambda v: type(v) is bool}[origin]
+        what = {str: "a string", int: "an integer", float: "a number",
+                bool: "true or false"}[origin]
+
+        def check(v, p, k):
+            if v is None:
+                return (None, False) if optional else (default(), True)
+            return (v, False) if ok(v) else (default(), True)
+    elif origin is dict:
+        what = "a mapping"
+
+        def check(v, p, k):
+            if type(v) is dict:
+                return clean(v, k, p), False
+            if v is None:  # a null mapping is an unknown one
+                return (None if optional else default()), False
+            return default(), True
+    elif origin is list:
+        (item,) = typing.get_args(base) or (Any,)
+        what = "a list"
+        if item is str:
+            def check(v, p, k):
+                if type(v) is list:
+                    if all(type(x) is str for x in v):
+                        return v, False
+                    return [str(x) for x in v], True
+                return default(), v is not None
+        else:  # the verdicts: mappings, each with the types readers rely on
+            def check(v, p, k):
+                if type(v) is not list:
+                    return default(), v is not None
+                out = [x for x in map(_verdict, v) if x is not None]
+                return out, len(out) != len(v)
+    else:  # a type this table does not know yet: keep what was read
+        what = "a value"
+
+        def check(v, p, k):
+            return v, False
+    return check, what + (" or null" if optional else "")
 
 
 class RecordError(ValueError):
     """A JSON value that is not an arm record at all (no string `arm_id`)."""
 
 
-@dataclass(slots=True, eq=True)
+@dataclass(frozen=True, slots=True, eq=True)
 class ArmRecord:
     # -- R2: the reference's keys, in its order ------------------------------------------
     results_version: str | None = RESULTS_VERSION
@@ -137,22 +294,18 @@ class ArmRecord:
 
     @property
     def cost(self) -> float | None:
-        return _number(self.usage.get("cost_usd"))
+        return number(self.usage.get("cost_usd"))
 
     @property
     def tokens(self) -> float | None:
-        return _number(self.usage.get("spend_total_tokens"))
+        return number(self.usage.get("spend_total_tokens"))
 
     @property
     def judge_cost(self) -> float | None:
-        return _number((self.judge_usage or {}).get("cost_usd"))
+        return number((self.judge_usage or {}).get("cost_usd"))
 
 
-def _number(value: Any) -> float | None:
-    return value if type(value) in (int, float) else None
-
-
-# -- what from_dict accepts, field by field (record_values.checker) ---------------------------
+# -- what from_dict accepts, field by field (checker) -----------------------------------------
 _HINTS = typing.get_type_hints(ArmRecord)
 _FIELD_NAMES = tuple(f.name for f in fields(ArmRecord) if f.name != "extra")
 _CHECKS: dict[str, Any] = {}
@@ -213,10 +366,8 @@ def build_record(*, arm_id: str, task_id: str, profile_set: str, repeat: int, st
                  pool_on_arrival: dict | None = None) -> ArmRecord:
     """The record of an arm that just ended. `extra` holds further keys by name: a
     declared field is set, any other key is kept as written."""
-    from ..engine.accounting import payload_hash
-    from ..verdict import instrument_caveats
     verdicts = [v.to_dict() if hasattr(v, "to_dict") else dict(v) for v in verdicts]
-    record = ArmRecord(
+    line = dict(ArmRecord(
         caveats=instrument_caveats(v.get("grader_id") for v in verdicts), notes=list(notes),
         arm_id=arm_id, task_id=task_id, profile_set=profile_set,
         repeat=repeat, state=state, blocked_reason=blocked_reason,
@@ -228,12 +379,42 @@ def build_record(*, arm_id: str, task_id: str, profile_set: str, repeat: int, st
         native_finish_reason=None,   # not on the wire yet
         completion_nudges=completion_nudges, budget_ceiling=budget_ceiling,
         pool_limits=pool_limits, pool_on_arrival=pool_on_arrival,
-        provenance=dict(_provenance()))
-    for key, value in extra.items():
-        if key in _CHECKS:
-            setattr(record, key, value)
-        else:
-            record.extra[key] = value
+        provenance=dict(_provenance())).to_dict(), **extra)
     # Values from live objects (a str-valued enum, a Path) become what the store holds, so
     # the record a run keeps is the record a reader gets back.
-    return ArmRecord.from_dict(json.loads(json.dumps(record.to_dict(), default=str)))
+    return ArmRecord.from_dict(json.loads(json.dumps(line, default=str)))
+
+
+# -- a record's consistency beyond its types (validate, merge) --------------------------------
+def record_problems(r: ArmRecord) -> tuple[list[str], list[str]]:
+    """(problems, warnings) of one record beyond its types (which `from_dict` reports):
+    the version, the states, and whether the arm's state agrees with its verdicts."""
+    problems, warnings = [], []
+    if r.results_version != RESULTS_VERSION:
+        problems.append(f"results_version {r.results_version!r}: this reader knows "
+                        f"{RESULTS_VERSION!r}")
+    if r.state not in STATES:
+        problems.append(f"state {r.state!r}: expected one of {', '.join(STATES)}")
+    for i, v in enumerate(r.verdicts):
+        if v["state"] not in STATES:
+            problems.append(f"verdicts[{i}].state {v['state']!r}: expected one of "
+                            f"{', '.join(STATES)}")
+        elif v["state"] == BLOCKED and not v.get("blocked_reason"):
+            problems.append(f"verdicts[{i}] is BLOCKED without a blocked_reason")
+    vstates = [v["state"] for v in r.verdicts]
+    if r.state == BLOCKED and not r.blocked_reason and BLOCKED not in vstates:
+        # A grader's BLOCKED verdict is a reason: jaato-eval leaves the arm's unset then.
+        problems.append("BLOCKED without a reason: no blocked_reason and no BLOCKED verdict")
+    if r.state in (PASS, FAIL) and r.blocked_reason:
+        problems.append(f"{r.state} with a blocked_reason: the verdicts say otherwise")
+    if r.state == PASS and (not vstates or any(s != PASS for s in vstates)):
+        problems.append("PASS, but not every grader verdict is PASS")
+    if r.state == FAIL and FAIL not in vstates:
+        problems.append("FAIL, but no grader verdict is FAIL")
+    if r.task_id is not None and r.repeat is not None:
+        sample = r.get("sample_id")  # a dataset's row: task[sample]@set#repeat
+        expected = f"{r.task_id}{f'[{sample}]' if sample is not None else ''}@{r.set_name}#{r.repeat}"
+        if r.arm_id != expected:
+            warnings.append(f"arm_id does not match task_id[sample_id]@profile_set#repeat "
+                            f"({expected})")
+    return problems, warnings

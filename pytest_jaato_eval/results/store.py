@@ -3,11 +3,12 @@
 One writer per store path at a time (an exclusive lock beside the store, released by
 the kernel if the run dies), checked before the first arm; the previous store is kept
 under a fresh name by an atomic, collision-free rename (docs/reports.md, "The store").
-Reading a store is store_reader.py.
+Reading a store is stores.py.
 """
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -19,7 +20,7 @@ from typing import IO, Iterator
 
 from . import transcripts
 from .record import ArmRecord
-from .store_reader import task_ids_in
+from .stores import TAMPERED, is_evidence, task_ids_in
 
 LOCK_SUFFIX = ".lock"
 
@@ -266,14 +267,6 @@ class Store:
         return None
 
 
-TAMPERED = "tampered"  # the evidence of a store written into during its run
-
-
-def is_evidence(path: Path) -> bool:
-    """A file a run set aside because somebody else wrote into it: never read as a store."""
-    return f".{TAMPERED}-" in Path(path).name
-
-
 def _free_name(path: Path, what: str = "") -> Path:
     """`NAME.[what-]STAMP[-n]EXT`, reserved (O_EXCL never takes one another copy holds)."""
     stamp = f"{what}-" * bool(what) + time.strftime("%Y%m%d-%H%M%S")
@@ -289,7 +282,6 @@ def _free_name(path: Path, what: str = "") -> Path:
 
 
 def _take_lock(lock: Path, store: Path) -> int:
-    import fcntl
     for _ in range(50):
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
         try:

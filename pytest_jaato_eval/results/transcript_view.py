@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..render import safe_text
-from .cell import money
+from .pivot import money
+from .record import number
 
 LINE_CHARS = 4000   # one line of a message, as shown
 
@@ -51,11 +52,7 @@ def _json(value: Any) -> str:
 
 
 def seconds(value: Any) -> str:
-    return "—" if type(value) not in (int, float) else f"{value:.1f} s"
-
-
-def _number(value: Any) -> float | None:
-    return value if type(value) in (int, float) else None
+    return "—" if number(value) is None else f"{value:.1f} s"
 
 
 def _steps(messages: list | None) -> list[Step]:
@@ -91,7 +88,7 @@ def _turn(i: int, t: Any) -> str:
         return f"turn {i + 1}: {_json(t)}"
     tokens = [f"{t[k]:,} {k}" for k in ("prompt", "output", "total")
               if type(t.get(k)) is int]
-    seconds = _number(t.get("duration_seconds"))
+    seconds = number(t.get("duration_seconds"))
     tools = [str(c.get("name")) for c in t.get("function_calls") or [] if isinstance(c, dict)]
     bits = [", ".join(tokens) + " tokens" if tokens else "",
             f"{seconds:.2f} s" if seconds is not None else "",
@@ -112,12 +109,12 @@ def sessions(transcript: dict[str, Any]) -> list[SessionView]:
                           + (f" · {model}" if model else ""), 300)
         usage = s.get("usage") if isinstance(s.get("usage"), dict) else {}
         turns = s.get("turns") if isinstance(s.get("turns"), list) else []
-        tokens = _number(usage.get("spend_total_tokens"))
-        seconds = _number(s.get("duration_seconds"))
+        tokens = number(usage.get("spend_total_tokens"))
+        seconds = number(s.get("duration_seconds"))
         facts = " · ".join(b for b in (
             f"{len(turns)} turns" if turns else "",
             f"{tokens:,.0f} tokens" if tokens is not None else "",
-            money(_number(usage.get("cost_usd"))) + " cost",
+            money(number(usage.get("cost_usd"))) + " cost",
             f"{seconds:.1f} s" if seconds is not None else "") if b)
         end = " · ".join(_text(f"{k}: {s[k]}") for k in
                          ("blocked_reason", "error", "termination_reason") if s.get(k))

@@ -93,8 +93,10 @@ def test_the_warning_reaches_the_user(project):
 
 def test_the_report_reads_the_daemons_pool_reading():
     from pytest_jaato_eval.report.arms import budget_text
-    record = {"usage": {"cost_usd": None, "spend_total_tokens": 30}, "budget_ceiling": None,
-              "pool_limits": {"tokens": 65},
-              "pool_on_arrival": {"cascade_driver_id": "c", "declared": True,
-                                  "limits": {"tokens": 65}, "remaining": {"tokens": 35.0}}}
+    from pytest_jaato_eval.results.record import ArmRecord
+    record = ArmRecord.from_dict({
+        "arm_id": "a", "usage": {"cost_usd": None, "spend_total_tokens": 30},
+        "budget_ceiling": None, "pool_limits": {"tokens": 65},
+        "pool_on_arrival": {"cascade_driver_id": "c", "declared": True,
+                            "limits": {"tokens": 65}, "remaining": {"tokens": 35.0}}})
     assert budget_text(record) == "30 tokens / pool 65 tokens (46% consumed on arrival)"

@@ -34,9 +34,9 @@ from pytest_jaato_eval.task import load as task_load
 from pytest_jaato_eval.task.load import ManifestError, load_task
 from pytest_jaato_eval.task.model import Task
 from pytest_jaato_eval.pytest_layer.outcome import junit_properties, verdict_table
-from pytest_jaato_eval.results.cell import reason_key
+from pytest_jaato_eval.results.pivot import reason_key
 from pytest_jaato_eval.results.pivot import build_cells
-from pytest_jaato_eval.results.pivot_text import render_pivot
+from pytest_jaato_eval.results.pivot import render_pivot
 from pytest_jaato_eval.results.record import RECORD_KEYS
 from pytest_jaato_eval.render import safe_text
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_jaato_eval.results.commands import main
+from pytest_jaato_eval.cli import main
 from pytest_jaato_eval.results.pivot import build_cells
 from jaato_project import short_tmpdir, unused_plugins
 

@@ -15,7 +15,7 @@ import pytest
 from pytest_jaato_eval.results.record import RECORD_KEYS, ArmRecord, RecordError
 from pytest_jaato_eval.results.store import (Store, StoreError, is_evidence, lock_path,
                                             previous_path)
-from pytest_jaato_eval.results.store_reader import read_records, scan
+from pytest_jaato_eval.results.stores import read_records, scan
 from pytest_jaato_eval.testing.records import arm_record, write_store
 
 

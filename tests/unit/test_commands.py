@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_jaato_eval.results.commands import main
+from pytest_jaato_eval.cli import main
 from pytest_jaato_eval.results.record import RECORD_KEYS
 from pytest_jaato_eval.testing.records import PROVENANCE, arm_record, write_store
 
@@ -73,7 +73,7 @@ def test_report_pdf_without_weasyprint_names_the_install_line(tmp_path):
     store = write(tmp_path / "s.jsonl", BASE)
     argv = ["report", str(store), "--pdf", str(tmp_path / "r.pdf")]
     code = ("import sys; sys.modules['weasyprint'] = None; "
-            "from pytest_jaato_eval.results.commands import main; "
+            "from pytest_jaato_eval.cli import main; "
             f"raise SystemExit(main({argv!r}))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=120)

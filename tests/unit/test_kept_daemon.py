@@ -7,7 +7,7 @@ import os
 import pytest
 
 from pytest_jaato_eval import kept_daemon
-from pytest_jaato_eval.results.commands import main
+from pytest_jaato_eval.cli import main
 
 
 def test_one_folder_per_project_for_this_user_alone(tmp_path):

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from pytest_jaato_eval.results.commands import main
+from pytest_jaato_eval.cli import main
 from test_commands import arm, run_cli, write
 
 

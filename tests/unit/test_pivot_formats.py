@@ -12,10 +12,10 @@ import cmarkgfm
 import pytest
 
 from pytest_jaato_eval.pytest_layer.controller import append_step_summary
-from pytest_jaato_eval.results.commands import main
+from pytest_jaato_eval.cli import main
 from pytest_jaato_eval.results.pivot import Pivot
-from pytest_jaato_eval.results.pivot_formats import markdown
-from pytest_jaato_eval.results.pivot_text import render_pivot
+from pytest_jaato_eval.results.pivot import markdown
+from pytest_jaato_eval.results.pivot import render_pivot
 from pytest_jaato_eval.testing.records import arm_record, write_store
 from document_checks import parse
 

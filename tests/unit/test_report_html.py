@@ -113,13 +113,13 @@ def test_chart_says_what_it_could_not_plot():
 
 def test_chart_cost_axis_goes_logarithmic_when_costs_span_decades():
     points = [chart.Point("cheap", 1, 1, 0.001), chart.Point("dear", 1, 1, 0.5)]
-    svg = chart.svg(points)
+    svg = html.chart_svg(points)
     assert "log scale" in svg and "$0.001" in svg and "$0.5" in svg
-    assert "log scale" not in chart.svg([chart.Point("a", 1, 1, 0.1), chart.Point("b", 1, 2, 0.2)])
+    assert "log scale" not in html.chart_svg([chart.Point("a", 1, 1, 0.1), chart.Point("b", 1, 2, 0.2)])
 
 
 def test_reference_store_renders(tmp_path):
-    from pytest_jaato_eval.results.command_io import read_store
+    from pytest_jaato_eval.results.stores import read_store
     doc = html.render(read_store(DATA / "jaato-eval-0.3.4.jsonl").records)
     text = "".join(parse(doc).text)
     assert "harness: — (not recorded)" in text and "jaato-sdk: 0.29.4" in text
@@ -181,7 +181,7 @@ def test_pdf_pages_hold_the_tables(tmp_path):
 
 def test_pdf_of_the_reference_store_through_the_command(tmp_path):
     _need_pdf_tools()
-    from pytest_jaato_eval.results.commands import main
+    from pytest_jaato_eval.cli import main
     target = tmp_path / "ref.pdf"
     # Exit 1: the store holds a FAIL (report exits with the verdict vocabulary).
     assert main(["report", str(DATA / "jaato-eval-0.3.4.jsonl"), "--pdf", str(target)]) == 1
@@ -250,13 +250,13 @@ def test_no_field_is_ever_rendered_as_markup_or_as_a_template(tmp_path, monkeypa
 def test_a_huge_evidence_line_is_cut():
     record = arm("t", "s", 0, "FAIL", evidence=["Z" * 100_000, "tail"])
     doc = html.render([record])
-    assert "Z" * (html.tables.EVIDENCE_LINE_CHARS - 1) + "…" in doc
-    assert "Z" * html.tables.EVIDENCE_LINE_CHARS not in doc and "tail" in doc
+    assert "Z" * (html.arms.EVIDENCE_LINE_CHARS - 1) + "…" in doc
+    assert "Z" * html.arms.EVIDENCE_LINE_CHARS not in doc and "tail" in doc
 
 
 def test_the_pivot_cells_say_what_the_terminal_pivot_says():
     from pytest_jaato_eval.results.pivot import build_cells
-    from pytest_jaato_eval.results.pivot_text import pivot_rows
+    from pytest_jaato_eval.results.pivot import pivot_rows
     records = RECORDS + [arm("write-file", "echo", 3, "PASS"), arm("write-file", "echo", 4, "FAIL")]
     header, rows = pivot_rows(build_cells(records))
     table = re.search(r'<table class="pivot">.*?</table>', html.render(records), re.S).group(0)

@@ -7,10 +7,10 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_jaato_eval.results.command_io import read_store
-from pytest_jaato_eval.results.cell import DASH, default_k
+from pytest_jaato_eval.results.stores import read_store
+from pytest_jaato_eval.results.pivot import DASH, default_k
 from pytest_jaato_eval.results.pivot import Pivot, build_cells
-from pytest_jaato_eval.results.pivot_text import render_pivot
+from pytest_jaato_eval.results.pivot import render_pivot
 from pytest_jaato_eval.testing.records import arm_record, write_store
 
 
@@ -245,7 +245,7 @@ def test_the_partial_line_reader_reads_every_line_as_json_loads(tmp_path, monkey
     """The pivot reads only the keys it needs of a line (msgspec); on odd lines it must
     still give exactly the cells, skips and partial line that reading it whole gives."""
     import pytest_jaato_eval.results.pivot as pivot_module
-    from pytest_jaato_eval.results.store_reader import _json_loads, fields_loader
+    from pytest_jaato_eval.results.stores import _json_loads, fields_loader
 
     records = [arm("t", "s", r, "PASS" if r % 3 else "FAIL", h=f"h{r % 2}", cost=0.5)
                for r in range(6)]
@@ -294,7 +294,7 @@ _json_values = st.recursive(
 @given(st.dictionaries(st.sampled_from(["arm_id", "state", "x", "usage"]), _json_values),
        st.booleans())
 def test_the_fast_loaders_read_any_json_line_as_json_loads(obj, ascii_only):
-    from pytest_jaato_eval.results.store_reader import _json_loads, fields_loader
+    from pytest_jaato_eval.results.stores import _json_loads, fields_loader
 
     # Raw UTF-8, lone surrogates written as bytes (invalid UTF-8) included.
     line = json.dumps(obj, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")

@@ -15,8 +15,8 @@ from pytest_jaato_eval.engine.accounting import (
 from pytest_jaato_eval.engine.agent_run import AgentRun
 from pytest_jaato_eval.graders.context import truncation_reason
 from pytest_jaato_eval.pytest_layer.outcome import fold_exit_status
-from pytest_jaato_eval.results.pivot import build_cells
-from pytest_jaato_eval.results.pivot import render_pivot
+from pytest_jaato_eval.results.pivot import build_cells, render_pivot
+from pytest_jaato_eval.results.record import ArmRecord
 from pytest_jaato_eval.results.store import Store
 from pytest_jaato_eval.results.stores import latest_by_arm, read_records
 from pytest_jaato_eval.verdict import BLOCKED, FAIL, PASS, Verdict, roll_up
@@ -270,11 +270,11 @@ def test_store_keeps_an_old_file_and_skips_a_cut_last_line(tmp_path):
     appending = Store(path, append=True)
     appending.append({"arm_id": "c"})
     appending.close()
-    assert [r["arm_id"] for r in read_records(path)] == ["a", "c"]
+    assert [r.arm_id for r in read_records(path)] == ["a", "c"]
 
 
 def test_a_repeated_arm_id_counts_once_last_wins():
-    latest = latest_by_arm([{"arm_id": "x", "state": FAIL}, {"arm_id": "x", "state": PASS}])
+    latest = latest_by_arm([ArmRecord(arm_id="x", state=FAIL), ArmRecord(arm_id="x", state=PASS)])
     assert [(r.arm_id, r.state) for r in latest.values()] == [("x", PASS)]
 
 

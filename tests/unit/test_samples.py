@@ -20,8 +20,8 @@ from pytest_jaato_eval.task.load import ManifestError, json_schema, load_task
 from pytest_jaato_eval.pytest_layer.outcome import arm_identity, block_crashed, identity_properties
 from pytest_jaato_eval.pytest_layer.shard import unit_of
 from pytest_jaato_eval.report import html
-from pytest_jaato_eval.results.cell import ArmSummary, Cell, default_k
-from pytest_jaato_eval.results.commands import report_exit
+from pytest_jaato_eval.results.pivot import ArmSummary, Cell, default_k
+from pytest_jaato_eval.cli import report_exit
 from pytest_jaato_eval.testing.records import arm_record
 
 TASK = """\

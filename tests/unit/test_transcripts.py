@@ -16,7 +16,7 @@ from pytest_jaato_eval.engine.agent_run import AgentRun
 from pytest_jaato_eval.redact import Redactor
 from pytest_jaato_eval.report import html
 from pytest_jaato_eval.results import transcripts
-from pytest_jaato_eval.results.commands import main
+from pytest_jaato_eval.cli import main
 from pytest_jaato_eval.results.store import Store
 from pytest_jaato_eval.results.transcript_view import text_lines
 from pytest_jaato_eval.testing.records import arm_record, write_store

@@ -7,13 +7,10 @@ carry only the SDK pins; a pin nobody recorded is unknown, not a difference.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
-from ..results.cell import ArmSummary
-from ..results.pivot import PROVENANCE_PINS, summarise
-
-if TYPE_CHECKING:
-    from ..results.pivot import Pivot
+from .pivot import PROVENANCE_PINS, ArmSummary, Pivot, summarise
+from .stores import StoreFile
 
 
 def pins(records: Iterable[Any]) -> dict[str, Any]:
@@ -22,7 +19,7 @@ def pins(records: Iterable[Any]) -> dict[str, Any]:
     return _pins(summarise(r) for r in records)
 
 
-def pins_of(pivot: "Pivot") -> dict[str, Any]:
+def pins_of(pivot: Pivot) -> dict[str, Any]:
     """The pins of a pivot's arms (the latest record per arm), without re-reading them."""
     return _pins(a for c in pivot.cells for a in c.arms)
 
@@ -62,6 +59,19 @@ def pin_differences(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
                          f"{', '.join(h[:12] for h in nt[task])}): "
                          f"its arms measure different tasks")
     return lines
+
+
+def pin_notes(stores: list[StoreFile]) -> list[str]:
+    """One line per provenance pin whose value differs between stores read as one."""
+    per_store = [(s.path, pins(s.records)) for s in stores]
+    notes = []
+    for key in PROVENANCE_PINS:
+        values = {tuple(p.get(key) or ()) for _, p in per_store}
+        if len(values) > 1:
+            where = "; ".join(f"{', '.join(p.get(key) or ['not recorded'])} ({path})"
+                              for path, p in per_store)
+            notes.append(f"{key} differs between the stores: {where}")
+    return notes
 
 
 def pins_summary(p: dict[str, Any]) -> list[str]:

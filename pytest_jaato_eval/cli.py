@@ -1,0 +1,491 @@
+"""`python -m pytest_jaato_eval COMMAND`: every command, its options and its exit codes.
+
+The store commands read any result store, ours or one written by jaato-eval 0.3.4
+(same record; ours adds keys), in one streaming pass where they can: a store of any
+size costs a summary per arm, never its whole records. Exit codes:
+
+    report    0 every arm passed · 1 an arm FAILED · 2 an arm BLOCKED, or nothing ran
+              (--exit-zero: 0 whatever the verdicts)
+    compare   0 no group regressed · 1 a group regressed
+    validate  0 ok · 1 problems found
+    merge     0 written · 2 refused (an invalid input, a task changed between the inputs)
+    show      0 shown · 1 no arm matched
+    review    0 nothing awaits review · 1 some arm does
+    all       2 unusable input: a missing or unreadable store, one with no record, a
+              bad option, an output that would overwrite an input
+
+Bad input is one line naming the file (and line, and key), never a traceback. What is
+read is results/ (stores.py reads, pivot.py counts); what is written for people is
+report/. `daemon` (keep a daemon running between runs) is kept_daemon.py's.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from . import kept_daemon
+from .render import safe_text
+from .report import html, pdf
+from .report.arms import evidence_tail
+from .results import transcripts
+from .results.compare import cell_text, compare_groups, cost_delta_text
+from .results.pins import pin_differences, pin_notes, pins_of
+from .results.pivot import (FORMATS, RENDERERS, Cell, money, open_stores, plural,
+                            render_pivot, table_lines)
+from .results.record import ArmRecord
+from .results.review import awaiting_review
+from .results.store import check_output
+from .results.stores import Merged, Refused, Unusable, combine, limited, read_store
+from .results.transcript_view import seconds, text_lines
+from .results.validate import validate_across, validate_store
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE = 0, 1, 2
+EXIT_PASSED, EXIT_FAILED, EXIT_BLOCKED = 0, 1, 2  # report: the verdict vocabulary
+PROG = "python -m pytest_jaato_eval"
+
+
+def say(line: str, file=None) -> None:
+    """Print one line of a command's output. Arm ids, task ids and reasons come from a
+    store anybody may have written, so no control character reaches the terminal."""
+    print(safe_text(line, None, collapse=False), file=file or sys.stdout)
+
+
+def expand(patterns: Sequence[str]) -> list[Path]:
+    """Paths and glob patterns (a pattern the shell left alone, e.g. quoted) -> the stores,
+    each once, in the order given (a pattern's matches sorted)."""
+    out: list[Path] = []
+    seen: set[str] = set()
+    for pattern in patterns:
+        if glob.has_magic(pattern) and not os.path.lexists(pattern):
+            matches = sorted(glob.glob(pattern, recursive=True))
+            if not matches:
+                raise Unusable(f"{pattern}: no file matches this pattern")
+        else:
+            matches = [pattern]
+        for match in matches:
+            key = os.path.realpath(match)
+            if key not in seen:  # a file named twice (or by two patterns) is read once
+                seen.add(key)
+                out.append(Path(match))
+    return out
+
+
+# -- report ---------------------------------------------------------------------------------
+def report_exit(cells: list[Cell]) -> int:
+    """0 every arm passed, 1 any FAIL, 2 any BLOCKED (or an unknown state) or nothing ran.
+    A FAIL under an xfail mark is no FAIL here, a PASS under a strict one is: as the run."""
+    if any(c.fails_the_run for c in cells):
+        return EXIT_FAILED
+    if any(c.blocked for c in cells) or not any(c.passed for c in cells):
+        return EXIT_BLOCKED
+    return EXIT_PASSED
+
+
+def cmd_report(args) -> int:
+    stores = expand(args.store)
+    for option in ("html", "pdf"):
+        refusal = check_output(f"--{option}", getattr(args, option),
+                               *(("store", p) for p in stores))
+        if refusal:
+            raise Unusable(refusal)
+    if args.pdf:  # P4: fail before doing anything, naming the install line
+        try:
+            pdf.load_weasyprint()
+        except pdf.PdfUnavailable as exc:
+            say(f"error: --pdf: {exc}", file=sys.stderr)
+            return EXIT_UNUSABLE
+    pivot = open_stores(stores)
+    for note in pivot.skipped_notes():
+        say(note, file=sys.stderr)
+    if args.format == "text":
+        say(f"{pivot.source}: {pivot.counted}")
+        lines = render_pivot(pivot.cells, k=args.k)
+    else:  # stdout holds the document alone, for a pipe or a file
+        lines = RENDERERS[args.format](pivot.cells, k=args.k, source=str(pivot.source),
+                                       arms=pivot.arm_count).splitlines()
+    for line in lines:
+        say(line)
+    said = sys.stdout if args.format == "text" else sys.stderr
+    document = {"source": str(pivot.source), "k": args.k}
+    if args.html:  # streamed to the file, a task at a time
+        html.write(Path(args.html), pivot, **document)
+        say(f"html report: {args.html}", file=said)
+    if args.pdf:
+        pdf.write(Path(args.pdf), html.render(pivot, **document))
+        say(f"pdf report: {args.pdf}", file=said)
+    code = report_exit(pivot.cells)
+    if args.exit_zero:
+        return EXIT_OK
+    return code
+
+
+# -- compare --------------------------------------------------------------------------------
+def cmd_compare(args) -> int:
+    if args.more:
+        raise Unusable(f"compare takes two sides, BASE and NEW, got {2 + len(args.more)} "
+                       f"arguments; for several stores a side, quote a pattern "
+                       f"('shards/*.jsonl') so it reaches compare as one argument")
+    base, new = open_stores(expand([args.base])), open_stores(expand([args.new]))
+    for note in base.skipped_notes() + new.skipped_notes():
+        say(note, file=sys.stderr)
+    say(f"base: {base.source} ({plural(base.arm_count, 'arm')})")
+    say(f"new:  {new.source} ({plural(new.arm_count, 'arm')})")
+    for w in pin_differences(pins_of(base), pins_of(new)):
+        say(f"warning: pins differ: {w}")
+    paired: list[str] = []
+    changes = compare_groups(base.cells, new.cells, paired)
+    for line in paired:
+        say(f"note: {line}")
+    header = ("group", "base", "new", "Δ pass rate", "Δ cost/arm", "flips", "")
+    rows = []
+    for g in changes:
+        d = g.delta
+        flips = ", ".join(x for x in (f"{len(g.down)} PASS→FAIL" if g.down else "",
+                                      f"{len(g.up)} FAIL→PASS" if g.up else "") if x) or "—"
+        rows.append((f"{g.task_id} @ {g.profile_set}", cell_text(g.base), cell_text(g.new),
+                     "—" if d is None else f"{100 * d:+.0f} pts", cost_delta_text(g), flips,
+                     "REGRESSED" if g.regressed else ""))
+    for line in table_lines(header, rows):
+        say(line)
+    for g in changes:
+        name = f"{g.task_id} @ {g.profile_set}"
+        for arm in g.down:
+            say(f"PASS→FAIL {arm}")
+        for arm in g.up:
+            say(f"FAIL→PASS {arm}")
+        for line in g.blocked:
+            say(f"blocked change {line}")
+        if g.base is None:
+            say(f"note: {name} is only in the new store")
+        elif g.new is None:
+            say(f"note: {name} is only in the base store")
+    both = sum(g.in_both for g in changes)
+    one_side = len(changes) - both
+    regressed = [g for g in changes if g.regressed]
+    if regressed:
+        names = ", ".join(f"{g.task_id} @ {g.profile_set}" for g in regressed)
+        say(f"regressed: {plural(len(regressed), 'group')}: {names}")
+        return EXIT_PROBLEMS
+    if not both:
+        say(f"nothing compared: no group (task @ profile set) is in both stores "
+            f"({plural(one_side, 'group')} in only one)")
+        return EXIT_UNUSABLE
+    smaller = min(sum(g.base is not None for g in changes), sum(g.new is not None for g in changes))
+    if 2 * both < smaller:  # "no group regressed" would be a claim about groups never compared
+        say(f"refused: only {both} of the {smaller} groups of the smaller store are in both "
+            f"stores; compare stores of the same tasks and profile sets (the groups in only "
+            f"one are listed above)")
+        return EXIT_UNUSABLE
+    tail = f"; {plural(one_side, 'group')} in only one store" if one_side else ""
+    say(f"no group regressed ({plural(both, 'group')} in both stores compared{tail})")
+    return EXIT_OK
+
+
+# -- validate -------------------------------------------------------------------------------
+def cmd_validate(args) -> int:
+    paths = expand(args.store)
+    results = [validate_store(path) for path in paths]
+    across = validate_across(paths) if len(paths) > 1 else ([], [])
+    for warning in [w for _, ws, _ in results for w in ws] + across[1]:
+        say(f"warning: {warning}")
+    for problem in [p for ps, _, _ in results for p in ps] + across[0]:
+        say(f"problem: {problem}")
+    for problems, _, summary in results:
+        say(summary if problems else f"{summary}: ok")
+    failed = any(ps for ps, _, _ in results) or across[0]
+    if len(paths) > 1:
+        say(f"{len(paths)} stores read as one: {plural(len(across[0]), 'problem')}, "
+            f"{plural(len(across[1]), 'warning')} across them" + ("" if failed else ": ok"))
+    return EXIT_PROBLEMS if failed else EXIT_OK
+
+
+# -- merge: one store written from several, by stores.py's rules ---------------------------
+def _refuse_output_over_input(out: Path, inputs: list[Path]) -> None:
+    for path in inputs:
+        same = os.path.realpath(out) == os.path.realpath(path)
+        if not same and out.exists():
+            try:
+                same = os.path.samefile(out, path)
+            except OSError:
+                pass
+        if same:
+            raise Refused(f"{out}: is also an input ({path}); merge never writes over an "
+                          f"input: name a new OUT")
+
+
+def _keep_existing(out: Path) -> Path | None:
+    """An existing OUT is kept under a timestamped name, never overwritten (as a run's store)."""
+    if not out.exists() and not out.is_symlink():
+        return None
+    if out.is_dir():
+        raise Unusable(f"{out}: is a directory, expected the merged store's file name")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target, n = out.with_name(f"{out.stem}.{stamp}{out.suffix}"), 1
+    while target.exists() or target.is_symlink():
+        target, n = out.with_name(f"{out.stem}.{stamp}-{n}{out.suffix}"), n + 1
+    out.rename(target)
+    return target
+
+
+def write_merged(out: Path, merged: Merged) -> Path | None:
+    """Write the records that count to OUT, each line exactly as its input had it, whole
+    or not at all; returns where an old OUT was kept."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.merging-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            for index, store in enumerate(merged.stores):
+                offsets = [store.offset_of[p] for i, p in merged.chosen if i == index]
+                with open(store.path, "rb") as src:
+                    for offset in offsets:
+                        src.seek(offset)
+                        line = src.readline()
+                        fh.write(line if line.endswith(b"\n") else line + b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        kept = _keep_existing(out)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return kept
+
+
+def cmd_merge(args) -> int:
+    out = Path(args.out)
+    inputs = expand(args.stores)
+    _refuse_output_over_input(out, inputs)
+    stores = [read_store(p) for p in inputs]
+    problems = [p for s in stores for p in s.problems]
+    if problems:
+        for line in limited(problems, "problems"):
+            say(f"problem: {line}", file=sys.stderr)
+        raise Refused(f"{len(problems)} problem(s) in the inputs (listed above; `validate` "
+                      f"shows them all): a merged store must be valid; nothing written")
+    merged = combine(stores)
+    merged.refuse_changed()
+    for note in merged.skipped_notes():
+        say(note, file=sys.stderr)
+    for note in pin_notes(stores):
+        say(f"warning: {note}", file=sys.stderr)
+    kept = write_merged(out, merged)
+    if kept is not None:
+        transcripts.follow(out, kept)  # the old OUT's transcripts go with it
+    missing = 0  # each counted record's transcript, copied beside OUT
+    for index, position in merged.chosen:
+        store = merged.stores[index]
+        name = store.records[position].transcript
+        if name is not None and not transcripts.copy(store.path, out, name):
+            missing += 1
+    total = sum(len(s.records) for s in stores)
+    say(f"{out}: {len(merged.records)} arms from {len(stores)} stores ({total} records read"
+        + (f", {len(merged.replaced)} arms in more than one store" if merged.replaced else "")
+        + ")")
+    if kept is not None:
+        say(f"the previous {out.name} was kept as {kept}")
+    if missing:
+        say(f"warning: {missing} record(s) name a transcript their input's folder does not "
+            f"hold; the merged store names it all the same", file=sys.stderr)
+    return EXIT_OK
+
+
+# -- show: an arm's story in the terminal ----------------------------------------------------
+def _matcher(expr: str | None) -> Callable[..., bool] | None:
+    if expr is None:
+        return None
+    from _pytest.mark.expression import Expression  # pytest's own -k grammar, only for -k
+    try:
+        compiled = Expression.compile(expr)
+    except SyntaxError as exc:  # what pytest's parser raises (ParseError in older pytest)
+        raise Unusable(f"-k {expr!r}: {getattr(exc, 'msg', None) or exc}") from None
+
+    def matches(*words: str) -> bool:
+        lowered = [w.lower() for w in words]
+        def found(name: str, /, **_: Any) -> bool:
+            return any(name.lower() in w for w in lowered)
+        return compiled.evaluate(found)
+    return matches
+
+
+def cmd_show(args) -> int:
+    pivot = open_stores([Path(args.store)])
+    for note in pivot.skipped_notes():
+        say(note)
+    matches = _matcher(args.expr)
+    wanted = set(args.arm_ids)
+    shown = 0
+    for cell in pivot.cells:
+        chosen = {a.arm_id for a in cell.arms
+                  if (not wanted or a.arm_id in wanted)
+                  and (matches is None or matches(a.arm_id, a.task_id, a.profile_set,
+                                                  str(a.state)))}
+        if not chosen:
+            continue
+        for record in pivot.arms(cell):
+            if record.arm_id in chosen:
+                if shown:
+                    say("")
+                for line in story(record, args.store):
+                    say(line)
+                shown += 1
+    if not shown:
+        what = ", ".join(sorted(wanted)) if wanted else (f"-k {args.expr!r}" if args.expr
+                                                         else "")
+        say(f"{args.store}: no arm matches {what}".rstrip())
+        return EXIT_PROBLEMS
+    if shown > 1:
+        say("")
+        say(f"{plural(shown, 'arm')} shown")
+    return EXIT_OK
+
+
+def story(record: ArmRecord, store: str) -> list[str]:
+    """One arm: its heading, its transcript, then its verdicts and their evidence."""
+    judge = record.judge_usage
+    cost = money(record.cost) + (f" + judge {money(record.judge_cost)}" if judge else "")
+    lines = ["=" * 78, safe_text(f"{record.arm_id}: {record.state} · {cost} · "
+                                 f"{seconds(record.duration_seconds)} · turns "
+                                 f"{record.turns if record.turns is not None else '—'}",
+                                 400, collapse=False)]
+    if record.blocked_reason:
+        lines.append(f"blocked: {safe_text(record.blocked_reason, 2000)}")
+    if record.error:
+        lines.append(f"error: {safe_text(record.error, 2000)}")
+    try:
+        lines += text_lines(transcripts.read(store, record.transcript))
+    except transcripts.TranscriptUnreadable as exc:
+        lines.append(f"transcript: {safe_text(exc, 600)}")
+    lines += ["", "verdicts:"]
+    for v in record.verdicts:
+        lines.append(safe_text(f"  {v['grader_id']}: {v['state']} — "
+                               f"{v.get('blocked_reason') or v['detail']}", 600,
+                               collapse=False))
+        lines += [f"      {line}" for line in evidence_tail(v)]
+    if not record.verdicts:
+        lines.append("  (no grader ran)")
+    return lines
+
+
+# -- review: the arms a judge handed to a human ----------------------------------------------
+def cmd_review(args) -> int:
+    store = read_store(args.store)  # unreadable lines are skipped; `validate` names them
+    waiting = awaiting_review(store.records)
+    if not waiting:
+        say(f"{store.path}: no arm awaits human review")
+        return EXIT_OK
+    say(f"{store.path}: {len(waiting)} arm(s) await human review")
+    for record, verdict in waiting:
+        say("")
+        say(f"{record.arm_id}  (task {record.task_id}, profile set "
+            f"{record.profile_set}, model {record.model or '—'})")
+        say(f"  {verdict['grader_id']}: {verdict['blocked_reason']}")
+        for line in verdict["evidence"]:
+            say(f"    {line}")
+        if record.workspace:
+            say(f"  workspace kept: {record.workspace}")
+    return EXIT_PROBLEMS
+
+
+def cmd_schema(args) -> int:
+    from .task.load import cmd_schema  # pydantic only when asked
+    return cmd_schema(args)
+
+
+# -- the parser -----------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's own exit code for usage errors is 2: ours too
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_UNUSABLE)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Read jaato-eval result stores (JSONL).")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    rep = sub.add_parser(
+        "report", help="print the pivot of a store; optionally write HTML/PDF; exit 0 when "
+                       "every arm passed, 1 on a FAIL, 2 on a BLOCKED arm or when nothing ran",
+        description="Print the pivot of a result store. Exit status, as for the run that "
+                    "wrote it: 0 every arm passed, 1 an arm FAILED, 2 an arm was BLOCKED or "
+                    "nothing ran (also: unusable input). --exit-zero: 0 whatever the verdicts.")
+    rep.add_argument("store", nargs="+", help="a result store (ours or jaato-eval 0.3.4's); "
+                                              "several, or a quoted glob, are read as one")
+    rep.add_argument("--format", choices=FORMATS, default="text",
+                     help="the pivot on stdout as: text (the table, default), markdown "
+                          "(GitHub-flavoured, for $GITHUB_STEP_SUMMARY or a PR comment), json "
+                          "(each cell's n, rates and intervals as numbers), csv")
+    rep.add_argument("--html", metavar="PATH", help="write the self-contained HTML report")
+    rep.add_argument("--pdf", metavar="PATH", help="write the same report as PDF (needs "
+                                                   "pip install 'pytest-jaato-eval[pdf]')")
+    rep.add_argument("--k", type=_positive, default=None, metavar="K",
+                     help="k for pass@k / pass^k (default: the smallest sample among cells "
+                          "with repeats)")
+    rep.add_argument("--exit-zero", action="store_true",
+                     help="exit 0 whatever the verdicts (only the table is wanted); unusable "
+                          "input still exits 2")
+    rep.set_defaults(func=cmd_report)
+    cmp_ = sub.add_parser("compare", help="compare two stores per (task, profile set); "
+                                          "exit 1 when a group regressed, 2 when no group "
+                                          "is in both")
+    cmp_.add_argument("base", help="a store, or a quoted glob of stores read as one")
+    cmp_.add_argument("new", help="the same, for the new side")
+    cmp_.add_argument("more", nargs="*", help=argparse.SUPPRESS)  # an unquoted glob's spill
+    cmp_.set_defaults(func=cmd_compare)
+    val = sub.add_parser("validate", help="check a store against the record schema; "
+                                          "exit 1 on problems")
+    val.add_argument("store", nargs="+", help="a store; several, or a quoted glob, are "
+                                             "also checked against each other")
+    val.set_defaults(func=cmd_validate)
+    mrg = sub.add_parser("merge", help="write one store from several (the shards of a sweep); "
+                                       "exit 2 if a task changed between them")
+    mrg.add_argument("out", help="the merged store to write (never one of the inputs)")
+    mrg.add_argument("stores", nargs="+", help="the stores to merge (paths or quoted globs)")
+    mrg.set_defaults(func=cmd_merge)
+    sch = sub.add_parser("schema", help="print the JSON Schema of task.yaml (for an editor's "
+                                        "YAML language server)")
+    sch.set_defaults(func=cmd_schema)
+    rev = sub.add_parser("review", help="list the arms a judge left for human review, with "
+                                        "its reasoning and evidence; exit 1 when any")
+    rev.add_argument("store")
+    rev.set_defaults(func=cmd_review)
+    show = sub.add_parser(
+        "show", help="print arms' transcripts and verdicts (by arm id, or -k EXPR); exit 1 "
+                     "when no arm matches",
+        description="Print each chosen arm's transcript (prompt, messages, tool calls with "
+                    "arguments and results, turns, payload) and its graders' verdicts with "
+                    "their evidence. The transcript is read from the folder beside the store "
+                    "(<store>.transcripts/).")
+    show.add_argument("store", help="a result store")
+    show.add_argument("arm_ids", nargs="*", metavar="ARM_ID", help="arm ids, exactly")
+    show.add_argument("-k", dest="expr", metavar="EXPR", default=None,
+                      help="pytest's -k: substrings of the arm id, task, profile set or state, "
+                           "with and / or / not and parentheses (e.g. 'write and FAIL')")
+    show.set_defaults(func=cmd_show)
+    kept_daemon.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except Unusable as exc:
+        say(f"error: {exc}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    except OSError as exc:  # e.g. the --html target cannot be written
+        say(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_UNUSABLE
