@@ -1,8 +1,9 @@
-"""--jaato-shard I/N: the split itself (pure logic) and the option's usage errors.
+"""--jaato-shard I/N: the split itself (pure logic).
 
 The items here are stand-ins with the two attributes the split reads (a node id and
-the arm's task), since the split never looks at anything else; the end-to-end run
-of three shards against real daemons is in test_shard_e2e.py.
+the arm's task), since the split never looks at anything else; the option's usage
+errors (a pytest run each) are in tests/e2e/test_shard_usage_e2e.py, and the end-to-end
+run of three shards against real daemons in test_shard_e2e.py.
 """
 from __future__ import annotations
 
@@ -124,23 +125,3 @@ def test_bad_shard_values_are_refused(text):
 
 def test_good_shard_values():
     assert parse_shard("2/3") == Shard(2, 3) and str(parse_shard(" 1/1 ")) == "1/1"
-
-
-@pytest.mark.parametrize("value, why", [("0/3", "I counts from 1"), ("4/3", "I counts from 1"),
-                                        ("x/y", "got 'x/y'"), ("1/0", "N must be at least 1")])
-def test_a_bad_shard_is_a_one_line_usage_error(pytester, value, why):
-    pytester.makefile(".yaml", task="id: t\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--jaato-shard={value}")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    err = [line for line in result.stderr.lines if line.strip()]
-    assert len(err) == 1, result.stderr.str()
-    assert err[0].startswith("ERROR: --jaato-shard: expected I/N") and why in err[0]
-    assert "Traceback" not in result.stdout.str() + result.stderr.str()
-
-
-def test_last_failed_is_refused_with_a_shard(pytester):
-    """--lf collects only the files of this machine's failures: a split over that would
-    differ from every other machine's."""
-    result = pytester.runpytest_subprocess("--jaato-shard=1/2", "--lf")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --jaato-shard does not combine with --lf: *"])
