@@ -412,7 +412,7 @@ def record_problems(r: ArmRecord) -> tuple[list[str], list[str]]:
     if r.state == FAIL and FAIL not in vstates:
         problems.append("FAIL, but no grader verdict is FAIL")
     if r.task_id is not None and r.repeat is not None:
-        sample = r.get("sample_id")  # a dataset's row: task[sample]@set#repeat
+        sample = r.extra.get("sample_id")  # a dataset's row: task[sample]@set#repeat
         expected = f"{r.task_id}{f'[{sample}]' if sample is not None else ''}@{r.set_name}#{r.repeat}"
         if r.arm_id != expected:
             warnings.append(f"arm_id does not match task_id[sample_id]@profile_set#repeat "

@@ -175,11 +175,10 @@ class Store:
         self.rotated_to = target
         transcripts.follow(self.path, target)
 
-    def append(self, record: ArmRecord | dict) -> None:
+    def append(self, record: ArmRecord) -> None:
         if self._fh is None:
             self._open()
-        data = record.to_dict() if isinstance(record, ArmRecord) else record
-        self._write(json.dumps(data, default=str) + "\n")
+        self._write(json.dumps(record.to_dict(), default=str) + "\n")
         if self.fsync:
             os.fsync(self._fh.fileno())  # a killed run keeps every arm it finished
         self.written += 1
@@ -192,7 +191,7 @@ class Store:
         self._ours.update(data)
         self._ours_size += len(data)
 
-    def set_aside_forgery(self, kept: list[dict], own: list[ArmRecord]) -> Path:
+    def set_aside_forgery(self, kept: list[ArmRecord], own: list[ArmRecord]) -> Path:
         """The file holds what this run did not write: it goes aside, untouched, as evidence
         (`NAME.tampered-STAMP.jsonl`, which no store command takes as a store), and the store
         is written afresh with what the run holds: what the file held when the run claimed it
@@ -209,7 +208,7 @@ class Store:
             if base is not None:
                 fh.seek(0)
                 base = fh.read(base_size)
-        lines = [json.dumps(r.to_dict() if isinstance(r, ArmRecord) else r, default=str)
+        lines = [json.dumps(r.to_dict(), default=str)
                  for r in ([] if base is not None else kept) + list(own)]
         if base and not base.endswith(b"\n"):
             base += b"\n"

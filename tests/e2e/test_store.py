@@ -374,7 +374,7 @@ def test_a_forged_store_is_set_aside_and_written_again_from_what_the_run_holds(t
     store.claim()
     store.append(ours[0])
     path.write_text(path.read_text().replace('"PASS"', '"FAIL"'))  # the old record edited
-    kept = [arm_record("u", repeat=0).to_dict()]
+    kept = [arm_record("u", repeat=0)]
     store.set_aside_forgery(kept, [ours[0]])
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [(r["task_id"], r["state"]) for r in lines] == [("u", "PASS"), ("t", "PASS")]
