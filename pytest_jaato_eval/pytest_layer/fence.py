@@ -17,6 +17,8 @@ import stat
 from functools import lru_cache
 from pathlib import Path
 
+from ..engine.files import read_bounded
+
 MANIFEST = "task.yaml"
 DEFAULT_ROOTS = ("fixture", ".jaato")
 MANIFEST_CAP = 1024 * 1024
@@ -92,7 +94,6 @@ def _fenced_names(task_dir: str, _stamp: int) -> frozenset[str]:
 
 def _declared_roots(task_dir: Path) -> list[str]:
     """The manifest's environment.fixture / config_root, read defensively (never raises)."""
-    from ..engine.files import read_bounded
     raw = read_bounded(task_dir / MANIFEST, MANIFEST_CAP)
     if raw is None:
         return []

@@ -5,7 +5,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..contract import PASSTHROUGH_NAME
 from ..engine.ceiling import Ceiling
+from ..report.pdf import PdfUnavailable, load_weasyprint
 from .shard import Shard, parse_shard
 
 DEFAULT_CEILING = 900.0
@@ -197,7 +199,6 @@ def _ceiling(opt, ini) -> Ceiling:
 
 
 def _check_pdf() -> None:
-    from ..report.pdf import PdfUnavailable, load_weasyprint
     try:
         load_weasyprint()
     except PdfUnavailable as exc:
@@ -226,7 +227,6 @@ def _sandbox(opt, ini) -> str:
 
 def _daemon_env(ini) -> tuple[str, ...]:
     names = tuple(str(n).strip() for n in ini("jaato_daemon_env") if str(n).strip())
-    from ..contract import PASSTHROUGH_NAME
     for name in names:
         if not PASSTHROUGH_NAME.fullmatch(name):
             raise UsageError(f"ini jaato_daemon_env: {name!r}: expected a variable name or "
