@@ -1,6 +1,7 @@
-"""The suite is also the lint gate: ruff and mypy, configured in pyproject.toml, must be clean.
+"""The suite is also the lint gate: ruff, mypy and import-linter, configured in pyproject.toml,
+must be clean.
 
-Both come with the `test` extra, so `./dev pytest tests/` (and CI, which runs it) checks them
+All three come with the `test` extra, so `./dev pytest tests/` (and CI, which runs it) checks them
 without another command. A finding prints exactly as the tool reports it.
 """
 from __future__ import annotations
@@ -34,3 +35,11 @@ def test_mypy_is_clean():
     # about a minute on a loaded 2-core machine, later ones a few seconds.
     result = _run("mypy")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_import_contract_holds():
+    # The layers, no cycle inside a folder, pytest only where it belongs: [tool.importlinter].
+    # --no-cache: a cache beside the sources would be one more file to ignore, for ~1 s saved.
+    result = _run("lint-imports", "--no-cache")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout, result.stdout
