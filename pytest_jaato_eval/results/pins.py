@@ -10,10 +10,11 @@ from collections import defaultdict
 from typing import Any, Iterable
 
 from .pivot import PROVENANCE_PINS, ArmSummary, Pivot, summarise
+from .record import ArmRecord
 from .stores import StoreFile
 
 
-def pins(records: Iterable[Any]) -> dict[str, Any]:
+def pins(records: Iterable[ArmRecord]) -> dict[str, Any]:
     """{pin: sorted distinct values}, plus `task_hash` as {task id: sorted distinct hashes}
     and `run_id` as the distinct run ids. Unrecorded values are left out."""
     return _pins(summarise(r) for r in records)

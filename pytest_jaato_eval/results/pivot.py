@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from . import stats
-from .record import ArmRecord, RecordError, coerce, fields_reader, number
+from .record import DEFAULT_SET, ArmRecord, RecordError, coerce, fields_reader, number
 from .stores import Unusable, combine, fields_loader, no_record, read_at, read_store, readable
 from ..render import safe_text
 from ..verdict import BLOCKED, FAIL, PASS, blocked_grader
@@ -312,7 +312,8 @@ class _Interned:
     def __init__(self):
         self._seen: dict[Any, tuple | None] = {}
 
-    def __call__(self, data: dict) -> tuple | None:
+    def __call__(self, data: dict, typed: bool = False) -> tuple | None:
+        """The pins of a store line's `provenance`, or (typed) of a record's."""
         raw = data.get("provenance")
         if not raw:
             return None
@@ -321,7 +322,7 @@ class _Interned:
             return self._seen[key]
         except (KeyError, TypeError):  # new, or unhashable as read
             pass
-        prov = _read_provenance(data)[1]
+        prov = raw if typed else _read_provenance(data)[1]
         pins = None if not prov else tuple(
             None if prov.get(k) is None else str(prov.get(k)) for k in PROVENANCE_PINS)
         try:
@@ -344,19 +345,32 @@ def _summary(data: dict, offset: int | None, intern: _Interned) -> ArmSummary:
     judge = data.get("judge_usage")
     judged = type(judge) is dict
     judge_cost = number(judge.get("cost_usd")) if judged else None
-    xfail = data.get("xfail")
-    sample = data.get("sample_id")
-    return ArmSummary(arm_id, str(task), pset or "default", repeat if repeat is not None else 0,
-                      state, reason, phash, cost, tokens, run_id, thash, intern(data), offset,
-                      judged, judge_cost,
-                      xfail=("strict" if xfail.get("strict") else "xfail")
-                      if type(xfail) is dict else None,
-                      sample_id=sample if type(sample) is str else None)
+    return ArmSummary(arm_id, str(task), pset or DEFAULT_SET,
+                      repeat if repeat is not None else 0, state, reason, phash, cost, tokens,
+                      run_id, thash, intern(data), offset, judged, judge_cost,
+                      **_marks(data.get("xfail"), data.get("sample_id")))
 
 
-def summarise(record: ArmRecord | dict, offset: int | None = None,
-              intern: _Interned | None = None) -> ArmSummary:
-    return _summary(coerce(record).to_dict(), offset, intern or _Interned())
+def _marks(xfail: Any, sample: Any) -> dict[str, str | None]:
+    """The keys an arm of ours may add: its xfail mark and its dataset row."""
+    return {"xfail": ("strict" if xfail.get("strict") else "xfail")
+            if type(xfail) is dict else None,
+            "sample_id": sample if type(sample) is str else None}
+
+
+def summarise(record: ArmRecord, intern: _Interned | None = None) -> ArmSummary:
+    """What the pivot keeps of a record in memory, read from its typed fields (`_summary`
+    decides the same values from a store's line)."""
+    reason = record.blocked_reason
+    if record.state == BLOCKED and not reason:
+        reason = blocked_grader(record.verdicts)
+    return ArmSummary(record.arm_id, str(record.task_id), record.set_name,
+                      record.repeat if record.repeat is not None else 0, record.state, reason,
+                      record.payload_hash, record.cost, record.tokens, record.run_id,
+                      record.task_hash,
+                      (intern or _Interned())({"provenance": record.provenance}, typed=True),
+                      None, record.judge_usage is not None, record.judge_cost,
+                      **_marks(record.extra.get("xfail"), record.extra.get("sample_id")))
 
 
 class Pivot:
