@@ -25,10 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from jinja2 import StrictUndefined
-from jinja2 import TemplateError as JinjaError
-from jinja2.sandbox import SandboxedEnvironment
-
 DATASET_SUFFIXES = (".jsonl", ".csv")
 MAX_DATASET_BYTES = 64 << 20
 ID_FIELD = "id"
@@ -140,6 +136,9 @@ def first(samples: tuple[Sample, ...], limit: int | None) -> tuple[Sample, ...]:
 # -- templates -------------------------------------------------------------------------
 @functools.cache
 def _environment():
+    # Jinja2 on the first task with samples only: ~50 ms a process that most runs never need.
+    from jinja2 import StrictUndefined
+    from jinja2.sandbox import SandboxedEnvironment
     return SandboxedEnvironment(undefined=StrictUndefined, autoescape=False,
                                 keep_trailing_newline=True)
 
@@ -158,6 +157,7 @@ def render(value: Any, sample: Sample | None) -> Any:
     if sample is None:
         return value
     if isinstance(value, str):
+        from jinja2 import TemplateError as JinjaError  # loaded by _template already
         try:
             return _template(value).render(sample.values())
         except JinjaError as exc:
