@@ -20,7 +20,7 @@ import pytest
 import yaml
 from jaato_project import WRITER, processes_mentioning, shell_agent
 
-from pytest_jaato_eval.engine.sandbox import probe
+from pytest_jaato_eval.engine.sandbox import PIDS_MAX, PidsLimit, probe
 
 SECURITY_DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 
@@ -320,3 +320,42 @@ def test_a_grader_writing_through_the_agents_link_writes_only_in_the_sandbox(pro
         assert result.ret == 1
     finally:
         shutil.rmtree(outside, ignore_errors=True)
+
+
+ZOMBIES = """\
+import os
+made = 0
+while made < 8000:
+    try:
+        pid = os.fork()
+    except OSError:  # the sandbox's pids limit
+        break
+    if pid == 0:
+        os._exit(0)
+    made += 1
+open("zombies.txt", "w").write(f"{made}\\n")
+"""
+
+
+def test_zombies_an_agent_leaves_do_not_block_the_arms_after_it(project):
+    """The agent forks until its sandbox's pids limit refuses, and exits without reaping.
+    Unconfined, its zombies pass to whatever adopts orphans and may never be reaped; in the
+    sandbox's pid namespace they pass to bubblewrap's first process, which reaps them, so
+    the limit is free again for the arms after it on the same daemon."""
+    limit = PidsLimit.make(f"jaato-eval-{os.getpid()}-probe")
+    if limit is not None:
+        limit.remove()
+    # it forked thousands, and where the run can make a pids cgroup, no more than its limit
+    bound = [{"kind": "script", "run": f"test $(cat zombies.txt) -lt {PIDS_MAX}"}] if limit else []
+    project.task("a-zombies", profile=shell_agent("zombies", "python3 zombies.py"),
+                 graders=[{"kind": "script", "run": "test $(cat zombies.txt) -gt 2048"}, *bound])
+    project.write("tasks/a-zombies/fixture/zombies.py", ZOMBIES)
+    project.task("b-honest")
+    project.task("c-honest")
+    result = project.run("tasks", "--jaato-sandbox=bwrap", "-p", "no:randomly",
+                         shared_daemon=False)
+    by = {r["task_id"]: r for r in project.records()}
+    assert by["a-zombies"]["state"] == "PASS", by["a-zombies"]  # it did fill its limit
+    assert by["b-honest"]["state"] == "PASS", by["b-honest"]
+    assert by["c-honest"]["state"] == "PASS", by["c-honest"]
+    assert result.ret == 0
