@@ -1,2 +1,2 @@
-"""Results: the arm record, the store that holds records, and what is read from it
-(statistics, the pivot, compare/validate/merge/review). Never imports pytest."""
+"""Results: the arm record, the store's one writer and one reader, and what is read from
+stores (the pivot, statistics, pins, compare, validate, review). Never imports pytest."""

@@ -367,7 +367,7 @@ def build_record(*, arm_id: str, task_id: str, profile_set: str, repeat: int, st
     """The record of an arm that just ended. `extra` holds further keys by name: a
     declared field is set, any other key is kept as written."""
     verdicts = [v.to_dict() if hasattr(v, "to_dict") else dict(v) for v in verdicts]
-    line = dict(ArmRecord(
+    line = dict(
         caveats=instrument_caveats(v.get("grader_id") for v in verdicts), notes=list(notes),
         arm_id=arm_id, task_id=task_id, profile_set=profile_set,
         repeat=repeat, state=state, blocked_reason=blocked_reason,
@@ -379,9 +379,9 @@ def build_record(*, arm_id: str, task_id: str, profile_set: str, repeat: int, st
         native_finish_reason=None,   # not on the wire yet
         completion_nudges=completion_nudges, budget_ceiling=budget_ceiling,
         pool_limits=pool_limits, pool_on_arrival=pool_on_arrival,
-        provenance=dict(_provenance())).to_dict(), **extra)
-    # Values from live objects (a str-valued enum, a Path) become what the store holds, so
-    # the record a run keeps is the record a reader gets back.
+        provenance=dict(_provenance())) | extra
+    # Built once, from the line: values from live objects (a str-valued enum, a Path) become
+    # what the store holds, so the record a run keeps is the record a reader gets back.
     return ArmRecord.from_dict(json.loads(json.dumps(line, default=str)))
 
 
