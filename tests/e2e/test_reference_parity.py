@@ -7,6 +7,7 @@ it is missing, tests/parity/side_by_side.py makes a venv of its own under .venv/
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -14,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from jaato_project import REPO, short_tmpdir
+from jaato_project import REPO
 
 sys.path.insert(0, str(REPO / "tests" / "parity"))
 import side_by_side  # noqa: E402
@@ -23,12 +24,34 @@ pytestmark = [pytest.mark.daemon, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def both(daemon):
-    """(reference run, our run, scratch folder): the same tasks, the same daemon."""
-    scratch = short_tmpdir("jpar-")
-    tmp = scratch / "tmp"
-    tmp.mkdir()
-    env = {**os.environ, "TMPDIR": str(tmp)}
+def both(daemon, tmp_path_factory):
+    """(reference run, our run, scratch folder): the same tasks, the same daemon.
+
+    Made once per suite run: under -n the module's tests land on several workers, and each
+    would run both engines over every task again (~40 s each). The first worker to get here
+    runs them and leaves the outcome in a folder all workers share (pytest's base temp,
+    which pytest's own retention removes); the others wait on a lock and read it.
+    """
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # every worker's base temp sits in the run's one folder
+    scratch = shared / "parity"
+    with open(shared / "parity.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        outcome = scratch / "outcome.json"
+        if not outcome.exists():
+            shutil.rmtree(scratch, ignore_errors=True)  # a worker that died midway
+            runs = run_both(daemon, scratch)
+            outcome.write_text(json.dumps({name: [run.returncode, run.stdout, run.stderr]
+                                           for name, run in zip(("ref", "ours"), runs)}))
+        done = json.loads(outcome.read_text())
+    ref, ours = (subprocess.CompletedProcess([name], *done[name]) for name in ("ref", "ours"))
+    return ref, ours, scratch
+
+
+def run_both(daemon, scratch):
+    (scratch / "tmp").mkdir(parents=True)
+    env = {**os.environ, "TMPDIR": str(scratch / "tmp")}
     ref_python = side_by_side.reference_python(REPO / ".venv" / "jaato-eval-0.3.4")
     ours = side_by_side.run_ours(  # first: the reference then finds the daemon's runners warm
         side_by_side.copy_tasks(side_by_side.TASKS, scratch / "our-tasks"),
@@ -36,8 +59,7 @@ def both(daemon):
     ref = side_by_side.run_reference(
         ref_python, side_by_side.copy_tasks(side_by_side.TASKS, scratch / "ref-tasks"),
         scratch / "ref.jsonl", daemon.socket_path, scratch, env)
-    yield ref, ours, scratch
-    shutil.rmtree(scratch, ignore_errors=True)
+    return ref, ours
 
 
 def test_the_reference_and_the_plugin_agree_arm_by_arm(both):
