@@ -13,29 +13,10 @@ import pytest
 
 from pytest_jaato_eval.cli import main
 from pytest_jaato_eval.results.record import RECORD_KEYS
-from pytest_jaato_eval.testing.records import PROVENANCE, arm_record, write_store
+from store_lines import arm, run_cli, write
 
 DATA = Path(__file__).parents[1] / "data"
 REFERENCE_STORE = DATA / "jaato-eval-0.3.4.jsonl"  # the record shape jaato-eval 0.3.4 writes
-
-
-def arm(task, ps, repeat, state, *, run="run1", sdk="0.29.4", task_hash="h1", reason=None,
-        cost=0.01):
-    """A store line as a dict (tests edit it into hostile shapes)."""
-    record = arm_record(task, ps, repeat, state, run_id=run, task_hash=task_hash, reason=reason,
-                        cost=cost, session_ids=[], provenance={**PROVENANCE,
-                                                               "jaato_sdk_version": sdk})
-    return record.to_dict()
-
-
-def write(path: Path, records, tail: str = "") -> Path:
-    return write_store(path, records, tail)
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    """The real entry point, in a fresh interpreter."""
-    return subprocess.run([sys.executable, "-m", "pytest_jaato_eval", *map(str, args)],
-                          capture_output=True, text=True, timeout=120)
 
 
 BASE = [arm("write-file", "echo", 0, "PASS"), arm("write-file", "echo", 1, "PASS"),

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from pytest_jaato_eval.cli import main
-from test_commands import arm, run_cli, write
+from store_lines import arm, run_cli, write
 
 
 def at(record: dict, finished_at: float | None) -> dict:
