@@ -21,7 +21,7 @@ from .engine.daemon import DaemonError
 from .engine.driver import DriverArmSpec, run_driver_arm
 from .engine.foreign_sessions import end_foreign_sessions
 from .engine.leftovers import Owned, Watch, end_new, ended_after
-from .engine.sandbox import Confinement
+from .engine.sandbox import PIDS_MAX, Confinement
 from .engine.session import AgentRun, Ceiling, SessionArmSpec, run_session_arm
 from .graders import run_graders
 from .graders.context import GraderContext
@@ -266,6 +266,11 @@ def agent_faults(run: AgentRun, owned: Owned | None, socket: str, settings: ArmS
         return (f"the daemon was {'stopped' if state in 'Tt' else 'ended'} during the agent's "
                 f"session, in a sandbox where only the agent's processes reach it"
                 + (f" ({run.blocked_reason})" if run.blocked_reason else ""))
+    refused = watch.forks_refused() if watch else 0
+    if confined and refused:  # jaato's own threads and runners may have failed to start
+        _end_daemon(owned)
+        return (f"the agent's processes filled its sandbox's limit of {PIDS_MAX} tasks "
+                f"({refused} fork(s) refused); its daemon is started afresh for the next arm")
     gone = [s for s in (watch.stewards if watch else ()) if not s.alive()]
     if confined and gone:
         _end_daemon(owned)

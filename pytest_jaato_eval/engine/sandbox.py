@@ -219,6 +219,14 @@ class PidsLimit:
             return cls(folder, fd)
         return None
 
+    def refused(self) -> int:
+        """How many forks the limit has refused so far (the kernel's own count)."""
+        for line in _read(self.folder / "pids.events").splitlines():
+            name, _, count = line.partition(" ")
+            if name == "max" and count.strip().isdigit():
+                return int(count)
+        return 0
+
     def join(self) -> None:
         """In the sandbox's first process, before exec: it and all it starts are held."""
         if self.fd is not None:
