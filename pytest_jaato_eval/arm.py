@@ -26,8 +26,9 @@ from .engine.session import AgentRun, Ceiling, SessionArmSpec, run_session_arm
 from .graders import run_graders
 from .graders.context import GraderContext
 from .graders.ledger import ledger_of
+from .task.load import content_hash
 from .task.model import DRIVER, Task
-from .results.record import build_record
+from .results.record import ArmRecord, build_record
 from .redact import Redactor
 from .verdict import BLOCKED, FAIL, PASS, Verdict, roll_up
 
@@ -121,10 +122,18 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
             socket = daemon.ensure()
     except (workspace.WorkspaceError, DaemonError) as exc:
         run.blocked_reason = str(exc)
-    cascade_id, on_arrival = None, None
+    cascade_id, on_arrival, tampered = None, None, None
     if socket:
+        # Unconfined, the agent can write the checkout: what it holds is hashed around the
+        # agent's run (confined, it is hidden from the agent).
+        before = _checkout_hash(task) if settings.sandbox == "none" else None
         run, cascade_id, on_arrival = run_agent(arm, socket, ws, settings, pools,
                                                 owned=daemon.owned())
+        if before is not None and _checkout_hash(task) != before:
+            tampered = (f"the task's files in the checkout ({task.directory}) changed during "
+                        f"the agent's run, which had no sandbox; graders used the harness's "
+                        f"copy, taken before. Restore the checkout (git status) before the "
+                        f"next run")
 
     verdicts: list = []
     grader_runs: list = []
@@ -133,6 +142,9 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
     if run.agent_fault:
         verdicts = [Verdict.failed("sandbox", "the agent leaves its daemon running",
                                    run.agent_fault)]
+    elif tampered:  # the agent's act, as far as the harness can tell: it alone ran then
+        verdicts = [Verdict.failed("checkout", "the task's files are left as they were",
+                                   tampered)]
     elif planted:  # a trap for the graders is the agent's own act, not a fault of ours
         verdicts = [Verdict.failed(
             "workspace", "the agent leaves regular files, folders and links",
@@ -151,6 +163,14 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
         settings.sessions.extend((sid, ws) for _, r in grader_runs for sid in r.session_ids)
     return arm_record(arm, settings, run, verdicts, ws, caveats, on_arrival,
                       discard=owns_workspace, grader_runs=grader_runs)
+
+
+def _checkout_hash(task: Task) -> str | None:
+    """The task's manifest, fixture and config root as they are now (None: unreadable)."""
+    try:
+        return content_hash(task.manifest, task.fixture, task.config_root)
+    except OSError:
+        return None
 
 
 def make_workspace(arm: Arm, settings: ArmSettings) -> Path:

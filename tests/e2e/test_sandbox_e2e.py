@@ -365,3 +365,26 @@ def test_an_agent_that_fills_its_pids_limit_fails_and_the_arms_after_it_run(proj
     assert by["b-honest"]["state"] == "PASS", by["b-honest"]
     assert by["c-honest"]["state"] == "PASS", by["c-honest"]
     assert result.ret == (1 if limit is not None else 0)
+
+
+def test_unconfined_an_agent_that_changes_the_checkout_fails_and_is_named(project):
+    """Without a sandbox the agent can write the task's files in the checkout: this run
+    grades with its own copy, but later runs would not. The checkout is hashed around each
+    agent's run; a change FAILS that arm (verdict `checkout`), and the arms after it, whose
+    agents change nothing, are graded as usual."""
+    project.task("a-tamper", profile=shell_agent("tamper", "sh tamper.sh"), repeats=2,
+                 graders=[{"kind": "script", "run": "test -f tampered.txt"}])
+    grader_copy = project.root / "tasks" / "a-tamper" / ".jaato" / "tampered-by-the-agent"
+    project.write("tasks/a-tamper/fixture/tamper.sh",
+                  f"test -e {grader_copy} || echo x > {grader_copy}\ntouch tampered.txt\n")
+    project.task("b-honest")
+    result = project.run("tasks", "--jaato-sandbox=none", "-p", "no:randomly",
+                         shared_daemon=False)
+    by = {r["arm_id"]: r for r in project.records()}
+    assert grader_copy.exists()  # unconfined, it could: what the harness can do is say so
+    first = by["a-tamper@echo#0"]["verdicts"]
+    assert [(v["grader_id"], v["state"]) for v in first] == [("checkout", "FAIL")], first
+    assert "changed during the agent's run" in first[0]["detail"]
+    assert by["a-tamper@echo#1"]["state"] == "PASS"  # its agent found the change made
+    assert by["b-honest@echo#0"]["state"] == "PASS"
+    assert result.ret == 1
