@@ -10,7 +10,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from . import contamination, processes, workspace
 from .task import preflight
@@ -100,7 +100,7 @@ def _owned(folder: Path, settings: ArmSettings, suffix: str) -> Path:
 
 
 def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
-            ws: Path | None = None) -> dict[str, Any]:
+            ws: Path | None = None) -> ArmRecord:
     """Run an arm and return its record. Never raises for an arm-level fault.
 
     `ws`: the workspace already made for it (the pytest layer's `jaato_workspace`),
@@ -334,7 +334,7 @@ def keeps(settings: ArmSettings, state: str) -> bool:
 
 def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
                ws: Path | None, caveats: list[str], on_arrival: dict | None = None, *,
-               discard: bool = True, grader_runs: list | None = None) -> dict[str, Any]:
+               discard: bool = True, grader_runs: list | None = None) -> ArmRecord:
     """Roll the verdicts up and build the arm's one record; keep or discard its workspace.
 
     `grader_runs`: (grader id, run) of the sessions graders opened (a judge's): their

@@ -69,11 +69,6 @@ def blocked_grader(verdicts: Any) -> str | None:
     return None
 
 
-def blocked_why(record: Mapping[str, Any]) -> str | None:
-    """Why a stored arm is BLOCKED: its own blocked_reason, else its first blocked grader's."""
-    return record.get("blocked_reason") or blocked_grader(record.get("verdicts"))
-
-
 # What a grader kind cannot establish, said once per arm it graded (the record's `caveats`,
 # which readers such as jaato-server's results reader print verbatim as instrument limits).
 INSTRUMENT_CAVEATS = {

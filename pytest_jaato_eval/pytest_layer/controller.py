@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ..engine.sandbox import probe
+from ..verdict import BLOCKED
 from . import outcome
 from .run import RunContext, arm_of, has_kept_workspaces, own_folder
 from .sigterm import SigtermAsInterrupt
@@ -135,20 +136,17 @@ class Controller:
         if identity is not None:
             self.arms.setdefault(report.nodeid, identity)
             self.sigterm.install()  # an arm written in Python is known only by its reports
-        raw = outcome.record_of(report)
-        if raw is None:
+        record = outcome.record_of(report)
+        if record is None:
             return
-        from ..results.record import ArmRecord
-        from ..verdict import blocked_why
-        record = ArmRecord.from_dict(raw)
         self.store.append(record)  # flushed as each arm ends
         self.records.append(record)
         self.finished.add(report.nodeid)
         carried = outcome.transcript_of(report)
         if carried is not None:
             self._write_transcript(record, *carried)
-        if outcome.is_blocked(report):
-            self.blocked.append((report.nodeid, blocked_why(record) or ""))
+        if record.state == BLOCKED:
+            self.blocked.append((report.nodeid, record.blocked_why or ""))
 
     def _write_transcript(self, record, name: str, data: bytes) -> None:
         """Beside the store, after its record (the store set aside its previous copy, and
@@ -202,8 +200,7 @@ class Controller:
 
     # -- the summary ----------------------------------------------------------------
     def kept_note(self) -> str | None:
-        kept = sorted({str(Path(r.get("workspace")).parent) for r in self.records
-                       if r.get("workspace")})
+        kept = sorted({str(Path(r.workspace).parent) for r in self.records if r.workspace})
         return f"kept workspaces: {', '.join(kept)}" if kept else None
 
     def _pivot(self, readable: Path | None):

@@ -15,6 +15,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from ..results.record import ArmRecord
 from .run import ARM_KEY, HANDLE_KEY, WORKSPACE_KEY, worker_of
 
 
@@ -155,7 +156,7 @@ class ArmHandle:
         self.socket = socket
         self._worker = worker
         self.agent_run: Any = None  # the engine's AgentRun, once run() was called
-        self.record: dict | None = None  # a task.yaml arm's record, once run
+        self.record: ArmRecord | None = None  # a task.yaml arm's record, once run
 
     @property
     def id(self) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import time
 from typing import Any
@@ -18,7 +19,9 @@ from _pytest.skipping import xfailed_key  # where pytest keeps the evaluated xfa
 
 from ..redact import Redactor
 from ..render import safe_text
-from ..verdict import BLOCKED, FAIL, Verdict, blocked_why
+from ..results.pivot import table_lines
+from ..results.record import ArmRecord
+from ..verdict import BLOCKED, FAIL, Verdict
 from .run import HANDLE_KEY, WORKSPACE_KEY, arm_of
 
 BLOCKED_CATEGORY = "blocked"
@@ -32,23 +35,23 @@ EVIDENCE_LINES = 40  # per verdict in the failure text: the tail is where a fail
 class ArmFailed(Exception):
     """An arm whose roll-up is FAIL; rendered as the verdict table, not a traceback."""
 
-    def __init__(self, record: dict[str, Any]):
+    def __init__(self, record: ArmRecord):
         self.record = record
-        super().__init__(f"{record['arm_id']} FAILED")
+        super().__init__(f"{record.arm_id} FAILED")
 
 
 class ArmBlocked(Exception):
     """An arm whose roll-up is BLOCKED: an environment fault, not a verdict on the agent."""
 
-    def __init__(self, record: dict[str, Any]):
+    def __init__(self, record: ArmRecord):
         self.record = record
-        super().__init__(f"BLOCKED: {blocked_why(record)}")
+        super().__init__(f"BLOCKED: {record.blocked_why}")
 
 
-def raise_for(record: dict[str, Any]) -> None:
-    if record["state"] == FAIL:
+def raise_for(record: ArmRecord) -> None:
+    if record.state == FAIL:
         raise ArmFailed(record)
-    if record["state"] == BLOCKED:
+    if record.state == BLOCKED:
         raise ArmBlocked(record)
 
 
@@ -62,19 +65,17 @@ def _id(text: Any, width: int = 60) -> str:
     return safe_text(text, width, collapse=False)
 
 
-def verdict_table(record: dict[str, Any]) -> str:
+def verdict_table(record: ArmRecord) -> str:
     """X3: a readable failure text: grader, state, detail, then each verdict's evidence."""
-    verdicts = record.get("verdicts") or []
-    rows = [("grader", "state", "detail")] + [
-        (_id(v["grader_id"]), v["state"], one_line(v.get("detail") or "", 120))
-        for v in verdicts]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = [f"arm {_id(record['arm_id'], 200)}: {record['state']}"
-             f" (model {_id(record.get('model') or '—')},"
-             f" session {_id(record.get('session_id') or '—')})"]
-    if record.get("error"):
-        lines.append(f"error: {one_line(record['error'])}")
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    verdicts = record.verdicts
+    lines = [f"arm {_id(record.arm_id, 200)}: {record.state}"
+             f" (model {_id(record.model or '—')},"
+             f" session {_id(record.session_id or '—')})"]
+    if record.error:
+        lines.append(f"error: {one_line(record.error)}")
+    lines += table_lines(("grader", "state", "detail"),
+                         [(_id(v["grader_id"]), v["state"], one_line(v["detail"], 120))
+                          for v in verdicts])
     for v in verdicts:
         if v.get("evidence"):
             lines.append(f"--- evidence of {_id(v['grader_id'])} ---")
@@ -85,34 +86,34 @@ def verdict_table(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def junit_properties(record: dict[str, Any]) -> list[tuple[str, str]]:
+def junit_properties(record: ArmRecord) -> list[tuple[str, str]]:
     """X7: per-arm testcase properties (strings; JUnit has no other type)."""
-    usage = record.get("usage") or {}
+    cost = record.usage.get("cost_usd")
     props = [
-        ("jaato_state", record["state"]),
-        ("jaato_model", record.get("model") or ""),
-        ("jaato_provider", record.get("provider") or ""),
-        ("jaato_session_id", record.get("session_id") or ""),
-        ("jaato_cost_usd", "" if usage.get("cost_usd") is None else str(usage["cost_usd"])),
-        ("jaato_turns", str(record.get("turns"))),
+        ("jaato_state", record.state or ""),
+        ("jaato_model", record.model or ""),
+        ("jaato_provider", record.provider or ""),
+        ("jaato_session_id", record.session_id or ""),
+        ("jaato_cost_usd", "" if cost is None else str(cost)),
+        ("jaato_turns", str(record.turns)),
     ]
-    if blocked_why(record):
-        props.append(("jaato_blocked_reason", one_line(blocked_why(record))))
+    if record.blocked_why:
+        props.append(("jaato_blocked_reason", one_line(record.blocked_why)))
     # pytest escapes property values for XML, not names: a NUL in a grader id would
     # otherwise make the whole JUnit file unreadable.
     props += [(f"jaato_verdict[{_id(v['grader_id'], 200)}]", v["state"])
-              for v in record.get("verdicts") or []]
+              for v in record.verdicts]
     return props
 
 
-def mark_report(report: Any, item: Any, record: Any) -> None:
+def mark_report(report: Any, item: Any, record: ArmRecord) -> None:
     """Attach the record to the report and turn BLOCKED into a marked skip."""
-    data = record.to_dict() if hasattr(record, "to_dict") else record
-    setattr(report, RECORD_ATTR, json.loads(json.dumps(data, default=str)))  # xdist-safe
-    if record["state"] == BLOCKED:
+    # The store's line, a copy of its own: xdist-safe, and nothing shares the record's lists.
+    setattr(report, RECORD_ATTR, json.loads(json.dumps(record.to_dict(), default=str)))
+    if record.state == BLOCKED:
         _, lineno, _ = item.location
         report.outcome = "skipped"
-        report.longrepr = (str(item.path), lineno, f"BLOCKED: {one_line(blocked_why(data))}")
+        report.longrepr = (str(item.path), lineno, f"BLOCKED: {one_line(record.blocked_why)}")
         if hasattr(report, "wasxfail"):  # an environment fault is no expected failure
             del report.wasxfail
 
@@ -191,13 +192,11 @@ def block_crashed(report: Any, nodeid: str, arm: dict[str, str], run_id: str,
     setattr(report, RECORD_ATTR, record.to_dict())
 
 
-def record_of(report: Any) -> dict[str, Any] | None:
-    return getattr(report, RECORD_ATTR, None)
+def record_of(report: Any) -> ArmRecord | None:
+    """The arm's record its report carries (as JSON, across xdist's channel), or None."""
+    data = getattr(report, RECORD_ATTR, None)
+    return None if data is None else ArmRecord.from_dict(data)
 
-
-def is_blocked(report: Any) -> bool:
-    record = record_of(report)
-    return record is not None and record["state"] == BLOCKED
 
 
 def fold_exit_status(exitstatus: int, blocked: int) -> int:
@@ -238,14 +237,11 @@ def on_report(item: Any, call: Any, report: Any, worker: Any) -> None:
         return
     expectation = xfail_of(item)
     if expectation is not None:  # `report` on the store then exits as this run did
-        if hasattr(record, "extra"):
-            record.extra["xfail"] = expectation
-        else:
-            record["xfail"] = expectation
+        record = dataclasses.replace(record, extra={**record.extra, "xfail": expectation})
     item.user_properties.extend(junit_properties(record))  # JUnit reads them at teardown (X7)
     mark_report(report, item, record)
     mask_report(report, worker.arm_settings().redact.text)
-    carry_transcript(report, worker, record["arm_id"])
+    carry_transcript(report, worker, record.arm_id)
 
 
 def mask_report(report: Any, mask: Any) -> None:
@@ -319,7 +315,7 @@ def _record(arm: Any, worker: Any, reason: str, ws: Any, verdicts=(), run: Any =
     return arm_record(arm, worker.arm_settings(), run, list(verdicts), ws, [], discard=False)
 
 
-def _python_record(arm: Any, worker: Any, handle: Any, excinfo: Any) -> dict[str, Any]:
+def _python_record(arm: Any, worker: Any, handle: Any, excinfo: Any) -> ArmRecord:
     """A Python arm's record: its run's facts, its test body's verdict."""
     run = handle.agent_run
     grader = f"python:{arm.task.id.rsplit('::', 1)[-1]}"

@@ -17,7 +17,8 @@ from typing import Any
 
 from ..render import safe_text
 from ..results.pivot import money
-from ..verdict import BLOCKED, FAIL, PASS, blocked_why
+from ..results.record import ArmRecord
+from ..verdict import BLOCKED, FAIL, PASS
 from .outcome import BLOCKED_CATEGORY, record_of
 
 PREFIX = "jaato-eval:"
@@ -31,23 +32,21 @@ def seconds(value: Any) -> str:
     return "—" if type(value) not in (int, float) else f"{value:.1f} s"
 
 
-def arm_facts(record: Any, duration: float | None) -> str:
+def arm_facts(record: ArmRecord, duration: float | None) -> str:
     """`$0.0100 (judge $0.0020) · 3.2 s`: what an arm cost and how long it took."""
-    judge = record.get("judge_usage")
-    cost = money(record.get("usage", {}).get("cost_usd") if isinstance(
-        record.get("usage"), dict) else None)
-    if isinstance(judge, dict):
-        cost += f" (judge {money(judge.get('cost_usd'))})"
+    cost = money(record.cost)
+    if record.judge_usage is not None:
+        cost += f" (judge {money(record.judge_cost)})"
     return f"{cost} · {seconds(duration)}"
 
 
-def arm_line(record: Any, duration: float | None, width: int) -> str:
+def arm_line(record: ArmRecord, duration: float | None, width: int) -> str:
     """One finished arm: `  FAIL  write-file@echo#1  $0.0100 · 3.2 s`, then, when there is
     room, why it was blocked; at most `width` characters."""
-    state = record.get("state")
-    line = (f"  {safe_text(state, 8):<7} {safe_text(record.get('arm_id'), 80, collapse=False)}"
+    state = record.state
+    line = (f"  {safe_text(state, 8):<7} {safe_text(record.arm_id, 80, collapse=False)}"
             f"  {arm_facts(record, duration)}")
-    reason = blocked_why(record)
+    reason = record.blocked_why
     if state == BLOCKED and reason:
         line += f" · {safe_text(reason, None)}"
     return safe_text(line, max(width, 40), collapse=False)
@@ -58,7 +57,7 @@ def teststatus(report: Any, config: Any):
     record = record_of(report)
     if record is None or hasattr(report, "wasxfail"):
         return None  # an xfail arm is pytest's own `x` / `X` (its record keeps the mark)
-    state = record.get("state")
+    state = record.state
     category = STATE_CATEGORY.get(state, BLOCKED_CATEGORY)
     word, markup = WORDS.get(state, WORDS[BLOCKED])
     verbosity = config.get_verbosity()

@@ -39,21 +39,19 @@ class JaatoHtmlColumns:
         cells.extend(str(_macros().header_cell(c)) for c in COLUMNS + ("verdicts",))
 
     def pytest_html_results_table_row(self, report, cells):
-        data = record_of(report)
-        if data is None:  # a plain test, or an arm's setup/teardown: keep the columns aligned
+        record = record_of(report)
+        if record is None:  # a plain test, or an arm's setup/teardown: keep the columns aligned
             cells.extend(["<td></td>"] * (len(COLUMNS) + 1))
             return
-        record = ArmRecord.from_dict(data)
         fields = arms.arm_fields(record)
         cells.extend(str(_macros().field_cell(col, fields[col])) for col in COLUMNS)
         cells.append(verdicts_cell(record))
 
     @pytest.hookimpl(tryfirst=True)  # before pytest-html files the report away
     def pytest_runtest_logreport(self, report):
-        data = record_of(report)
-        if data is None or report.when != "call":
+        record = record_of(report)
+        if record is None or report.when != "call":
             return
-        record = ArmRecord.from_dict(data)
         self.records.append(record)
         evidence = tables.arm_evidence(record)
         carried = transcript_of(report)  # the arm's transcript rides on its report

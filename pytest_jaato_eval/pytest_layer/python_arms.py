@@ -87,7 +87,7 @@ def parametrize(metafunc) -> None:
     task = task_of(definition)
     worker = Worker.of(metafunc.config)
     for done in worker.context.resumed.values():  # R3, as for a task.yaml
-        if done.get("task_id") == task.id and done.get("task_hash") not in (None, task.content_hash):
+        if done.task_id == task.id and done.task_hash not in (None, task.content_hash):
             _fail(task.id, f"changed since {worker.settings.store} was written (the test file, "
                            f"fixture or config root differs); run without --resume to start a "
                            f"new store")

@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..results.record import ArmRecord
+from ..verdict import BLOCKED
+
 if TYPE_CHECKING:
     from .options import Settings
     from .worker import Worker
@@ -26,7 +29,7 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def resume_index(settings: Settings) -> dict:
+def resume_index(settings: Settings) -> dict[str, ArmRecord]:
     """R3: with --resume, the arms already in the store (a repeated id counts once)."""
     if not settings.resume or not settings.store.exists():
         return {}
@@ -34,12 +37,12 @@ def resume_index(settings: Settings) -> dict:
     return latest_by_arm(read_records(settings.store))
 
 
-def done_arms(resumed: dict[str, dict], retry_blocked: bool) -> dict[str, dict]:
+def done_arms(resumed: dict[str, ArmRecord], retry_blocked: bool) -> dict[str, ArmRecord]:
     """The stored arms not to run again: all of them, or with --retry-blocked those whose
     latest record is not BLOCKED (a BLOCKED arm taught us nothing about the agent)."""
     if not retry_blocked:
         return resumed
-    return {arm: r for arm, r in resumed.items() if r.get("state") != "BLOCKED"}
+    return {arm: r for arm, r in resumed.items() if r.state != BLOCKED}
 
 
 @dataclass(frozen=True)
@@ -53,12 +56,12 @@ class RunContext:
     started: float = field(default_factory=time.time)
 
     @functools.cached_property
-    def resumed(self) -> dict[str, dict]:
+    def resumed(self) -> dict[str, ArmRecord]:
         """Every stored arm, latest record (read once, on first use)."""
         return resume_index(self.settings)
 
     @functools.cached_property
-    def done(self) -> dict[str, dict]:
+    def done(self) -> dict[str, ArmRecord]:
         return done_arms(self.resumed, self.settings.retry_blocked)
 
     @functools.cached_property
@@ -67,9 +70,8 @@ class RunContext:
         task instead of a pass over the whole store per task."""
         out: dict[str, set[str]] = {}
         for record in self.resumed.values():
-            task, digest = record.get("task_id"), record.get("task_hash")
-            if isinstance(task, str) and digest is not None:  # a hand-edited store: any type
-                out.setdefault(task, set()).add(digest if isinstance(digest, str) else repr(digest))
+            if record.task_id is not None and record.task_hash is not None:
+                out.setdefault(record.task_id, set()).add(record.task_hash)
         return out
 
 

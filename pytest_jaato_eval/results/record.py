@@ -22,7 +22,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from ..engine.accounting import payload_hash
-from ..verdict import BLOCKED, FAIL, PASS, STATES, instrument_caveats
+from ..verdict import BLOCKED, FAIL, PASS, STATES, blocked_grader, instrument_caveats
 
 RESULTS_VERSION = "1"
 DEFAULT_SET = "default"  # the set name of an arm run under no named set (jaato-eval's too)
@@ -273,20 +273,6 @@ class ArmRecord:
                                 f"nulls included)")
         return cls(**values, extra=extra)
 
-    # -- read access by key, for readers written against the store's JSON ------------------
-    def get(self, key: str, default: Any = None) -> Any:
-        if key in _CHECKS:
-            return getattr(self, key)
-        return self.extra.get(key, default)
-
-    def __getitem__(self, key: str) -> Any:
-        if key in _CHECKS:
-            return getattr(self, key)
-        return self.extra[key]
-
-    def __contains__(self, key: object) -> bool:
-        return key in _CHECKS or key in self.extra
-
     # -- derived values every reader shares -------------------------------------------------
     @property
     def set_name(self) -> str:
@@ -303,6 +289,11 @@ class ArmRecord:
     @property
     def judge_cost(self) -> float | None:
         return number((self.judge_usage or {}).get("cost_usd"))
+
+    @property
+    def blocked_why(self) -> str | None:
+        """Why the arm is BLOCKED: its own blocked_reason, else its first blocked grader's."""
+        return self.blocked_reason or blocked_grader(self.verdicts)
 
 
 # -- what from_dict accepts, field by field (checker) -----------------------------------------

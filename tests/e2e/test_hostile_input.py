@@ -37,7 +37,7 @@ from pytest_jaato_eval.pytest_layer.outcome import junit_properties, verdict_tab
 from pytest_jaato_eval.results.pivot import reason_key
 from pytest_jaato_eval.results.pivot import build_cells
 from pytest_jaato_eval.results.pivot import render_pivot
-from pytest_jaato_eval.results.record import RECORD_KEYS
+from pytest_jaato_eval.results.record import RECORD_KEYS, ArmRecord
 from pytest_jaato_eval.render import safe_text
 
 FUZZ = settings(max_examples=200, derandomize=True, database=None, deadline=None,
@@ -428,7 +428,7 @@ def assert_terminal_safe(lines, longest=500):
 
 
 def test_verdict_table_shows_hostile_text_without_obeying_it():
-    table = verdict_table(hostile_record())
+    table = verdict_table(ArmRecord.from_dict(hostile_record()))
     lines = table.splitlines()
     assert_terminal_safe(lines)
     assert "\\x1b[31m<script>alert(1)</script>" in table  # the grader id, visibly
@@ -441,7 +441,8 @@ def test_verdict_table_shows_hostile_text_without_obeying_it():
 
 def test_junit_property_names_hold_no_raw_control_character():
     """pytest escapes property values, not names: a NUL there made the file unreadable."""
-    props = junit_properties(hostile_record(state="BLOCKED", reason="\x1b[31mdaemon\x00 gone"))
+    props = junit_properties(ArmRecord.from_dict(
+        hostile_record(state="BLOCKED", reason="\x1b[31mdaemon\x00 gone")))
     for name, _value in props:
         assert name.isprintable(), name
     names = dict(props)

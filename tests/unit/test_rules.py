@@ -266,7 +266,7 @@ def test_store_keeps_an_old_file_and_skips_a_cut_last_line(tmp_path):
     assert store.rotated_to is not None and store.rotated_to.read_text() == '{"arm_id": "old"}\n'
     with open(path, "a") as fh:
         fh.write('{"arm_id": "b", "sta')  # a run killed mid-write
-    assert [r["arm_id"] for r in read_records(path)] == ["a"]
+    assert [r.arm_id for r in read_records(path)] == ["a"]
     appending = Store(path, append=True)
     appending.append(ArmRecord(arm_id="c"))
     appending.close()
