@@ -14,7 +14,6 @@ import argparse
 import os
 import re
 import subprocess
-from pathlib import Path
 
 import benchkit as bk
 from hog import Hog, describe
