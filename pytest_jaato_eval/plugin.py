@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import pytest
 
+from .pytest_layer.controller import Controller
+from .pytest_layer.fence import ignored, is_task_dir
 from .pytest_layer.fixtures import (  # noqa: F401 - pytest finds fixtures in the plugin module
     end_guard, jaato_arm, jaato_daemon, jaato_workspace, scripted_model)
 from .pytest_layer.heap import HEAP_KEY, install as install_heap
 from .pytest_layer.options import UsageError, add_options, read_settings
+from .pytest_layer.outcome import label, on_report
 from .pytest_layer.run import CONTEXT_KEY, WORKER_KEY, MarkerError, RunContext, arm_of, new_run_id
+from .pytest_layer.shard import select_shard
+from .pytest_layer.task_folder import collect_task_folder
 
 MANIFEST_NAME = "task.yaml"
 
@@ -46,7 +51,6 @@ def pytest_configure(config):
         settings, workerinput.get("jaato_run_id") or new_run_id(),
         parent_dir=workerinput.get("jaato_run_root"), worker_id=workerinput.get("workerid"))
     if not workerinput:  # one store writer, one pivot printer, whatever -n is (X6)
-        from .pytest_layer.controller import Controller
         config.pluginmanager.register(Controller(config.stash[CONTEXT_KEY]),
                                       "jaato-eval-controller")
         # P4 columns, only when pytest-html is there and writes a report (its hooks exist then)
@@ -63,14 +67,11 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_ignore_collect(collection_path, config):
-    from .pytest_layer.fence import ignored
     return ignored(collection_path) or None  # never a fixture or config root
 
 
 def pytest_collect_directory(path, parent):  # before pytest's own Dir, after conftests
-    from .pytest_layer.fence import is_task_dir
     if is_task_dir(path):  # one stat per folder walked, in every run
-        from .pytest_layer.task_folder import collect_task_folder
         return collect_task_folder(path, parent)
     return None
 
@@ -107,7 +108,6 @@ def pytest_collection_modifyitems(config, items):
         from .pytest_layer.python_arms import first_samples
         first_samples(config, items, config.option.jaato_samples)
     if config.option.jaato_shard:
-        from .pytest_layer.shard import select_shard
         select_shard(config, items)  # every machine splits the same collection
     return (yield)
 
@@ -131,11 +131,9 @@ def pytest_runtest_makereport(item, call):
     if arm is not None:
         if call.when == "call":
             end_guard()  # the body's share of the arm ceiling ends with it
-        from .pytest_layer.outcome import label
         label(item, arm)  # before the report copies the item's user properties
     report = yield
     if arm is not None:
-        from .pytest_layer.outcome import on_report
         on_report(item, call, report, item.config.stash[WORKER_KEY])
     return report
 
