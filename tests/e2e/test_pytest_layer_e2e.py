@@ -402,3 +402,26 @@ def test_sw_resumes_from_the_failed_arm(project):
     result = run_with_cache(project, "tasks", "--sw", "-v")
     result.assert_outcomes(failed=1, deselected=2)
     result.stdout.fnmatch_lines(["*skipping 2 already passed items*"])
+
+
+def test_a_test_that_is_no_arm_may_use_the_daemon_fixture(project):
+    """`jaato_daemon` is the run's private daemon, started on first use, for any test that
+    asks for it (docs/tasks.md), not only for arms: a process that collected no arm makes
+    its worker there."""
+    project.write("plain/test_plain.py", """
+        import asyncio
+
+        from jaato_sdk.client.ipc import IPCClient
+        from jaato_sdk.events import ClientType
+
+
+        def test_talks_to_the_daemon(jaato_daemon):
+            async def ping():
+                client = IPCClient(jaato_daemon, client_type=ClientType.API, auto_start=False)
+                await client.connect(timeout=30)
+                await client.disconnect()
+            asyncio.run(ping())
+        """)
+    result = project.run("plain", shared_daemon=False)
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=1)
