@@ -15,8 +15,12 @@ from pathlib import Path
 import pytest
 
 from ..engine.sandbox import probe
+from ..render import safe_text
+from ..results.pivot import Pivot, markdown, plural, render_pivot
 from ..verdict import BLOCKED
+from ..workspace import remove_tree
 from . import outcome
+from .progress import resume_command
 from .run import RunContext, arm_of, has_kept_workspaces, own_folder
 from .sigterm import SigtermAsInterrupt
 
@@ -30,7 +34,6 @@ STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 
 def append_step_summary(path: Path, pivot, source: str) -> str:
     """Append the Markdown pivot to GitHub's step summary file; the line that says so."""
-    from ..results.pivot import markdown
     try:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(markdown(pivot.cells, source=source, arms=pivot.arm_count) + "\n")
@@ -59,7 +62,7 @@ class Controller:
     @property
     def store(self):
         if self._store is None:
-            from ..results.store import Store
+            from ..results.store import Store  # gzip: only once an arm is stored
             # A narrowed run (-k, --lf, ...) adds its arms to the store it narrows, as
             # --resume does: the sweep's other arms keep their records.
             self._store = Store(self.settings.store,
@@ -69,7 +72,7 @@ class Controller:
 
     # -- the store is claimed before the first arm, never found unusable after it ----------
     def _claim_store(self, task_ids: set[str] | None) -> None:
-        from ..results.store import StoreError
+        from ..results.store import StoreError  # gzip: only once an arm is stored
         store = self.store
         if store.task_ids is None and task_ids:
             store.task_ids = task_ids
@@ -125,7 +128,7 @@ class Controller:
         """X6: a crashed xdist worker is an environment fault: its arm is BLOCKED, not FAILED."""
         arm = self.arms.get(crashitem)  # the identity that came with the arm's own reports
         if arm is None:  # it died before its first report: a task.yaml arm is found again
-            from .collect import identity_of_nodeid
+            from .collect import identity_of_nodeid  # pydantic: only for a crashed arm
             arm = identity_of_nodeid(sched.config.rootpath, crashitem, self.settings)
         if arm is not None:  # arms only
             outcome.block_crashed(report, crashitem, arm, self.context.run_id)
@@ -152,7 +155,7 @@ class Controller:
         """Beside the store, after its record (the store set aside its previous copy, and
         that copy's transcripts, at its first record). A file that cannot be written is
         said at the end, never a lost arm."""
-        from ..results import transcripts
+        from ..results import transcripts  # gzip: only once an arm is stored
         try:
             if name != record.transcript:
                 raise ValueError(f"the report's transcript {name!r} is not the record's")
@@ -181,7 +184,7 @@ class Controller:
         root, self._worker_root = self._worker_root, None
         if root is None and not self.records:
             return  # no arm ran here or in a worker: nothing of ours can be left
-        from .. import processes, sweep
+        from .. import processes, sweep  # psutil: only once an arm has run
         from ..engine.daemon import reap_orphan_daemon
         # Every worker has ended: whatever any process of this run started and left ends too.
         processes.kill_run_leftovers(self.context.run_id)
@@ -193,7 +196,6 @@ class Controller:
             # A crashed worker never re-swept its discarded workspaces: unless the user
             # keeps some, nothing in its folder is wanted.
             if self.settings.keep_workspaces == "never" or not has_kept_workspaces(child):
-                from ..workspace import remove_tree
                 remove_tree(child)
         if [p.name for p in root.iterdir()] in ([], [sweep.OWNER_FILE]):
             shutil.rmtree(root, ignore_errors=True)
@@ -208,7 +210,6 @@ class Controller:
         from `readable` (the checked file, held open); from memory (the stored arms as read
         before any arm ran, and this run's) when there is no readable store or somebody
         else wrote into it."""
-        from ..results.pivot import Pivot
         resumed = self.context.resumed
         try:
             if readable is not None and (self.store.written or resumed):
@@ -218,9 +219,7 @@ class Controller:
         return Pivot.of_records(list(resumed.values()) + self.records)
 
     def _print_pivot(self, tr, changed: str | None, readable: Path | None) -> None:
-        from ..results.pivot import plural
-        from ..results.pivot import render_pivot
-        from ..report.html import write_documents
+        from ..report.html import write_documents  # Jinja2: only once there is a pivot
         resumed = self.context.resumed
         pivot = self._pivot(readable)
         for line in render_pivot(pivot.cells):
@@ -282,14 +281,11 @@ class Controller:
                 self._print_pivot(tr, changed, None if changed else readable)
         left = len(self.expected - self.finished) if self.stopped else 0
         if left:  # what the run did not get to, and how to run just that
-            from ..results.pivot import plural
-            from .progress import resume_command
             tr.write_line(f"{plural(left, 'arm')} did not run; {'it runs' if left == 1 else 'they run'}"
                           f" with: {resume_command(config)}", yellow=True, bold=True)
         result = yield
         # Runs after pytest's own short test summary, so BLOCKED lines read as part of it.
         if self.blocked:
-            from ..render import safe_text
             if not any(tr.stats.get(cat) for ch, cat in _SUMMARY_CHARS.items()
                        if ch in tr.reportchars):
                 tr.write_sep("=", "short test summary info", cyan=True, bold=True)

@@ -2,8 +2,9 @@
 
 Every arm, YAML or Python, gets them through pytest's own fixture machinery, so
 a project's `conftest.py` fixtures run around its arms like around any test,
-and a fixture that errors in setup makes the arm BLOCKED (outcome.py). Nothing
-heavy is imported until a fixture is used.
+and a fixture that errors in setup makes the arm BLOCKED (outcome.py). This module
+loads in every pytest run: the worker, the engine, the SDK and the scripted model
+are imported where a fixture first uses them.
 """
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from typing import Any, Iterator
 
 import pytest
 
+from ..engine.files import read_text_bounded
 from ..results.record import ArmRecord
+from ..workspace import special_files
+from .outcome import raise_for
 from .run import ARM_KEY, HANDLE_KEY, WORKSPACE_KEY, worker_of
 
 
@@ -205,7 +209,6 @@ class ArmHandle:
             raise EnvironmentFault(run.blocked_reason)
         if run.agent_fault:  # the agent's own doing: its FAIL, whatever the test asserts next
             raise AssertionError(run.agent_fault)
-        from ..workspace import special_files
         settings = self._worker.arm_settings()
         planted = special_files(self.workspace, settings.hidden, settings.readable)
         if planted:  # a FIFO where the test reads would hang it: the agent's FAIL, said now
@@ -223,13 +226,11 @@ class ArmHandle:
     def read(self, relpath: str, limit: int = 16 * 1024 * 1024) -> str | None:
         """A file the agent left, as text: its first `limit` bytes, or None when it is
         missing, not a regular file, or a link out of the workspace. Never blocks."""
-        from ..engine.files import read_text_bounded
         return read_text_bounded(self.workspace / relpath, limit, root=self.workspace)
 
     def run_task(self) -> None:
         """A task.yaml arm: its manifest's session or driver, then its graders."""
         from ..arm import run_arm
-        from .outcome import raise_for
         self.record = run_arm(self.arm, _Daemon(self.socket, self._worker),
                               self._worker.arm_settings(), self._worker, ws=self.workspace)
         raise_for(self.record)

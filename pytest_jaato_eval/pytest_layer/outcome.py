@@ -20,7 +20,7 @@ from _pytest.skipping import xfailed_key  # where pytest keeps the evaluated xfa
 from ..redact import Redactor
 from ..render import safe_text
 from ..results.pivot import table_lines
-from ..results.record import ArmRecord
+from ..results.record import ArmRecord, build_record
 from ..verdict import BLOCKED, FAIL, Verdict
 from .run import HANDLE_KEY, WORKSPACE_KEY, arm_of
 
@@ -168,8 +168,7 @@ def block_crashed(report: Any, nodeid: str, arm: dict[str, str], run_id: str,
     The crash text is the worker's last words (a traceback, its stderr), so it goes
     through the same masker as every other record before the store or JUnit sees it.
     """
-    from ..engine.session import AgentRun
-    from ..results.record import build_record
+    from ..engine.session import AgentRun  # the SDK: only once an arm has run
     redact = redact or Redactor.from_environ()
     try:
         repeat = int(arm.get("repeat") or 0)
@@ -307,7 +306,7 @@ def _setup_reason(excinfo: Any, worker: Any) -> str:
 
 
 def _record(arm: Any, worker: Any, reason: str, ws: Any, verdicts=(), run: Any = None):
-    from ..arm import arm_record
+    from ..arm import arm_record  # the SDK: only once an arm has run
     from ..engine.session import AgentRun
     run = run or AgentRun()
     if not verdicts and not run.blocked_reason:
@@ -358,5 +357,5 @@ def traceback_lines(excinfo: Any, limit: int = 200) -> list[str]:
 
 
 def _never_ran(reason: str):
-    from ..engine.session import AgentRun
+    from ..engine.session import AgentRun  # the SDK: only once an arm is reported
     return AgentRun(blocked_reason=reason)

@@ -2,10 +2,13 @@
 
 It owns this process's daemon, task pools and workspaces, the M1 duplicate check,
 and the hooks of that lifecycle; `Worker.of` makes it and registers it as a plugin
-when the process collects its first arm.
+when the process collects its first arm. Only a process that found a task or an arm
+loads this module (collect.py, python_arms.py, the jaato_daemon fixture), so the engine
+is imported at the top; the SDK still waits for an arm to run.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sys
@@ -16,6 +19,12 @@ from typing import Any
 
 import pytest
 
+from .. import processes, sweep, workspace
+from ..contract import curated_env
+from ..engine.budget import PoolError, PoolOwner
+from ..engine.daemon import DaemonError, ExternalDaemon, PrivateDaemon, StartAbandoned
+from ..engine.sandbox import (Confinement, hideable, probe, python_folders,
+                               seal_interpreter)
 from .run import (CONTEXT_KEY, WORKER_KEY, RunContext, arm_of, deselect_resumed,
                   has_kept_workspaces, own_folder)
 from .progress import DaemonClock
@@ -69,8 +78,7 @@ class Worker:
 
     def arm_settings(self):
         if self._arm_settings is None:
-            from .. import processes
-            from ..arm import ArmSettings
+            from ..arm import ArmSettings  # the SDK: only when an arm runs
             processes.set_run(self.context.run_id)  # the trees this process starts carry its name
             root = self.settings.workspaces or (self.run_dir / "workspaces")
             if self.settings.workspaces and self.context.worker_id:
@@ -89,24 +97,22 @@ class Worker:
         none where the agents have none."""
         if self.sandbox_name() == "none":
             return None
-        from ..engine.sandbox import Confinement, probe
         sandbox, _ = probe(self.settings.sandbox)
         assert sandbox is not None
         hidden, readable = self.sandbox_folders()
-        return Confinement(sandbox, hidden, readable, scratch=self.run_dir / "grader-tmp")
+        return Confinement(sandbox, hidden, readable, scratch=self.run_dir / "grader-tmp",
+                           sealed=seal_interpreter(self.run_dir / "sealed", sys.executable))
 
     def discard(self, ws: Path) -> None:
         """An arm is done with its workspace: removed in the background; finish() waits."""
         if self._bin is None:
-            from ..workspace import Bin
-            self._bin = Bin()
+            self._bin = workspace.Bin()
         self._bin.put(ws)
 
     # -- the daemon --------------------------------------------------------------
     @property
     def daemon(self):
         if self._daemon is None:
-            from ..engine.daemon import ExternalDaemon, PrivateDaemon
             if self.settings.socket:
                 self._daemon = ExternalDaemon(self.settings.socket)
             else:
@@ -125,7 +131,6 @@ class Worker:
         names = self.settings.daemon_env
         if not names:
             return dict(os.environ)
-        from ..contract import curated_env
         env = curated_env(names)
         env.update({k: v for k, v in os.environ.items() if k.startswith("JAATO_")})
         env["PATH"] = os.environ.get("PATH", os.defpath)  # the daemon's, as it was
@@ -136,7 +141,6 @@ class Worker:
         agent see under that (its workspaces, the daemon's folders, the interpreter)."""
         if self.sandbox_name() == "none":
             return {}
-        from ..engine.sandbox import python_folders
         hidden, readable = self.sandbox_folders()
         seen = (*readable, Path(root).resolve(), (self.run_dir / "daemon").resolve(),
                 (self.run_dir / "tmp").resolve(), *python_folders())
@@ -147,7 +151,6 @@ class Worker:
         ours, --jaato-sandbox=none, or a machine without one)."""
         if self.settings.socket:
             return "none"
-        from ..engine.sandbox import probe
         sandbox, _ = probe(self.settings.sandbox)
         return "none" if sandbox is None else sandbox.name
 
@@ -155,7 +158,6 @@ class Worker:
         """The private daemon's sandbox (engine/sandbox.py): what its agents may write (the
         arms' folder) and what they may not even read (the checkout, the store, HOME, the
         rest of this run's folder)."""
-        from ..engine.sandbox import probe
         sandbox, why = probe(self.settings.sandbox)
         if sandbox is None:  # --jaato-sandbox=bwrap: no arm runs unconfined
             return {"refusal": f"sandbox: {why} (--jaato-sandbox=bwrap)"} if (
@@ -171,7 +173,6 @@ class Worker:
         run's folder; what stays readable under those: jaato's own folder, whose user
         profiles and provider logins the daemon reads, and what the daemon can see has to
         be)."""
-        from ..engine.sandbox import hideable
         hidden = [self.settings.rootdir, Path.cwd(), Path.home(), self.settings.store.parent,
                   self.run_dir]
         jaato_home = Path.home() / ".jaato"
@@ -220,7 +221,6 @@ class Worker:
             with self._lock:  # the early start holds it until the daemon answers
                 pass
         error, self._prestart_error = self._prestart_error, None
-        from ..engine.daemon import StartAbandoned
         if error is not None and not isinstance(error, StartAbandoned):
             raise error
         socket = self.ensure()
@@ -252,17 +252,13 @@ class Worker:
         """(cascade id, error) of the task's pool, declared once per run on first use."""
         if not task.budget:
             return None, None
-        import hashlib
-
-        from ..engine.budget import PoolError, PoolOwner
-        from ..engine.daemon import DaemonError
         if task.id not in self._pools:
             cid = (f"jaato-eval-{self.context.run_id}-pool-"
                    f"{hashlib.sha256(task.id.encode()).hexdigest()[:10]}")
             try:
                 if self._pool_owner is None:
                     self._pool_owner = PoolOwner(self.ensure(), self.run_dir)
-                self._pool_owner.declare(cid, dict(task.budget))
+                self._pool_owner.declare(cid, task.budget.as_dict())
                 self._pools[task.id] = (cid, None)
             except (PoolError, DaemonError, TimeoutError, OSError) as exc:
                 self._pools[task.id] = (cid, f"pool {cid} of task {task.id!r}: {exc}")
@@ -349,14 +345,12 @@ class Worker:
         if self._bin is not None:
             self._bin.empty(BIN_WAIT)  # past it, the loop below removes what is left
         if self._arm_settings is not None:  # now the daemon can no longer write into them
-            from .. import sweep, workspace
             for ws in set(self._arm_settings.made) - set(self._arm_settings.kept):
                 workspace.discard(ws)
             sweep.remove_session_tmp(self._arm_settings.sessions)
 
     def _end_trees(self) -> None:
         if self._arm_settings is not None or self._daemon is not None:
-            from .. import processes
             processes.kill_live_trees()
 
     def _remove_run_dir(self) -> None:
@@ -375,11 +369,10 @@ class Worker:
         # discarded workspace (a session's trackers), which must not pass for a kept one.
         has_kept = any(ws.parent == kept.resolve() for ws in self._arm_settings.kept) if (
             self._arm_settings is not None) else has_kept_workspaces(run_dir)
-        from ..workspace import remove_tree
         for child in list(run_dir.iterdir()):
             if child != kept or not has_kept:
                 if child.is_dir() and not child.is_symlink():
-                    remove_tree(child)
+                    workspace.remove_tree(child)
                 else:
                     child.unlink(missing_ok=True)
         if not has_kept:
@@ -400,7 +393,6 @@ def _left_for_later(run_dir: Path, run_id: str, kept: set[Path] | None) -> None:
     gone; an unkept workspace moves out of `workspaces/` (which the sweep leaves alone:
     kept workspaces are the user's) into `discarded/`, which it removes.
     """
-    from .. import sweep
     if not run_dir.exists():
         return
     workspaces = run_dir / "workspaces"
