@@ -23,8 +23,7 @@ from .. import processes, sweep, workspace
 from ..contract import curated_env
 from ..engine.budget import PoolError, PoolOwner
 from ..engine.daemon import DaemonError, ExternalDaemon, PrivateDaemon, StartAbandoned
-from ..engine.sandbox import (Confinement, hideable, probe, python_folders,
-                               seal_interpreter)
+from ..engine.sandbox import Confinement, hideable, probe, python_folders
 from .run import (CONTEXT_KEY, WORKER_KEY, RunContext, arm_of, deselect_resumed,
                   has_kept_workspaces, own_folder)
 from .progress import DaemonClock
@@ -100,8 +99,7 @@ class Worker:
         sandbox, _ = probe(self.settings.sandbox)
         assert sandbox is not None
         hidden, readable = self.sandbox_folders()
-        return Confinement(sandbox, hidden, readable, scratch=self.run_dir / "grader-tmp",
-                           sealed=seal_interpreter(self.run_dir / "sealed", sys.executable))
+        return Confinement(sandbox, hidden, readable, scratch=self.run_dir / "grader-tmp")
 
     def discard(self, ws: Path) -> None:
         """An arm is done with its workspace: removed in the background; finish() waits."""
@@ -258,7 +256,7 @@ class Worker:
             try:
                 if self._pool_owner is None:
                     self._pool_owner = PoolOwner(self.ensure(), self.run_dir)
-                self._pool_owner.declare(cid, task.budget.as_dict())
+                self._pool_owner.declare(cid, dict(task.budget))
                 self._pools[task.id] = (cid, None)
             except (PoolError, DaemonError, TimeoutError, OSError) as exc:
                 self._pools[task.id] = (cid, f"pool {cid} of task {task.id!r}: {exc}")
