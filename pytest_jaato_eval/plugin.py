@@ -25,6 +25,7 @@ from .pytest_layer.fixtures import (  # noqa: F401 - pytest finds fixtures in th
 from .pytest_layer.heap import HEAP_KEY, install as install_heap
 from .pytest_layer.options import UsageError, add_options, read_settings
 from .pytest_layer.outcome import label, on_report
+from .pytest_layer.progress import teststatus
 from .pytest_layer.run import CONTEXT_KEY, WORKER_KEY, MarkerError, RunContext, arm_of, new_run_id
 from .pytest_layer.shard import select_shard
 from .pytest_layer.task_folder import collect_task_folder
@@ -62,7 +63,7 @@ def pytest_configure(config):
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config, log):
     """B1 under `-n`: a pooled task's arms go to one worker, where its one pool lives."""
-    from .pytest_layer.scheduling import pool_aware_scheduler
+    from .pytest_layer.scheduling import pool_aware_scheduler  # xdist: only under -n
     return pool_aware_scheduler(config, log)
 
 
@@ -78,7 +79,7 @@ def pytest_collect_directory(path, parent):  # before pytest's own Dir, after co
 
 def pytest_collect_file(file_path, parent):
     if file_path.name == MANIFEST_NAME:
-        from .pytest_layer.collect import collect_file
+        from .pytest_layer.collect import collect_file  # pydantic: only once a task is found
         return collect_file(file_path, parent)
     return None
 
@@ -86,7 +87,7 @@ def pytest_collect_file(file_path, parent):
 @pytest.hookimpl(trylast=True)  # after the test's own parametrize: its samples come first
 def pytest_generate_tests(metafunc):
     if metafunc.definition.get_closest_marker("jaato"):
-        from .pytest_layer.python_arms import check_takes_arm, parametrize
+        from .pytest_layer.python_arms import check_takes_arm, parametrize  # pydantic: arms only
         check_takes_arm(metafunc)
         parametrize(metafunc)
 
@@ -96,7 +97,7 @@ def pytest_pycollect_makeitem(collector, name, obj):
     try:
         return (yield)
     except MarkerError as exc:  # that test's error; the module's other tests still collect
-        from .pytest_layer.python_arms import MarkerErrorNode
+        from .pytest_layer.python_arms import MarkerErrorNode  # pydantic: only for an arm
         return MarkerErrorNode.from_parent(collector, name=name, message=str(exc))
 
 
@@ -105,7 +106,7 @@ def pytest_pycollect_makeitem(collector, name, obj):
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
     if config.option.jaato_samples:  # Python arms' (a task.yaml collects only N samples)
-        from .pytest_layer.python_arms import first_samples
+        from .pytest_layer.python_arms import first_samples  # pydantic: only for arms
         first_samples(config, items, config.option.jaato_samples)
     if config.option.jaato_shard:
         select_shard(config, items)  # every machine splits the same collection
@@ -121,7 +122,7 @@ def pytest_collection_finish(session):
 def pytest_itemcollected(item):
     callspec = getattr(item, "callspec", None)
     if callspec is not None and "jaato_arm" in callspec.params and arm_of(item) is None:
-        from .pytest_layer.python_arms import collected
+        from .pytest_layer.python_arms import collected  # pydantic: only for an arm
         collected(item)
 
 
@@ -140,6 +141,5 @@ def pytest_runtest_makereport(item, call):
 
 def pytest_report_teststatus(report, config):
     if getattr(report, "jaato_record", None) is not None:
-        from .pytest_layer.progress import teststatus
         return teststatus(report, config)  # an arm's line, its verdict, cost and time
     return None
