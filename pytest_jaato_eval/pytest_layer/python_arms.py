@@ -21,7 +21,7 @@ import pytest
 from ..task import preflight
 from ..task.arms import Arm, arms_of
 from .collect import PreflightBlocked, arm_param_id, wants_own_daemon
-from ..task.model import SESSION, Task
+from ..task.model import SESSION, Environment, Harness, Input, Task
 from ..task.samples import Sample
 from .run import ARM_KEY, MarkerError, arm_of
 from .worker import Worker
@@ -73,12 +73,16 @@ def task_of(definition) -> Task:
         if kw.get(key) is not None and not isinstance(kw[key], str):
             _fail(where, f"{key}: expected a string, got {type(kw[key]).__name__}")
     test_file = Path(definition.path).resolve()
-    return Task(
-        id=where, manifest=test_file, description=kw.get("description") or "",
-        fixture=dirs["fixture"], config_root=dirs["config_root"], kind=SESSION,
-        profile=str(kw["profile"]), profile_set=kw.get("profile_set"), run=None, prompt=None,
-        agent=kw.get("agent"), agent_params=None, params=None, graders=(), budget=None,
-        repeats=repeats)  # content_hash: over the test file, fixture and config root
+    # No task.yaml to validate: the marker's arguments, checked above, built as they are.
+    task = Task.model_construct(
+        id=where, description=kw.get("description") or "",
+        environment=Environment.model_construct(fixture=str(kw["fixture"]),
+                                                config_root=str(kw["config_root"])),
+        harness=Harness.model_construct(kind=SESSION, profile=str(kw["profile"]),
+                                        profile_set=kw.get("profile_set")),
+        input=Input.model_construct(agent=kw.get("agent")), graders=(), repeats=repeats)
+    # content_hash: over the test file, fixture and config root
+    return task.found_at(test_file, dirs["fixture"], dirs["config_root"])
 
 
 def parametrize(metafunc) -> None:

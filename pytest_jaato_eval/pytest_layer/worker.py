@@ -256,7 +256,7 @@ class Worker:
             try:
                 if self._pool_owner is None:
                     self._pool_owner = PoolOwner(self.ensure(), self.run_dir)
-                self._pool_owner.declare(cid, dict(task.budget))
+                self._pool_owner.declare(cid, task.budget.as_dict())
                 self._pools[task.id] = (cid, None)
             except (PoolError, DaemonError, TimeoutError, OSError) as exc:
                 self._pools[task.id] = (cid, f"pool {cid} of task {task.id!r}: {exc}")

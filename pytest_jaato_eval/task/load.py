@@ -1,8 +1,8 @@
 """task.yaml -> a frozen Task (rules M1-M12 of the behaviour catalogue).
 
 The format is declared in model.py; this module reads the file, hands the document to
-the model, resolves the task's folders and builds the Task the rest of the plugin
-uses. A problem travels out of pydantic as a `manifest` error carrying its reason and
+the model, and gives the Task it validated the task's folders, resolved, and its
+samples. A problem travels out of pydantic as a `manifest` error carrying its reason and
 the path below the field; the first one becomes a ManifestError whose text is one
 line, ``<path>: <where>: <reason>`` (M2): pydantic's own multi-line text never reaches
 a user. Nothing here talks to jaato or pytest.
@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from ..engine.files import yaml_loader
 from ..render import safe_text
 from . import samples
-from .model import BUDGET_LIMITS, DRIVER, GRADER_KINDS, Manifest, Task
+from .model import DRIVER, GRADER_KINDS, Task
 from .samples import Sample
 from .tree import TaskTree, TreeError, list_tree
 from .values import ERROR, shown
@@ -62,7 +62,7 @@ def load_task(path: Path | str) -> Task:
         raise ManifestError(path, "", "empty file; expected a task mapping with id, "
                                       "environment, harness, graders")
     try:
-        m = validate(doc)
+        task = validate(doc)
     except Invalid as exc:
         raise ManifestError(path, exc.where or "top level", exc.reason) from None
 
@@ -71,28 +71,16 @@ def load_task(path: Path | str) -> Task:
         manifest = Path(_resolved_in(folder, path.name)[0])
     except (OSError, RuntimeError, ValueError) as exc:
         raise ManifestError(path, "", f"cannot resolve its folder: {exc}") from None
-    fixture = _directory(path, folder, m.environment.fixture, "environment.fixture")
-    config_root = _directory(path, folder, m.environment.config_root,
+    fixture = _directory(path, folder, task.environment.fixture, "environment.fixture")
+    config_root = _directory(path, folder, task.environment.config_root,
                              "environment.config_root")
-    harness, inp = m.harness, m.input
-    driver = harness.kind == DRIVER
     found: tuple[Sample, ...] = ()
-    if m.dataset is not None:
-        found, data = _dataset(path, folder, m.dataset)
+    if task.dataset is not None:
+        found, data = _dataset(path, folder, task.dataset)
         raw += b"\0dataset\0" + data  # --resume: a changed dataset is a changed task
-        _check_templates(path, found, inp, driver)
+        _check_templates(path, found, task.input, task.kind == DRIVER)
     tree = _tree(path, raw, fixture, config_root)
-    return Task(
-        id=m.id, manifest=manifest, description=m.description, fixture=fixture,
-        config_root=config_root, kind=harness.kind, profile=harness.profile,
-        profile_set=harness.profile_set, run=harness.run,
-        prompt=None if driver else inp.prompt, agent=None if driver else inp.agent,
-        agent_params=None if driver else inp.agent_params,
-        params=inp.params if driver else None,
-        graders=tuple(m.graders),
-        budget=_budget(m.budget), repeats=m.repeats, marks=tuple(m.marks), tree=tree,
-        env_passthrough=tuple(harness.env_passthrough), contamination=m.contamination,
-        samples=found, sample_limit=m.dataset.limit if m.dataset is not None else None)
+    return task.found_at(manifest, fixture, config_root, found, tree)
 
 
 def _dataset(path: Path, folder: str, spec) -> tuple[tuple[Sample, ...], bytes]:
@@ -173,25 +161,17 @@ def _tree(path: Path, raw: bytes, fixture: Path, config_root: Path) -> TaskTree:
     return TaskTree(raw, fixture, listing, config_root)
 
 
-def _budget(b) -> dict | None:
-    if b is None:
-        return None
-    out = {k: getattr(b, k) for k in BUDGET_LIMITS if getattr(b, k) is not None}
-    if b.degrade is not None:
-        out["degrade"] = b.degrade
-    return out
-
-
 def content_hash(manifest: Path, fixture: Path, config_root: Path) -> str:
     """sha256 over the manifest, fixture and config root: what --resume checks (R3)."""
     return TaskTree.of(Path(manifest).read_bytes(), fixture, config_root).digest()
 
 
 # -- the model's verdict on a document --------------------------------------------------------------------
-def validate(doc: Any) -> Manifest:
-    """The model of a parsed task.yaml; raises Invalid(where, reason)."""
+def validate(doc: Any) -> Task:
+    """The model of a parsed task.yaml, its folders not yet resolved; raises
+    Invalid(where, reason)."""
     try:
-        return Manifest.model_validate(doc)
+        return Task.model_validate(doc)
     except ValidationError as exc:
         raise Invalid(*first_problem(exc)) from None
     except RecursionError:
@@ -232,7 +212,7 @@ def dotted(loc: list) -> str:
 # -- the JSON Schema, for editors ---------------------------------------------------------
 def json_schema() -> dict:
     """The JSON Schema of task.yaml, for editors and the `schema` command."""
-    schema = Manifest.model_json_schema()
+    schema = Task.model_json_schema()
     session = {"properties": {"harness": {"required": ["profile"]},
                               "input": {"required": ["prompt"]}}, "required": ["input"]}
     driver = {"properties": {"harness": {"required": ["run"]}}}

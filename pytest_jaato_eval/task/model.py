@@ -1,17 +1,16 @@
 """A task, as the rest of the plugin sees it: task.yaml's sections as pydantic models
-built from the value kinds (values.py), `Manifest` the whole file (M3-M12), and the
-`Task` the loader (load.py) resolves from it.
+built from the value kinds (values.py), and `Task` the whole file (M3-M12), validated
+once, with what the loader (load.py) resolved: where its files are, and its samples.
 
 Imported on the first task only: a pytest run without tasks never pays for pydantic.
 """
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Mapping, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, model_validator
 
 from .samples import Sample
 from .tree import TaskTree
@@ -256,9 +255,19 @@ class Budget(Section):
             raise problem(f"no limit declared; expected at least one of {', '.join(BUDGET_LIMITS)}")
         return self
 
+    def limits(self) -> dict[str, float]:
+        """The limits declared, by name: the pool's (B1)."""
+        return {k: getattr(self, k) for k in BUDGET_LIMITS if getattr(self, k) is not None}
 
-class Manifest(Section):
-    """task.yaml (M3-M12)."""
+    def as_dict(self) -> dict[str, Any]:
+        """The limits, and the degrade ladder if declared: what the pool is declared with."""
+        return self.limits() | ({} if self.degrade is None else {"degrade": self.degrade})
+
+
+class Task(Section):
+    """A task: task.yaml (M3-M12), its sections as the file gives them, and what the
+    loader resolved once it was valid. The arms read the shortcuts below (kind, profile,
+    prompt, ...) rather than the sections."""
 
     model_config = ConfigDict(title="jaato task (task.yaml)")
 
@@ -267,8 +276,9 @@ class Manifest(Section):
     environment: Annotated[Environment, Expect("a mapping")]
     input: Annotated[Input, Expect("a mapping")] = Input()
     harness: Annotated[Harness, Expect("a mapping")]
-    graders: Annotated[list[GraderItem], a_list(nonempty="empty; expected at least one grader"),
-                       Expect("a list"), Field(min_length=1)]
+    graders: Annotated[tuple[GraderItem, ...],
+                       a_list(nonempty="empty; expected at least one grader"), Expect("a list"),
+                       Field(json_schema_extra={"minItems": 1})]  # a tuple min_length gives minLength
     budget: Annotated[Budget, Expect("a mapping"),
                       Field(description="the task pool, shared by the task's arms")] = None
     repeats: Repeats = 1
@@ -297,7 +307,7 @@ class Manifest(Section):
                               f"or change the kind", section, key)
 
     @model_validator(mode="after")
-    def _per_kind(self) -> "Manifest":
+    def _per_kind(self) -> "Task":
         """M6 / M7: what each harness kind requires."""
         needed = ((("harness", "profile"), ("input", "prompt")) if self.harness.kind == SESSION
                   else (("harness", "run"),))
@@ -321,47 +331,94 @@ class Manifest(Section):
                               "graders", i, "gate_on", j)
 
 
-# -- the task the loader resolves ------------------------------------------------------
-@dataclass(frozen=True)
-class Task:
-    id: str
-    manifest: Path
-    description: str
-    fixture: Path
-    config_root: Path
-    kind: str
-    profile: str | None
-    profile_set: str | None
-    run: str | None
-    prompt: str | None
-    agent: str | None
-    agent_params: Mapping[str, Any] | None
-    params: Mapping[str, Any] | None
-    graders: tuple[AnyGrader, ...]
-    budget: Mapping[str, Any] | None
-    repeats: int
-    # (name, args): `smoke` -> ("smoke", None); {xfail: reason} -> ("xfail", "reason").
-    marks: tuple[tuple[str, Any], ...] = ()
-    tree: TaskTree | None = field(default=None, repr=False, compare=False)
-    env_passthrough: tuple[str, ...] = ()  # the driver's (harness.env_passthrough)
-    contamination: str = "block"           # or "caveat" (contamination.py)
+# -- what the loader resolved: no key of the file --------------------------------------
+    _manifest: Path = PrivateAttr()
+    _fixture: Path = PrivateAttr()
+    _config_root: Path = PrivateAttr()
     # The dataset's rows (samples.py): every arm runs on one; none, the task is one sample.
-    samples: tuple[Sample, ...] = ()
-    sample_limit: int | None = None        # dataset.limit: only the first N samples
+    _samples: tuple[Sample, ...] = PrivateAttr(default=())
+    _tree: TaskTree | None = PrivateAttr(default=None)
+
+    def found_at(self, manifest: Path, fixture: Path, config_root: Path,
+                 samples: tuple[Sample, ...] = (), tree: TaskTree | None = None) -> "Task":
+        """This task with where its files are, resolved: set once, by its loader."""
+        self._manifest, self._fixture, self._config_root = manifest, fixture, config_root
+        self._samples, self._tree = samples, tree
+        return self
+
+    @property
+    def manifest(self) -> Path:
+        return self._manifest
+
+    @property
+    def fixture(self) -> Path:
+        return self._fixture
+
+    @property
+    def config_root(self) -> Path:
+        return self._config_root
+
+    @property
+    def samples(self) -> tuple[Sample, ...]:
+        return self._samples
+
+    @property
+    def directory(self) -> Path:
+        return self._manifest.parent
 
     @property
     def content_hash(self) -> str:
         """What --resume compares (R3): hashed on first read, once per task."""
-        if self.tree is None:
-            object.__setattr__(self, "tree", TaskTree.of(
-                self.manifest.read_bytes(), self.fixture, self.config_root))
-        return self.tree.digest()
+        if self._tree is None:
+            self._tree = TaskTree.of(self._manifest.read_bytes(), self._fixture,
+                                     self._config_root)
+        return self._tree.digest()
+
+    # -- the sections' values the arms read --------------------------------------------
+    @property
+    def kind(self) -> str:
+        return self.harness.kind
 
     @property
-    def directory(self) -> Path:
-        return self.manifest.parent
+    def profile(self) -> str | None:
+        return self.harness.profile
+
+    @property
+    def profile_set(self) -> str | None:
+        return self.harness.profile_set
+
+    @property
+    def run(self) -> str | None:
+        return self.harness.run
+
+    @property
+    def env_passthrough(self) -> tuple[str, ...]:
+        """The driver's (harness.env_passthrough)."""
+        return self.harness.env_passthrough
+
+    # M8 refuses each kind's foreign input keys: a driver has no prompt, a session no params.
+    @property
+    def prompt(self) -> str | None:
+        return self.input.prompt
+
+    @property
+    def agent(self) -> str | None:
+        return self.input.agent
+
+    @property
+    def agent_params(self) -> Mapping[str, Any] | None:
+        return self.input.agent_params
+
+    @property
+    def params(self) -> Mapping[str, Any] | None:
+        return self.input.params
 
     @property
     def grader_params(self) -> Mapping[str, Any]:
         """C4: a script grader sees the arm's agent_params (session) or params (driver)."""
         return (self.params if self.kind == DRIVER else self.agent_params) or {}
+
+    @property
+    def sample_limit(self) -> int | None:
+        """dataset.limit: only the first N samples."""
+        return self.dataset.limit if self.dataset is not None else None

@@ -237,11 +237,11 @@ def load_or_refuse(path: Path) -> Task | None:
     assert all(arm.id.isprintable() for arm in arms_of(task, None, 1))
     build_contract_env(workspace=path.parent, config_root=task.config_root,
                        params=task.grader_params)
-    json.dumps(task.budget, allow_nan=False)
+    json.dumps(task.budget.as_dict() if task.budget else None, allow_nan=False)
     for grader in task.graders:
         assert isinstance(grader.id, str) and grader.id.startswith(f"{grader.kind}:")
-        assert math.isfinite(grader.options["timeout_seconds"])
-        for rel in (grader.options.get("file"), grader.options.get("script")):
+        assert math.isfinite(grader.timeout)
+        for rel in (getattr(grader, "file", None), getattr(grader, "script", None)):
             if rel:  # a grader file never names a path outside the config root
                 assert not Path(rel).is_absolute() and ".." not in Path(rel).parts[:1]
     for name, args in task.marks:  # what the pytest layer turns into marks
