@@ -21,6 +21,7 @@ rules, the same for every command:
 """
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from dataclasses import dataclass, field
@@ -80,7 +81,7 @@ def fields_loader(names: tuple[str, ...] | None = None) -> Callable[[bytes], Any
     where `json.loads` alone would refuse the line).
     """
     try:
-        import msgspec
+        import msgspec  # optional (a minimal install reads json), and only once a store is read
     except ImportError:  # a minimal install: everything is read by json
         return _json_loads
     decode: Callable[[bytes], Any]
@@ -104,13 +105,18 @@ def fields_loader(names: tuple[str, ...] | None = None) -> Callable[[bytes], Any
     return load
 
 
-_loads = fields_loader()
+@functools.cache
+def _whole_line_loader() -> Callable[[bytes], Any]:
+    """`fields_loader()`, made on the first store read: every pytest run loads this
+    module, and msgspec waits for a store."""
+    return fields_loader()
 
 
 def scan(path: Path | str, check: bool = False) -> Iterator[Line]:
     """Every non-blank line of a store, in order, with its record; one pass, nothing
     kept. A line that is not a record says why; a cut last line is marked partial.
     Raises OSError when the file cannot be read."""
+    load = _whole_line_loader()
     with open(path, "rb") as fh:
         offset = 0
         number = 0
@@ -120,7 +126,7 @@ def scan(path: Path | str, check: bool = False) -> Iterator[Line]:
             if raw.isspace():
                 continue
             try:
-                data = _loads(raw)
+                data = load(raw)
             except ValueError:
                 yield Line(number, start, None, "not JSON", partial=not raw.endswith(b"\n"))
                 continue
@@ -135,10 +141,11 @@ def scan(path: Path | str, check: bool = False) -> Iterator[Line]:
 
 def read_at(path: Path | str, offsets) -> Iterator[ArmRecord]:
     """The records starting at these byte offsets (from `scan`), in the order given."""
+    load = _whole_line_loader()
     with open(path, "rb") as fh:
         for offset in offsets:
             fh.seek(offset)
-            yield ArmRecord.from_dict(_loads(fh.readline()))
+            yield ArmRecord.from_dict(load(fh.readline()))
 
 
 def read_records(path: Path) -> Iterator[ArmRecord]:
