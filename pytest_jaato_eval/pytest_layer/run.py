@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..results.record import ArmRecord
+from ..results.stores import latest_by_arm, read_records
 from ..verdict import BLOCKED
 
 if TYPE_CHECKING:
@@ -33,7 +34,6 @@ def resume_index(settings: Settings) -> dict[str, ArmRecord]:
     """R3: with --resume, the arms already in the store (a repeated id counts once)."""
     if not settings.resume or not settings.store.exists():
         return {}
-    from ..results.stores import latest_by_arm, read_records
     return latest_by_arm(read_records(settings.store))
 
 
@@ -115,7 +115,7 @@ def deselect_resumed(config, items, done: dict) -> None:
 def own_folder(folder: Path, context: RunContext, sweep_others: bool) -> None:
     """Name this run as the folder's owner; the run's first folder sweeps what dead runs
     left beside it (a worker's folders are inside the controller's, never swept by it)."""
-    from .. import processes, sweep
+    from .. import processes, sweep  # psutil: only in a process that runs arms
     processes.set_run(context.run_id)
     sweep.write_owner(folder, context.run_id)
     if sweep_others:
