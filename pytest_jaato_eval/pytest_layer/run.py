@@ -115,7 +115,7 @@ def deselect_resumed(config, items, done: dict) -> None:
 def own_folder(folder: Path, context: RunContext, sweep_others: bool) -> None:
     """Name this run as the folder's owner; the run's first folder sweeps what dead runs
     left beside it (a worker's folders are inside the controller's, never swept by it)."""
-    from .. import processes, sweep  # psutil: only in a process that runs arms
+    from .. import processes, sweep  # psutil: only once a run folder is made
     processes.set_run(context.run_id)
     sweep.write_owner(folder, context.run_id)
     if sweep_others:
