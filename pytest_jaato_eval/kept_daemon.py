@@ -27,6 +27,9 @@ import threading
 import time
 from pathlib import Path
 
+from . import processes
+from .engine.daemon import DaemonError, PrivateDaemon, can_connect
+
 START_WAIT = 120.0   # the keeper's daemon answering, at most
 STOP_WAIT = 30.0
 KEEPER = "keeper.json"
@@ -63,7 +66,6 @@ def socket_of(folder: Path) -> Path:
 
 def _keeper(folder: Path):
     """The live keeper of `folder` as a processes.Ident, or None."""
-    from . import processes
     try:
         data = json.loads((folder / KEEPER).read_text())
         ident = processes.Ident(int(data["pid"]), float(data["started"]))
@@ -73,15 +75,12 @@ def _keeper(folder: Path):
 
 
 def _answers(folder: Path) -> bool:
-    from .engine.daemon import can_connect
     return can_connect(str(socket_of(folder)), 1.0)
 
 
 # -- the keeper --------------------------------------------------------------------------------
 def serve(folder: Path) -> int:
     """Hold a private daemon in `folder` until SIGTERM; start it again if it dies."""
-    from . import processes
-    from .engine.daemon import DaemonError, PrivateDaemon
     processes.set_run(f"kept-{folder.name}")  # never the marker of a run's own trees
     tmp = folder / "tmp"
     tmp.mkdir(exist_ok=True)
@@ -132,7 +131,6 @@ def start(folder: Path) -> Path:
 
 def stop(folder: Path) -> bool:
     """End the keeper (which stops its daemon, runners and all); True when one was running."""
-    from . import processes
     keeper = _keeper(folder)
     if keeper is None:
         return False
