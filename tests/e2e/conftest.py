@@ -21,10 +21,15 @@ _PROJECT_TMPS: list = []
 def daemon():
     """One real daemon for the whole suite, on a private socket, stopped at the end."""
     base = short_tmpdir("jtd-")
-    tmp = base / "tmp"
+    tmp, home = base / "tmp", base / "home"
     tmp.mkdir()
+    home.mkdir()
     # One provider attempt: a scripted 429 fails in seconds, not after jaato's ~20 s of retries.
-    d = PrivateDaemon(base / "d", env={**os.environ, "TMPDIR": str(tmp), "AI_RETRY_ATTEMPTS": "1"})
+    # A HOME of its own: jaato rewrites ~/.jaato/session_workspace_index.json whole on every
+    # session, and the user's grows with every session ever run on the machine (the plugin's
+    # own daemons in the runs get pytester's HOME, one per test).
+    d = PrivateDaemon(base / "d", env={**os.environ, "TMPDIR": str(tmp), "HOME": str(home),
+                                       "AI_RETRY_ATTEMPTS": "1"})
     d.ensure()
     yield d
     d.stop()

@@ -240,45 +240,57 @@ def test_a_shard_keeps_every_arm_of_a_sample_together(project):
     assert all(len(shard) == 4 * len(s) for shard, s in zip(shards, samples))  # 2 sets x 2 repeats
 
 
+# The sweeps below are the smallest that still take every path of the 50 x 2 x 2 one: sample
+# ids of two digits, and each shard several whole samples of both sets. The 50 x 2 x 2 figures
+# are bench/samples_at_scale.py's (bench/RESULTS.md).
+SWEEP_SAMPLES = 12
+SWEEP_ARMS = SWEEP_SAMPLES * 2 * 2
+
+
 @pytest.mark.slow
 def test_fifty_samples_by_two_sets_by_two_repeats_shard_resume_and_validate(project):
-    """The dataset sweep end to end: shard 1 of 2 runs, --resume runs exactly the rest,
-    the store holds each of the 200 arms once, and the pivot and `report` count per task."""
-    two_set_dataset_task(project, 50, 2)
+    """The dataset sweep end to end, at 12 samples x 2 sets x 2 repeats: shard 1 of 2 runs,
+    --resume runs exactly the rest, the store holds each of the 48 arms once, and the pivot
+    and `report` count per task. The 50 x 2 x 2 sweep itself, and its figures, are
+    bench/samples_at_scale.py's."""
+    two_set_dataset_task(project, SWEEP_SAMPLES, 2)
     first = project.run("tasks", "--profile-set=echo,other", "--jaato-shard=1/2")
     assert first.ret == 0, first.stdout.str()
     half = project.records()
     by_sample: dict[str, int] = {}
     for r in half:
         by_sample[r["sample_id"]] = by_sample.get(r["sample_id"], 0) + 1
-    assert set(by_sample.values()) == {4} and 10 < len(by_sample) < 40  # whole samples only
+    # whole samples only, and about half of them
+    assert set(by_sample.values()) == {4} and 2 < len(by_sample) < SWEEP_SAMPLES - 2
     rest = project.run("tasks", "--profile-set=echo,other", "--resume")
     assert rest.ret == 0
-    rest.assert_outcomes(passed=200 - len(half), deselected=len(half))
+    rest.assert_outcomes(passed=SWEEP_ARMS - len(half), deselected=len(half))
     records = project.records()
-    assert len(records) == 200 == len({r["arm_id"] for r in records})
-    assert {r["sample_id"] for r in records} == {f"s{i:02d}" for i in range(50)}
+    assert len(records) == SWEEP_ARMS == len({r["arm_id"] for r in records})
+    assert {r["sample_id"] for r in records} == {f"s{i:02d}" for i in range(SWEEP_SAMPLES)}
     checked = validate(project)
     assert checked.returncode == 0, checked.stdout
     shown = subprocess.run([sys.executable, "-m", "pytest_jaato_eval", "report",
                             str(project.store)], capture_output=True, text=True, timeout=120)
     rows = [line.split() for line in shown.stdout.splitlines() if line.startswith("words")]
-    assert [(r[1], r[4], r[5]) for r in rows] == [("echo", "100", "100"),
-                                                  ("other", "100", "100")], shown.stdout
+    per_set = str(SWEEP_ARMS // 2)
+    assert [(r[1], r[4], r[5]) for r in rows] == [("echo", per_set, per_set),
+                                                  ("other", per_set, per_set)], shown.stdout
 
 
 @pytest.mark.slow
 def test_fifty_parameter_sets_by_two_sets_by_two_repeats_shard_resume_and_validate(project):
-    """The same sweep as a Python arm: each parameter set a sample."""
+    """The same sweep as a Python arm, 12 parameter sets x 2 sets x 2 repeats: each parameter
+    set a sample. The 50 x 2 x 2 sweep, and its figures, are bench/samples_at_scale.py's."""
     two_set_dataset_task(project, 1, 1)  # its config root holds `writer` in echo and other
-    project.write("arms/test_many.py", '''
+    project.write("arms/test_many.py", f'''
         import pytest
 
-        @pytest.mark.parametrize("n", range(50))
+        @pytest.mark.parametrize("n", range({SWEEP_SAMPLES}))
         @pytest.mark.jaato(config_root="../tasks/words/.jaato", fixture="../tasks/words/fixture",
                            profile="writer", repeats=2)
         def test_many(jaato_arm, n):
-            jaato_arm.run(f"Write READY, then the number {n}.")
+            jaato_arm.run(f"Write READY, then the number {{n}}.")
             assert (jaato_arm.workspace / "answer.txt").read_text() == "READY\\n"
     ''')
     first = project.run("arms", "--profile-set=echo,other", "--jaato-shard=1/2")
@@ -287,12 +299,13 @@ def test_fifty_parameter_sets_by_two_sets_by_two_repeats_shard_resume_and_valida
     per_sample: dict[str, int] = {}
     for r in half:
         per_sample[r["sample_id"]] = per_sample.get(r["sample_id"], 0) + 1
-    assert set(per_sample.values()) == {4} and 10 < len(per_sample) < 40
+    assert set(per_sample.values()) == {4} and 2 < len(per_sample) < SWEEP_SAMPLES - 2
     rest = project.run("arms", "--profile-set=echo,other", "--resume")
     assert rest.ret == 0
-    rest.assert_outcomes(passed=200 - len(half), deselected=len(half))
+    rest.assert_outcomes(passed=SWEEP_ARMS - len(half), deselected=len(half))
     records = project.records()
-    assert len(records) == 200 == len({r["arm_id"] for r in records})
+    assert len(records) == SWEEP_ARMS == len({r["arm_id"] for r in records})
+    assert {r["sample_id"] for r in records} == {str(n) for n in range(SWEEP_SAMPLES)}
     assert {r["task_id"] for r in records} == {"arms/test_many.py::test_many"}
     checked = validate(project)
     assert checked.returncode == 0, checked.stdout
