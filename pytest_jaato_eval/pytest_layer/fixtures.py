@@ -18,6 +18,7 @@ import pytest
 
 from ..engine.files import read_text_bounded
 from ..results.record import ArmRecord
+from ..testing.fixture import scripted_model_fixture  # the server loads when a model starts
 from ..workspace import special_files
 from .outcome import raise_for
 from .run import ARM_KEY, HANDLE_KEY, WORKSPACE_KEY, worker_of
@@ -79,7 +80,6 @@ def jaato_arm(request, jaato_daemon, jaato_workspace) -> "ArmHandle":
 def scripted_model():
     """A scripted OpenAI-compatible model on 127.0.0.1 (docs/scripted-model.md): yields
     ``start(turns, **kwargs)``; every model started through it stops at teardown."""
-    from ..testing.model_server import scripted_model_fixture
     yield from scripted_model_fixture()
 
 
