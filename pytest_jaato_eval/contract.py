@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from .redact import is_secret_name
+
 CONTRACT_VERSION = "1"
 PREFIX = "JAATO_EVAL"
 
@@ -98,8 +100,6 @@ def curated_env(passthrough: Sequence[str] = (), base: Mapping[str, str] | None 
     runs (CODE_PREFIXES): those pass only when named exactly, so a pattern cannot sweep one
     in. PATH and the hardening are set last: no passed name undoes them.
     """
-    from .redact import is_secret_name
-
     base = os.environ if base is None else base
     env = {k: v for k, v in base.items()
            if k in BASIC_NAMES or k.startswith(BASIC_PREFIXES)}

@@ -7,6 +7,7 @@ preexec_fn arms it. processes.py owns the trees; this module only launches their
 """
 from __future__ import annotations
 
+import ctypes
 import errno
 import functools
 import os
@@ -18,7 +19,6 @@ import time
 
 def _find_prctl():
     try:
-        import ctypes
         return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):  # not Linux
         return None

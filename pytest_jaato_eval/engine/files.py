@@ -15,7 +15,7 @@ LOG_CAP = 16 * 1024 * 1024  # a session log or record larger than this is read i
 
 def yaml_loader():
     """The safe YAML loader every reader of task and profile files uses."""
-    import yaml
+    import yaml  # tens of ms, which every pytest run would pay: only once a task is read
     # libyaml's parser when PyYAML was built with it: the same documents, ~7x faster.
     return yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else yaml.SafeLoader
 

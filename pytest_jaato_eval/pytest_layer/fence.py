@@ -98,7 +98,7 @@ def _declared_roots(task_dir: Path) -> list[str]:
     if raw is None:
         return []
     try:
-        from ..task.load import parse_for_collection
+        from ..task.load import parse_for_collection  # pydantic: only once a task is found
         data = parse_for_collection(raw)
     except Exception:  # noqa: BLE001 - a bad manifest is reported by its collector, not here
         return []

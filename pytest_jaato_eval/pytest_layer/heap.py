@@ -32,6 +32,7 @@ from __future__ import annotations
 import gc
 import sys
 
+import _pytest.config as pytest_config
 import pytest
 
 # What was frozen before any run here: CPython itself starts with a few hundred objects
@@ -94,8 +95,6 @@ HEAP_KEY = pytest.StashKey[CollectionHeap]()
 
 def _entry_points() -> tuple[frozenset, frozenset]:
     """The code of pytest's entry functions: (the run's own, the console's)."""
-    import _pytest.config as pytest_config
-
     def codes(*names: str) -> frozenset:
         return frozenset(getattr(pytest_config, n).__code__ for n in names
                          if hasattr(pytest_config, n))

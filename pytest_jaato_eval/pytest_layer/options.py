@@ -146,7 +146,7 @@ def read_settings(config) -> Settings:
     html = _path(opt.jaato_html, Path.cwd()) if opt.jaato_html else None
     pdf = _path(opt.jaato_pdf, Path.cwd()) if opt.jaato_pdf else None
     if html or pdf or getattr(opt, "xmlpath", None) or getattr(opt, "htmlpath", None):
-        from ..results.store import refuse_outputs
+        from ..results.store import refuse_outputs  # gzip: only when outputs are asked for
         refusal = refuse_outputs(config, store_path, html, pdf)
         if refusal:
             raise UsageError(refusal)

@@ -19,7 +19,7 @@ class PdfUnavailable(Exception):
 
 def load_weasyprint():
     try:
-        import weasyprint
+        import weasyprint  # optional, and heavy: only for a PDF
     except ImportError:
         raise PdfUnavailable(f"a PDF report needs weasyprint, which is not installed: "
                              f"{INSTALL}") from None
