@@ -15,7 +15,7 @@ from typing import Protocol
 from . import contamination, processes, workspace
 from .task import preflight
 from .task.arms import Arm, arms_of
-from .engine.accounting import count_nudges, summed_usage
+from .engine.accounting import count_nudges, summed_usage, tracker_record
 from .engine.budget import profile_ceiling
 from .engine.daemon import DaemonError
 from .engine.driver import DriverArmSpec, run_driver_arm
@@ -28,6 +28,7 @@ from .graders.context import GraderContext
 from .graders.ledger import ledger_of
 from .task.load import content_hash
 from .task.model import DRIVER, Task
+from .results import transcripts
 from .results.record import ArmRecord, build_record
 from .redact import Redactor
 from .verdict import BLOCKED, FAIL, PASS, Verdict, roll_up
@@ -396,8 +397,6 @@ def keep_transcript(arm: Arm, settings: ArmSettings, run: AgentRun, grader_runs:
                     ws: Path | None) -> str:
     """Build, mask and compress the arm's transcript; hold it for the store's writer and
     return its file name (the record's `transcript`)."""
-    from .engine.accounting import tracker_record
-    from .results import transcripts
     document = transcripts.build(
         arm_id=arm.id, task_id=arm.task.id, run_id=settings.run_id, run=run,
         driver=arm.task.kind == DRIVER, grader_runs=grader_runs,
