@@ -231,7 +231,7 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
                 socket_path=socket, workspace=ws, config_root=config, run=task.run,
                 params=dict(arm.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling,
                 env_passthrough=task.env_passthrough,
-                author_modules=owned_fixture(task, settings)))
+                author_modules=owned_fixture(task, settings), confinement=settings.confinement))
         else:
             run = run_session_arm(SessionArmSpec(
                 socket_path=socket, workspace=ws, config_root=config,

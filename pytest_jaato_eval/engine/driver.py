@@ -11,11 +11,12 @@ import logging
 import collections
 import itertools
 import json
+import shlex
 import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from jaato_sdk.client.ipc import IPCClient
 from jaato_sdk.events import ClientType, EventType
@@ -27,6 +28,7 @@ from .accounting import TurnAccumulator, USAGE_KEYS, empty_usage, merge_tracker
 from .agent_run import AgentRun
 from .ceiling import Ceiling
 from .connection import STOP_WAIT, connect_patiently
+from .sandbox import Confinement
 
 log = logging.getLogger(__name__)
 TAIL_LINES = 40
@@ -49,6 +51,7 @@ class DriverArmSpec:
     ceiling: Ceiling = field(default_factory=lambda: Ceiling(900))
     env_passthrough: tuple[str, ...] = ()  # harness.env_passthrough (contract.curated_env)
     author_modules: Path | None = None  # the harness's copy of the fixture (contract.py)
+    confinement: Confinement | None = None  # the agent's sandbox, when it has one
 
 
 def run_driver_arm(spec: DriverArmSpec) -> AgentRun:
@@ -122,6 +125,24 @@ class _DriverArm:
         return out
 
     async def _drive(self) -> None:
+        """The driver, in the agent's sandbox when it has one (engine/sandbox.Confinement):
+        it reads what the agent's sessions leave, and may run it."""
+        spec, out = self.spec, self.out
+        if spec.confinement is None:
+            return await self._drive_as(spec.run)
+        seen = [spec.config_root, Path(spec.socket_path).parent,
+                *([spec.author_modules] if spec.author_modules else [])]
+        with spec.confinement.command(["/bin/sh", "-c", spec.run], writable=[spec.workspace],
+                                      readable=seen) as confined:
+            await self._drive_as(shlex.join(confined.argv), confined.pass_fds,
+                                 confined.returncode)
+            if not confined.ran() and not out.blocked_reason:
+                out.blocked_reason = ("the driver's sandbox could not be set up: "
+                                      + (out.termination_detail or "").strip()[-300:])
+                out.error = out.error_type = out.termination_reason = out.finish_reason = None
+
+    async def _drive_as(self, command: str, pass_fds: tuple[int, ...] = (),
+                        returncode: Callable[[int], int] = lambda code: code) -> None:
         spec, out = self.spec, self.out
         env = build_contract_env(workspace=spec.workspace, config_root=spec.config_root,
                                  params=spec.params, socket=spec.socket_path,
@@ -129,8 +150,8 @@ class _DriverArm:
                                  author_modules=spec.author_modules)
         started = time.monotonic()
         proc, tree = await processes.start_async(
-            spec.run, cwd=spec.workspace, env=env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            command, cwd=spec.workspace, env=env, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, pass_fds=pass_fds)
         tails: dict[str, collections.deque[str]] = {"stdout": collections.deque(maxlen=TAIL_LINES),
                  "stderr": collections.deque(maxlen=TAIL_LINES)}
         readers = [asyncio.ensure_future(_pump(proc.stdout, tails["stdout"])),
@@ -138,7 +159,7 @@ class _DriverArm:
         ceiling = asyncio.timeout(spec.ceiling.seconds or None)
         try:
             async with ceiling:
-                code = await _exited(proc, tree)
+                code = returncode(await _exited(proc, tree))
             # The driver is the arm: a child still holding its pipes gets a moment, no more.
             await asyncio.wait(readers, timeout=LINGER)
         except TimeoutError:

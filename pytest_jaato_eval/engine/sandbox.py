@@ -73,18 +73,46 @@ class Sandbox:
         return args + argv
 
 
+# The first process of a grader's sandbox: it runs the command and tells a signal's death
+# apart from an exit of 128 + N (bubblewrap reports both alike) on a descriptor the command
+# never holds. It runs the sealed interpreter, so nothing in the sandbox reaches that
+# descriptor through /proc.
+_REPORTER = ("import os, sys\n"
+             "fd = int(sys.argv[1])\n"
+             "pid = os.fork()\n"
+             "if pid == 0:\n"
+             "    os.close(fd)\n"
+             "    try:\n"
+             "        try:\n"
+             "            os.execvp(sys.argv[2], sys.argv[2:])\n"
+             "        except OSError as exc:  # a script with no #! line: the shell's, as execvp(3)\n"
+             "            if exc.errno != 8:\n"
+             "                raise\n"
+             "            os.execv('/bin/sh', ['/bin/sh', *sys.argv[2:]])\n"
+             "    except OSError as exc:\n"
+             "        print(f'{sys.argv[2]}: {exc.strerror}', file=sys.stderr)\n"
+             "        os._exit(127 if isinstance(exc, FileNotFoundError) else 126)\n"
+             "status = os.waitpid(pid, 0)[1]\n"
+             "if os.WIFSIGNALED(status):\n"
+             "    os.write(fd, b'%d' % os.WTERMSIG(status))\n"
+             "    sys.exit(128 + os.WTERMSIG(status))\n"
+             "sys.exit(os.waitstatus_to_exitcode(status))\n")
+
+
 @dataclass(frozen=True)
 class Confinement:
     """The agent's sandbox, for the harness's own processes that touch what the agent left:
-    the script graders and processors. They see what the agent saw (the same folders hidden),
-    the harness's copies they grade with besides, and write only what they are given and a
-    /tmp of their own, so a link the agent planted or a program of its that a grader runs
-    reaches no further than the agent itself could."""
+    the script graders, processors and drivers. They see what the agent saw (the same
+    folders hidden), the harness's copies they grade with besides, and write only what they
+    are given and a /tmp of their own, so a link the agent planted or a program of its that a
+    grader runs reaches no further than the agent itself could."""
 
     sandbox: Sandbox
     hidden: tuple[Path, ...]
     readable: tuple[Path, ...]
     scratch: Path  # where each process's private /tmp is made: a folder the agent cannot see
+    sealed: tuple[Path, Path]  # seal_interpreter's: the reporter's interpreter
+    python: str = sys.executable
 
     @contextlib.contextmanager
     def command(self, argv: list[str], *, writable: Sequence[Path],
@@ -92,26 +120,45 @@ class Confinement:
         """`argv` wrapped, for as long as it runs (its /tmp is removed after)."""
         self.scratch.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=self.scratch))
-        status = tmp.with_name(tmp.name + ".status")
-        fd = os.open(status, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        status, signalled = tmp.with_name(tmp.name + ".status"), tmp.with_name(tmp.name + ".signal")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        fds = (os.open(status, flags, 0o600), os.open(signalled, flags, 0o600))
         try:
-            wrapped = self.sandbox.command(argv, writable=list(writable), hidden=list(self.hidden),
-                                           tmp=tmp, readable=[*self.readable, *readable])
-            yield Wrapped([wrapped[0], "--json-status-fd", str(fd), *wrapped[1:]], (fd,), status)
+            reported = [self.python, "-I", "-S", "-c", _REPORTER, str(fds[1]), *argv]
+            wrapped = self.sandbox.command(reported, writable=list(writable),
+                                           hidden=list(self.hidden), tmp=tmp,
+                                           readable=[*self.readable, *readable],
+                                           sealed=self.sealed)
+            yield Wrapped([wrapped[0], "--json-status-fd", str(fds[0]), *wrapped[1:]], fds,
+                          status, signalled)
         finally:
-            os.close(fd)
-            status.unlink(missing_ok=True)
+            for fd in fds:
+                os.close(fd)
+            for path in (status, signalled):
+                path.unlink(missing_ok=True)
             shutil.rmtree(tmp, ignore_errors=True)
 
 
 @dataclass(frozen=True)
 class Wrapped:
     """A command as it is started: its argv, the descriptors it must inherit, and where
-    bubblewrap says whether the command itself ran (None: not confined)."""
+    bubblewrap says whether the command itself ran and the reporter how it ended (None: not
+    confined)."""
 
     argv: list[str]
     pass_fds: tuple[int, ...] = ()
     status: Path | None = None
+    signalled: Path | None = None
+
+    def returncode(self, code: int) -> int:
+        """The command's own return code, as Popen gives one: -N when a signal ended it."""
+        if self.signalled is None:
+            return code
+        try:
+            said = self.signalled.read_text()[:8].strip()
+        except OSError:
+            return code
+        return -int(said) if said.isdigit() else code
 
     def ran(self) -> bool:
         """Whether its exit code is the command's own: bubblewrap writes one only for a

@@ -41,9 +41,10 @@ def grade_script(spec: ScriptGrader, ctx: GraderContext) -> Verdict:
             done = run_bounded(confined.argv, timeout=timeout, cwd=ctx.workspace, env=env,
                                pass_fds=confined.pass_fds)
             ran = confined.ran()
+            code = None if done.code is None else confined.returncode(done.code)
     except OSError as exc:
         return Verdict.blocked(spec.id, claim, f"could not start: {exc}")
-    code, out = done.code, done.out
+    out = done.out
     if code is None:
         return Verdict.blocked(spec.id, claim, f"timed out after {timeout:g} s "
                                f"(timeout_seconds)", _evidence(out, ctx))

@@ -23,7 +23,8 @@ from .. import processes, sweep, workspace
 from ..contract import curated_env
 from ..engine.budget import PoolError, PoolOwner
 from ..engine.daemon import DaemonError, ExternalDaemon, PrivateDaemon, StartAbandoned
-from ..engine.sandbox import Confinement, hideable, probe, python_folders
+from ..engine.sandbox import (Confinement, hideable, probe, python_folders,
+                               seal_interpreter)
 from .run import (CONTEXT_KEY, WORKER_KEY, RunContext, arm_of, deselect_resumed,
                   has_kept_workspaces, own_folder)
 from .progress import DaemonClock
@@ -99,7 +100,8 @@ class Worker:
         sandbox, _ = probe(self.settings.sandbox)
         assert sandbox is not None
         hidden, readable = self.sandbox_folders()
-        return Confinement(sandbox, hidden, readable, scratch=self.run_dir / "grader-tmp")
+        return Confinement(sandbox, hidden, readable, scratch=self.run_dir / "grader-tmp",
+                           sealed=seal_interpreter(self.run_dir / "sealed", sys.executable))
 
     def discard(self, ws: Path) -> None:
         """An arm is done with its workspace: removed in the background; finish() waits."""

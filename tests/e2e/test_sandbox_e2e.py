@@ -310,9 +310,17 @@ def test_a_grader_writing_through_the_agents_link_writes_only_in_the_sandbox(pro
                      graders=[{"kind": "script", "run": "sh check.sh"}])
         project.write("tasks/runner/fixture/plant.sh",
                       f"echo 'echo pwned > {victim}' > check.sh\n")
+        # a driver runs beside the agent's sessions and reads what they leave: confined too
+        project.write("tasks/driver/task.yaml", yaml.safe_dump({
+            "id": "driver", "environment": {"fixture": "fixture", "config_root": ".jaato"},
+            "harness": {"kind": "driver", "run": f"echo pwned > {victim}; test $? -ne 0"},
+            "graders": [{"kind": "script", "run": "true"}]}))
+        project.write("tasks/driver/fixture/seed.txt", "seed\n")
+        project.write("tasks/driver/.jaato/.keep", "")
         result = project.run("tasks", "--jaato-sandbox=bwrap", shared_daemon=False)
         by = {r["task_id"]: r for r in project.records()}
         assert victim.read_text() == "untouched\n"
+        assert by["driver"]["state"] == "PASS", by["driver"]  # its write refused, so exit 0
         for task in ("linker", "runner"):
             (verdict,) = by[task]["verdicts"]
             assert verdict["state"] == "FAIL" and "exit" in verdict["detail"], by[task]

@@ -105,7 +105,8 @@ def test_a_sandbox_that_cannot_be_set_up_is_the_graders_blocked_never_the_agents
     grader tells the two apart by bubblewrap's own status, so its failure is BLOCKED."""
     ws = tmp_path / "ws"
     ws.mkdir()
-    confinement = Confinement(probe()[0], hidden=(), readable=(), scratch=tmp_path / "scratch")
+    confinement = Confinement(probe()[0], hidden=(), readable=(), scratch=tmp_path / "scratch",
+                              sealed=seal_interpreter(tmp_path / "sealed", sys.executable))
     # a config root that is gone by the time the grader runs: nothing to mount, no sandbox
     ctx = GraderContext(workspace=ws, config_root=tmp_path / "gone", params={},
                         run=AgentRun(finish_reason="stop"), confinement=confinement)
@@ -115,4 +116,8 @@ def test_a_sandbox_that_cannot_be_set_up_is_the_graders_blocked_never_the_agents
     (tmp_path / "gone").mkdir()
     assert grade_script(spec, ctx).state == "PASS"
     assert grade_script(ScriptGrader(kind="script", run="exit 1"), ctx).state == "FAIL"
+    # bubblewrap reports a death by a signal as 128 + N; the reporter inside tells them apart
+    killed = grade_script(ScriptGrader(kind="script", run="kill -9 $$"), ctx)
+    assert killed.state == "BLOCKED" and "killed by SIGKILL" in killed.detail, killed
+    assert grade_script(ScriptGrader(kind="script", run="exit 137"), ctx).state == "FAIL"
     assert sorted(p.name for p in (tmp_path / "scratch").iterdir()) == []  # its /tmp removed
