@@ -342,6 +342,8 @@ class Task(Section):
     def found_at(self, manifest: Path, fixture: Path, config_root: Path,
                  samples: tuple[Sample, ...] = (), tree: TaskTree | None = None) -> "Task":
         """This task with where its files are, resolved: set once, by its loader."""
+        if "_manifest" in (self.__pydantic_private__ or {}):
+            raise RuntimeError(f"task {self.id!r} is already found at {self._manifest}")
         self._manifest, self._fixture, self._config_root = manifest, fixture, config_root
         self._samples, self._tree = samples, tree
         return self

@@ -45,6 +45,24 @@ def test_valid_manifest_loads_with_defaults(tmp_path):
     assert len(task.content_hash) == 64
 
 
+def test_the_task_is_the_validated_file_frozen_and_found_once(tmp_path):
+    """One model: the sections as the file gives them, the arms' shortcuts read from them,
+    the budget the section itself; nothing of it can be changed after loading."""
+    path = write(tmp_path, VALID + "budget: {usd: 2, degrade: [cheap]}\nmarks: [smoke]\n")
+    task = load_task(path)
+    assert task.harness.profile == task.profile == "writer"
+    assert task.input.prompt == task.prompt == "do it"
+    assert task.environment.fixture == "fixture" and task.manifest == path.resolve()
+    assert task.budget is not None and task.budget.usd == 2
+    assert task.budget.limits() == {"usd": 2}
+    assert task.budget.as_dict() == {"usd": 2, "degrade": ["cheap"]}
+    assert isinstance(task.graders, tuple) and task.marks == (("smoke", None),)
+    with pytest.raises(ValueError, match="frozen"):
+        task.id = "other"
+    with pytest.raises(RuntimeError, match="already found"):
+        task.found_at(tmp_path, tmp_path, tmp_path)
+
+
 def test_id_is_stringified(tmp_path):
     assert load_task(write(tmp_path, VALID.replace("id: t", "id: 42"))).id == "42"
 
