@@ -248,7 +248,7 @@ SWEEP_ARMS = SWEEP_SAMPLES * 2 * 2
 
 
 @pytest.mark.slow
-def test_fifty_samples_by_two_sets_by_two_repeats_shard_resume_and_validate(project):
+def test_a_dataset_sweep_by_two_sets_by_two_repeats_shards_resumes_and_validates(project):
     """The dataset sweep end to end, at 12 samples x 2 sets x 2 repeats: shard 1 of 2 runs,
     --resume runs exactly the rest, the store holds each of the 48 arms once, and the pivot
     and `report` count per task. The 50 x 2 x 2 sweep itself, and its figures, are
@@ -279,7 +279,7 @@ def test_fifty_samples_by_two_sets_by_two_repeats_shard_resume_and_validate(proj
 
 
 @pytest.mark.slow
-def test_fifty_parameter_sets_by_two_sets_by_two_repeats_shard_resume_and_validate(project):
+def test_a_parameter_sweep_by_two_sets_by_two_repeats_shards_resumes_and_validates(project):
     """The same sweep as a Python arm, 12 parameter sets x 2 sets x 2 repeats: each parameter
     set a sample. The 50 x 2 x 2 sweep, and its figures, are bench/samples_at_scale.py's."""
     two_set_dataset_task(project, 1, 1)  # its config root holds `writer` in echo and other
