@@ -129,8 +129,9 @@ class Confinement:
                                            hidden=list(self.hidden), tmp=tmp,
                                            readable=[*self.readable, *readable],
                                            sealed=self.sealed)
-            yield Wrapped([wrapped[0], "--json-status-fd", str(fds[0]), *wrapped[1:]], fds,
-                          status, signalled)
+            # its /tmp is its own: a TMPDIR of the host's may be hidden from it, or missing
+            yield Wrapped([wrapped[0], "--json-status-fd", str(fds[0]),
+                           "--setenv", "TMPDIR", "/tmp", *wrapped[1:]], fds, status, signalled)
         finally:
             for fd in fds:
                 os.close(fd)

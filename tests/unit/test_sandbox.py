@@ -100,7 +100,8 @@ def test_the_sealed_interpreter_is_an_execute_only_copy_bound_over_the_program(t
 
 
 @pytest.mark.skipif(probe()[0] is None, reason="needs a working bubblewrap")
-def test_a_sandbox_that_cannot_be_set_up_is_the_graders_blocked_never_the_agents_fail(tmp_path):
+def test_a_sandbox_that_cannot_be_set_up_is_the_graders_blocked_never_the_agents_fail(
+        tmp_path, monkeypatch):
     """bubblewrap exits 1 when it cannot build the sandbox, like a failing check would: the
     grader tells the two apart by bubblewrap's own status, so its failure is BLOCKED."""
     ws = tmp_path / "ws"
@@ -120,4 +121,8 @@ def test_a_sandbox_that_cannot_be_set_up_is_the_graders_blocked_never_the_agents
     killed = grade_script(ScriptGrader(kind="script", run="kill -9 $$"), ctx)
     assert killed.state == "BLOCKED" and "killed by SIGKILL" in killed.detail, killed
     assert grade_script(ScriptGrader(kind="script", run="exit 137"), ctx).state == "FAIL"
+    # a TMPDIR of the host's (hidden, or missing, in the sandbox) is its private /tmp there
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "hidden-tmp"))
+    made = grade_script(ScriptGrader(kind="script", run='test "$TMPDIR" = /tmp && mktemp'), ctx)
+    assert made.state == "PASS", made
     assert sorted(p.name for p in (tmp_path / "scratch").iterdir()) == []  # its /tmp removed
