@@ -9,6 +9,7 @@ import json
 import select
 import socket
 import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Mapping
@@ -25,9 +26,44 @@ POLL_SECONDS = 0.05
 
 class ModelHTTPServer(ThreadingHTTPServer):
     daemon_threads = True  # a handler stuck on a client must never block interpreter exit
-    block_on_close = False  # stop() waits for handlers itself, with a bound
+    block_on_close = False  # close() waits for handlers itself, with a bound
     allow_reuse_address = True
-    owner: ScriptedModel
+
+    def __init__(self, address: tuple[str, int], owner: ScriptedModel) -> None:
+        super().__init__(address, ChatHandler)
+        self.owner = owner
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._connections: set[socket.socket] = set()
+
+    def opened(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._connections.add(conn)
+
+    def closed(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._connections.discard(conn)
+
+    def close(self, timeout: float) -> None:
+        """Stop serving: end hangs, close open connections, wait for handlers."""
+        self.stopping.set()
+        self.shutdown()
+        self.server_close()
+        # Idle keep-alive connections would otherwise block their handler threads on
+        # a read forever; closing them is also how a client learns the server is gone.
+        with self._lock:
+            conns = list(self._connections)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._connections:
+                    return
+            time.sleep(POLL_SECONDS)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client dropping an idle keep-alive connection (the daemon's runner exiting)
@@ -50,15 +86,13 @@ class ChatHandler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        with self.server.owner._lock:
-            self.server.owner._connections.add(self.connection)
+        self.server.opened(self.connection)
 
     def finish(self) -> None:
         try:
             super().finish()
         finally:
-            with self.server.owner._lock:
-                self.server.owner._connections.discard(self.connection)
+            self.server.closed(self.connection)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass  # requests are recorded; stderr noise is not wanted in test output
@@ -72,14 +106,14 @@ class ChatHandler(BaseHTTPRequestHandler):
             body = None
         headers = {k.lower(): v for k, v in self.headers.items()}
         rec = RecordedRequest(self.command, self.path.split("?")[0], headers, body, time.monotonic())
-        self.server.owner._record(rec)
+        self.server.owner.arrived(rec)
         return rec
 
     def _end(self, rec: RecordedRequest, outcome: str) -> None:
         rec.outcome = outcome
         rec.finished_at = time.monotonic()
         turn = f" turn={rec.turn_index}:{rec.turn.kind}" if rec.turn is not None else ""
-        self.server.owner._emit(f"{rec.method} {rec.path}{turn} -> {outcome} "
+        self.server.owner.say(f"{rec.method} {rec.path}{turn} -> {outcome} "
                                 f"({rec.duration:.2f}s)")
 
     def _send_json(self, rec: RecordedRequest, outcome: str, status: int, payload: Any,
@@ -113,10 +147,10 @@ class ChatHandler(BaseHTTPRequestHandler):
     def _wait(self, seconds: float | None) -> str:
         """Sit on the open request; say why we stopped: ``timeout``,
         ``client_closed`` or ``server_stopped``."""
-        owner = self.server.owner
+        stopping = self.server.stopping
         deadline = None if seconds is None else time.monotonic() + seconds
         while True:
-            if owner._stopping.is_set():
+            if stopping.is_set():
                 return "server_stopped"
             if deadline is not None and time.monotonic() >= deadline:
                 return "timeout"
@@ -126,9 +160,9 @@ class ChatHandler(BaseHTTPRequestHandler):
                 # A readable socket with nothing to read is a peer that hung up --
                 # or stop() shutting the socket, which must not read as the client's doing.
                 if readable and not self.connection.recv(1, socket.MSG_PEEK):
-                    return "server_stopped" if owner._stopping.is_set() else "client_closed"
+                    return "server_stopped" if stopping.is_set() else "client_closed"
             except (OSError, ValueError):
-                return "server_stopped" if owner._stopping.is_set() else "client_closed"
+                return "server_stopped" if stopping.is_set() else "client_closed"
             if readable:
                 time.sleep(step)  # unexpected pipelined bytes: keep waiting, don't spin
 
@@ -160,7 +194,7 @@ class ChatHandler(BaseHTTPRequestHandler):
         if not isinstance(rec.body, dict):
             self._send_json(rec, "bad_request", 400, error_body(400, "request body is not a JSON object"))
             return
-        rec.turn_index, rec.turn = self.server.owner._next_turn()
+        rec.turn_index, rec.turn = self.server.owner.next_turn()
         try:
             self._answer(rec, rec.turn)
         except _ClientGone:

@@ -4,15 +4,13 @@ writes the jaato profile, ``.env`` and pricing table that point the daemon at it
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from . import profiles
-from .handler import POLL_SECONDS, ChatHandler, ModelHTTPServer
+from .handler import POLL_SECONDS, ModelHTTPServer
 from .recorded import RecordedRequest
 from .script import DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL, TOOL_NAME_MODES, Turn, load_script
 
@@ -61,9 +59,7 @@ class ScriptedModel:
         self._cursor = 0  # chat requests answered so far
         self._requests: list[RecordedRequest] = []
         self._request_arrived = threading.Condition(self._lock)
-        self._stopping = threading.Event()
-        self._connections: set[socket.socket] = set()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: ModelHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     @classmethod
@@ -79,8 +75,7 @@ class ScriptedModel:
     def start(self) -> ScriptedModel:
         if self._server is not None:
             raise RuntimeError("ScriptedModel already started")
-        server = ModelHTTPServer(("127.0.0.1", self._port), ChatHandler)
-        server.owner = self
+        server = ModelHTTPServer(("127.0.0.1", self._port), self)
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
                                         name=f"scripted-model:{self.port}", daemon=True)
@@ -89,27 +84,9 @@ class ScriptedModel:
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop serving: end hangs, close open connections, wait for handlers."""
-        server = self._server
-        if server is None:
+        if self._server is None:
             return
-        self._stopping.set()
-        server.shutdown()
-        server.server_close()
-        # Idle keep-alive connections would otherwise block their handler threads on
-        # a read forever; closing them is also how a client learns the server is gone.
-        with self._lock:
-            conns = list(self._connections)
-        for conn in conns:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not self._connections:
-                    break
-            time.sleep(POLL_SECONDS)
+        self._server.close(timeout)
         if self._thread is not None:
             self._thread.join(timeout)
         self._server = None
@@ -216,14 +193,14 @@ class ScriptedModel:
         looks for it -- the only way to give a ``vllm`` turn a cost."""
         return profiles.write_pricing(workspace, self.pricing(**rates))
 
-    # -- internals used by the handler --------------------------------------
+    # -- what the handler asks of its owner (handler.py) -----------------------
 
-    def _record(self, rec: RecordedRequest) -> None:
+    def arrived(self, rec: RecordedRequest) -> None:
         with self._request_arrived:
             self._requests.append(rec)
             self._request_arrived.notify_all()
 
-    def _next_turn(self) -> tuple[int, Turn]:
+    def next_turn(self) -> tuple[int, Turn]:
         with self._lock:
             index = self._cursor
             self._cursor += 1
@@ -233,6 +210,6 @@ class ScriptedModel:
             return index, self.when_exhausted
         return index, self.turns[-1]
 
-    def _emit(self, line: str) -> None:
+    def say(self, line: str) -> None:
         if self._log is not None:
             self._log(line)
