@@ -30,6 +30,7 @@ from pathlib import Path
 
 from . import processes
 from .engine.files import read_bounded
+from .number import is_int
 from .workspace import remove_tree
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ def owner_gone(run_dir: Path) -> bool:
     if body is None:
         return False  # no owner file (being made, or not ours): never removed
     pid, started = body.get("pid"), body.get("started")
-    if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(started, (int, float)):
+    if not is_int(pid) or not isinstance(started, (int, float)):
         return False
     return not processes.Ident(pid, float(started)).alive()
 

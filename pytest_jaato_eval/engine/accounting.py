@@ -4,10 +4,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import math
 from pathlib import Path
 from typing import Any
 
+from ..number import is_int, is_number
 from .files import inside, read_text_bounded
 
 MAX_LOGS = 64
@@ -57,7 +57,7 @@ def summed_usage(usages) -> dict[str, Any]:
     for usage in usages:
         for key in USAGE_KEYS:
             value = usage.get(key)
-            if type(value) in (int, float) and math.isfinite(value):
+            if is_number(value, finite=True):
                 total[key] = (total[key] or 0) + value
     return total
 
@@ -96,14 +96,13 @@ def merge_tracker(usage: dict, turns: int, record: dict | None) -> tuple[dict, i
     usage = dict(usage)
     for tracker_key, usage_key in (("usd", "cost_usd"), ("tokens", "spend_total_tokens")):
         value = spent.get(tracker_key)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        if not is_number(value, finite=True):
             continue
         if usage_key == "cost_usd" and value == 0 and usage[usage_key] is None:
             continue
         usage[usage_key] = value if usage[usage_key] is None else max(usage[usage_key], value)
     tracker_turns = spent.get("turns")
-    if isinstance(tracker_turns, int) and not isinstance(tracker_turns, bool) and (
-            0 <= tracker_turns < 10**9):
+    if is_int(tracker_turns) and 0 <= tracker_turns < 10**9:
         turns = max(turns, tracker_turns)
     return usage, turns
 

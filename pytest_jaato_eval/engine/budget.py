@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import json
-import math
 import re
 import threading
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from ..number import is_number
 from .files import read_bounded, yaml_loader
 
 log = logging.getLogger(__name__)
@@ -144,8 +144,7 @@ def profile_ceiling(config_root: Path, profile_set: str | None, name: str) -> di
         control = profile.get("budget_control")
         own = control.get("limits") if isinstance(control, dict) else None
         for key, value in (own.items() if isinstance(own, dict) else ()):
-            if (isinstance(key, str) and isinstance(value, (int, float))
-                    and not isinstance(value, bool) and math.isfinite(value)):
+            if isinstance(key, str) and is_number(value, finite=True):
                 limits[key] = min(value, limits.get(key, value))
         parents = profile.get("inherits")
         if isinstance(parents, str):

@@ -29,6 +29,7 @@ from ..engine.session import Ceiling, SessionArmSpec, run_session_arm
 from ..task.model import JudgeGrader
 from ..results.review import NEEDS_HUMAN
 from ..task.model import gate_aliases
+from ..number import is_number
 from ..verdict import PASS, Verdict
 from ..workspace import WorkspaceError, copy_config, remove_tree
 from .context import GraderContext
@@ -140,7 +141,7 @@ def _short(text: str) -> str:
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         return None
     return float(value) if 0 <= value <= 1 else None
 

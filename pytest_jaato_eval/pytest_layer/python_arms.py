@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from ..number import is_int
 from ..task import preflight
 from ..task.arms import Arm, arms_of
 from .collect import PreflightBlocked, arm_param_id, wants_own_daemon
@@ -67,7 +68,7 @@ def task_of(definition) -> Task:
             _fail(where, f"{key}: {str(kw[key])!r} resolves to {path}, which is not a directory")
         dirs[key] = path
     repeats = kw.get("repeats", 1)
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+    if not is_int(repeats) or repeats < 1:
         _fail(where, f"repeats: expected an integer >= 1, got {repeats!r}")
     for key in ("profile_set", "agent", "description"):
         if kw.get(key) is not None and not isinstance(kw[key], str):

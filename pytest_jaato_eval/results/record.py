@@ -22,6 +22,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from ..engine.accounting import payload_hash
+from ..number import is_number
 from ..verdict import BLOCKED, FAIL, PASS, STATES, blocked_grader, instrument_caveats
 
 RESULTS_VERSION = "1"
@@ -36,7 +37,7 @@ _INT_LIMIT = 2 ** 53
 
 
 def shown_type(value: Any) -> str:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if is_number(value):
         return "a number out of range" if type(value) is int else "a non-finite number"
     return type(value).__name__
 

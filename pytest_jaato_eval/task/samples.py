@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..number import is_int
+
 DATASET_SUFFIXES = (".jsonl", ".csv")
 MAX_DATASET_BYTES = 64 << 20
 ID_FIELD = "id"
@@ -54,8 +56,7 @@ class Sample:
 def sample_id(value: Any, where: str) -> str:
     """A row's id as it goes into node and arm ids: short printable text without the
     characters those ids are built from (space, brackets, `:`, `@`, `#`)."""
-    text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) \
-        else None
+    text = str(value).strip() if isinstance(value, str) or is_int(value) else None
     if text is None or not SAMPLE_ID.fullmatch(text) or not text.isprintable():
         raise DatasetError(where, f"id {value!r}: expected a string or integer of 1 to 80 "
                                   f"printable characters without spaces, [ ] : @ #")

@@ -8,7 +8,6 @@ error carrying its reason and the path below the field.
 """
 from __future__ import annotations
 
-import math
 import posixpath
 import re
 from typing import Annotated, Any, Callable
@@ -17,6 +16,7 @@ from pydantic import BeforeValidator, Field, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from ..contract import PASSTHROUGH_NAME
+from ..number import is_int, is_number
 
 # Parameters, mark arguments and the degrade ladder are handed on as JSON: a bound on how
 # many values one may hold keeps a YAML alias bomb from expanding into billions of them.
@@ -50,18 +50,6 @@ def got(value: Any) -> str:
     if isinstance(value, (str, int, float, bool)):
         return f"{type_name(value)} {shown(value)}"
     return type_name(value)
-
-
-def finite(value: Any) -> bool:
-    """nan, inf and ints past float range are no count, limit or timeout anyone meant."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and finite(value)
 
 
 def unpassable(text: str) -> str | None:
@@ -130,14 +118,14 @@ Text = value_kind("a string", lambda v: isinstance(v, str), {"type": "string"})
 NonBlank = value_kind("a non-blank string", nonblank, NONBLANK)
 SetName = value_kind("a non-blank string", nonblank, NONBLANK, printable)
 ConfigPath = value_kind("a non-blank string", nonblank, NONBLANK, under_root)
-TaskId = value_kind("a string or number", lambda v: isinstance(v, str) or is_number(v),
+TaskId = value_kind("a string or number", lambda v: isinstance(v, str) or is_number(v, finite=True),
                     {"type": ["string", "number"]}, task_id)
-Number = value_kind("a number", is_number, {"type": "number"})
-NonNegative = value_kind("a number >= 0", lambda v: is_number(v) and v >= 0,
+Number = value_kind("a number", lambda v: is_number(v, finite=True), {"type": "number"})
+NonNegative = value_kind("a number >= 0", lambda v: is_number(v, finite=True) and v >= 0,
                          {"type": "number", "minimum": 0})
-Positive = value_kind("a number > 0", lambda v: is_number(v) and v > 0,
+Positive = value_kind("a number > 0", lambda v: is_number(v, finite=True) and v > 0,
                       {"type": "number", "exclusiveMinimum": 0})
-Integer = value_kind("an integer", lambda v: is_number(v) and isinstance(v, int),
+Integer = value_kind("an integer", lambda v: is_int(v) and is_number(v, finite=True),
                      {"type": "integer"})
 
 
@@ -148,11 +136,11 @@ def at_most_max_repeats(value: int) -> int:
     return value
 
 
-Repeats = value_kind("an integer >= 1", lambda v: is_number(v) and isinstance(v, int) and v >= 1,
+Repeats = value_kind("an integer >= 1", lambda v: is_int(v) and is_number(v, finite=True) and v >= 1,
                      {"type": "integer", "minimum": 1, "maximum": MAX_REPEATS},
                      at_most_max_repeats)
 
-SampleLimit = value_kind("an integer >= 1", lambda v: is_number(v) and isinstance(v, int) and v >= 1,
+SampleLimit = value_kind("an integer >= 1", lambda v: is_int(v) and is_number(v, finite=True) and v >= 1,
                          {"type": "integer", "minimum": 1})
 
 
@@ -170,8 +158,8 @@ def json_problem(value: Any) -> PydanticCustomError | None:
         if isinstance(node, str):
             if why := unpassable(node):
                 return problem(why, *at)
-        elif isinstance(node, (int, float)) and not isinstance(node, bool):
-            if not finite(node):
+        elif is_number(node):
+            if not is_number(node, finite=True):
                 return problem(f"expected a finite number, got {shown(node)}", *at)
         elif isinstance(node, (dict, list)):
             if id(node) in ancestors:
@@ -262,7 +250,7 @@ PassName = value_kind("a variable name (NAME or PREFIX*)",
 Passthrough = Annotated[tuple[PassName, ...], a_list(), Expect("a list"),
                         Field(description="variables this process may inherit: NAME, or "
                                           "PREFIX* (never a credential-looking name)")]
-Confidence = value_kind("a number from 0 to 1", lambda v: is_number(v) and 0 <= v <= 1,
+Confidence = value_kind("a number from 0 to 1", lambda v: is_number(v, finite=True) and 0 <= v <= 1,
                         {"type": "number", "minimum": 0, "maximum": 1})
 Contamination = value_kind("block or caveat", lambda v: v in ("block", "caveat"),
                            {"enum": ["block", "caveat"]})
