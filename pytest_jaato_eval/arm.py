@@ -217,7 +217,7 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
         return run, cascade_id, None
     if cascade_id:
         on_arrival = pools.pool_reading(cascade_id)  # B2: immediately before the arm starts
-    elif task.kind == DRIVER:
+    elif task.harness.kind == DRIVER:
         cascade_id = f"jaato-eval-{settings.run_id}-{uuid.uuid4().hex[:8]}"
     try:
         config = workspace.agent_config(owned_config(task, settings), ws,
@@ -226,28 +226,28 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
         run.blocked_reason = str(exc)
         return run, cascade_id, on_arrival
     with ended_after(owned) as leftovers:
-        if task.kind == DRIVER:
+        if task.harness.kind == DRIVER:
             run = run_driver_arm(DriverArmSpec(
-                socket_path=socket, workspace=ws, config_root=config, run=task.run,
+                socket_path=socket, workspace=ws, config_root=config, run=task.harness.run,
                 params=dict(arm.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling,
-                env_passthrough=task.env_passthrough,
+                env_passthrough=task.harness.env_passthrough,
                 author_modules=owned_fixture(task, settings), confinement=settings.confinement))
         else:
             run = run_session_arm(SessionArmSpec(
                 socket_path=socket, workspace=ws, config_root=config,
-                profile=task.profile, prompt=prompt if prompt is not None else arm.prompt,
-                agent=task.agent,
-                agent_params=dict(arm.agent_params) if task.agent_params else None,
+                profile=task.harness.profile, prompt=prompt if prompt is not None else arm.prompt,
+                agent=task.input.agent,
+                agent_params=dict(arm.agent_params) if task.input.agent_params else None,
                 cascade_id=cascade_id, ceiling=settings.ceiling))
         fault = agent_faults(run, owned, socket, settings, ws, config,  # before the hunt
-                             leftovers.watch, driver=task.kind == DRIVER)
+                             leftovers.watch, driver=task.harness.kind == DRIVER)
     run.caveats.extend(leftovers.said)
     if leftovers.lost and not run.blocked_reason:
         run.blocked_reason = leftovers.lost
     if owned is not None and leftovers.watch is not None and leftovers.watch.daemon_alive():
         # Once more, now that no process of the agent's is left to open one: a session
         # opened meanwhile is stopped, and what its tools started is hunted again.
-        late = _foreign(run, socket, settings, ws, config, task.kind == DRIVER, owned)
+        late = _foreign(run, socket, settings, ws, config, task.harness.kind == DRIVER, owned)
         if late:
             fault = fault or late
             again = end_new(leftovers.watch)
@@ -359,7 +359,7 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
         ws is not None and run.session_id) else None
     if run.session_id and nudges is None:
         caveats.append("completion nudges unknown: the session's log has no DEBUG lines")
-    if run.session_id and run.history is None and task.kind != DRIVER:
+    if run.session_id and run.history is None and task.harness.kind != DRIVER:
         caveats.append("history absent: the daemon did not answer the history request")
 
     transcript = None
@@ -373,8 +373,8 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
         elif discard:
             workspace.discard(ws)
     graded = settings.owned.get(Path(task.config_root).resolve(), task.config_root)
-    ceiling = profile_ceiling(graded, arm.profile_set, task.profile) if (
-        task.kind != DRIVER and task.profile) else None  # a driver arm binds no profile of its own
+    ceiling = profile_ceiling(graded, arm.profile_set, task.harness.profile) if (
+        task.harness.kind != DRIVER and task.harness.profile) else None  # a driver arm binds no profile of its own
     # The one choke point: the store, JUnit, the failure text and the reports all read
     # this record, so a secret a grader printed is masked before any of them sees it.
     return settings.redact(build_record(
@@ -399,7 +399,7 @@ def keep_transcript(arm: Arm, settings: ArmSettings, run: AgentRun, grader_runs:
     return its file name (the record's `transcript`)."""
     document = transcripts.build(
         arm_id=arm.id, task_id=arm.task.id, run_id=settings.run_id, run=run,
-        driver=arm.task.kind == DRIVER, grader_runs=grader_runs,
+        driver=arm.task.harness.kind == DRIVER, grader_runs=grader_runs,
         session_files=(lambda sid: tracker_record(ws, sid)) if ws is not None else None)
     name = transcripts.file_name(arm.id, settings.run_id)
     settings.pending_transcripts[arm.id] = (name, transcripts.encode(settings.redact(document)))

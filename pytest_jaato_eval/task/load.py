@@ -78,7 +78,7 @@ def load_task(path: Path | str) -> Task:
     if task.dataset is not None:
         found, data = _dataset(path, folder, task.dataset)
         raw += b"\0dataset\0" + data  # --resume: a changed dataset is a changed task
-        _check_templates(path, found, task.input, task.kind == DRIVER)
+        _check_templates(path, found, task.input, task.harness.kind == DRIVER)
     tree = _tree(path, raw, fixture, config_root)
     return task.found_at(manifest, fixture, config_root, found, tree)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Mapping, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, model_validator
 
@@ -375,52 +375,3 @@ class Task(Section):
             self._tree = TaskTree.of(self._manifest.read_bytes(), self._fixture,
                                      self._config_root)
         return self._tree.digest()
-
-    # -- the sections' values the arms read --------------------------------------------
-    @property
-    def kind(self) -> str:
-        return self.harness.kind
-
-    @property
-    def profile(self) -> str | None:
-        return self.harness.profile
-
-    @property
-    def profile_set(self) -> str | None:
-        return self.harness.profile_set
-
-    @property
-    def run(self) -> str | None:
-        return self.harness.run
-
-    @property
-    def env_passthrough(self) -> tuple[str, ...]:
-        """The driver's (harness.env_passthrough)."""
-        return self.harness.env_passthrough
-
-    # M8 refuses each kind's foreign input keys: a driver has no prompt, a session no params.
-    @property
-    def prompt(self) -> str | None:
-        return self.input.prompt
-
-    @property
-    def agent(self) -> str | None:
-        return self.input.agent
-
-    @property
-    def agent_params(self) -> Mapping[str, Any] | None:
-        return self.input.agent_params
-
-    @property
-    def params(self) -> Mapping[str, Any] | None:
-        return self.input.params
-
-    @property
-    def grader_params(self) -> Mapping[str, Any]:
-        """C4: a script grader sees the arm's agent_params (session) or params (driver)."""
-        return (self.params if self.kind == DRIVER else self.agent_params) or {}
-
-    @property
-    def sample_limit(self) -> int | None:
-        """dataset.limit: only the first N samples."""
-        return self.dataset.limit if self.dataset is not None else None

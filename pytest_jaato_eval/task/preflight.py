@@ -45,18 +45,19 @@ MAX_PROFILE_BYTES = 1 << 20
 def check(task: Task, profile_set: str | None) -> str | None:
     """None when the arm (task, profile set) may start; else why it is BLOCKED."""
     root = task.config_root
-    for section, given in (("input.agent_params", task.agent_params), ("input.params", task.params)):
+    for section, given in (("input.agent_params", task.input.agent_params),
+                           ("input.params", task.input.params)):
         collision = param_collision(given)
         if collision:  # M9: this arm cannot be handed its input; the others run
             return f"{section}: {collision}"
-    pinned = _pinned_set(task.profile) if task.kind != DRIVER else None
+    pinned = _pinned_set(task.harness.profile) if task.harness.kind != DRIVER else None
     effective = pinned or profile_set
-    if effective is not None and task.kind != DRIVER:
+    if effective is not None and task.harness.kind != DRIVER:
         problem = _set_problem(root, effective)
         if problem:
             return problem
-    if task.kind != DRIVER:
-        problem = _profile_problem(root, effective, task.profile, "profile")
+    if task.harness.kind != DRIVER:
+        problem = _profile_problem(root, effective, task.harness.profile, "profile")
         if problem:
             return problem
     for spec in task.graders:

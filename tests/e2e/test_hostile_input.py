@@ -236,7 +236,7 @@ def load_or_refuse(path: Path) -> Task | None:
     # budget handed to the daemon as JSON.
     assert all(arm.id.isprintable() for arm in arms_of(task, None, 1))
     build_contract_env(workspace=path.parent, config_root=task.config_root,
-                       params=task.grader_params)
+                       params=arms_of(task, None, 1)[0].grader_params)
     json.dumps(task.budget.as_dict() if task.budget else None, allow_nan=False)
     for grader in task.graders:
         assert isinstance(grader.id, str) and grader.id.startswith(f"{grader.kind}:")

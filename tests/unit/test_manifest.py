@@ -39,19 +39,18 @@ def error_of(tmp_path: Path, text: str) -> str:
 
 def test_valid_manifest_loads_with_defaults(tmp_path):
     task = load_task(write(tmp_path, VALID))
-    assert (task.id, task.kind, task.profile, task.repeats) == ("t", "session", "writer", 1)
+    assert (task.id, task.harness.kind, task.harness.profile, task.repeats) == ("t", "session", "writer", 1)
     assert task.graders[0].id == "script:true"
     assert task.fixture == (tmp_path / "fixture").resolve()
     assert len(task.content_hash) == 64
 
 
 def test_the_task_is_the_validated_file_frozen_and_found_once(tmp_path):
-    """One model: the sections as the file gives them, the arms' shortcuts read from them,
-    the budget the section itself; nothing of it can be changed after loading."""
+    """One model: the sections as the file gives them, the budget the section itself;
+    nothing of it can be changed after loading."""
     path = write(tmp_path, VALID + "budget: {usd: 2, degrade: [cheap]}\nmarks: [smoke]\n")
     task = load_task(path)
-    assert task.harness.profile == task.profile == "writer"
-    assert task.input.prompt == task.prompt == "do it"
+    assert task.harness.profile == "writer" and task.input.prompt == "do it"
     assert task.environment.fixture == "fixture" and task.manifest == path.resolve()
     assert task.budget is not None and task.budget.usd == 2
     assert task.budget.limits() == {"usd": 2}

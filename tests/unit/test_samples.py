@@ -64,7 +64,7 @@ def test_inline_rows_are_samples_and_the_prompt_and_params_render_per_sample(tmp
     dog = arms[-1]
     assert dog.prompt == "Write dog (row-2)." and dog.agent_params == {"word": "dog", "fixed": 3}
     assert dog.grader_params == {"word": "dog", "fixed": 3}
-    assert task.prompt == "Write {{ word }} ({{ sample_id }})."  # the task's own is a template
+    assert task.input.prompt == "Write {{ word }} ({{ sample_id }})."  # the task's own is a template
 
 
 def test_jsonl_and_csv_files_and_the_limit(tmp_path):

@@ -291,7 +291,7 @@ def test_the_new_keys_are_read(tmp_path):
     task = load_task(manifest(tmp_path, contamination="caveat", graders=[
         {"kind": "script", "run": "true", "env_passthrough": ["A", "B_*"]},
         {"kind": "judge", "profile": "r", "needs_human_below": 0.5}]))
-    assert task.contamination == "caveat" and task.env_passthrough == ()
+    assert task.contamination == "caveat" and task.harness.env_passthrough == ()
     assert task.graders[0].env_passthrough == ("A", "B_*")
     assert task.graders[1].needs_human_below == 0.5
 
