@@ -24,7 +24,6 @@ import argparse
 import glob
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -39,7 +38,7 @@ from .results.pivot import (FORMATS, RENDERERS, Cell, money, open_stores, plural
                             render_pivot, table_lines)
 from .results.record import ArmRecord
 from .results.review import awaiting_review
-from .results.store import check_output
+from .results.store import StoreError, check_output, free_name
 from .results.stores import Merged, Refused, Unusable, combine, limited, read_store
 from .results.transcript_view import seconds, text_lines
 from .results.validate import validate_across, validate_store
@@ -224,11 +223,8 @@ def _keep_existing(out: Path) -> Path | None:
         return None
     if out.is_dir():
         raise Unusable(f"{out}: is a directory, expected the merged store's file name")
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target, n = out.with_name(f"{out.stem}.{stamp}{out.suffix}"), 1
-    while target.exists() or target.is_symlink():
-        target, n = out.with_name(f"{out.stem}.{stamp}-{n}{out.suffix}"), n + 1
-    out.rename(target)
+    target = free_name(out)
+    os.replace(out, target)
     return target
 
 
@@ -483,7 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except Unusable as exc:
+    except (Unusable, StoreError) as exc:  # StoreError: no free name to keep an old OUT under
         say(f"error: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
     except OSError as exc:  # e.g. the --html target cannot be written

@@ -124,7 +124,3 @@ def grader_ids(records: Iterable[ArmRecord]) -> list[str]:
         for v in r.verdicts:
             seen.setdefault(v["grader_id"], None)
     return list(seen)
-
-
-def verdict_of(record: ArmRecord, grader_id: str) -> dict[str, Any] | None:
-    return next((v for v in record.verdicts if v["grader_id"] == grader_id), None)

@@ -25,7 +25,8 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from . import stats
 from .record import DEFAULT_SET, ArmRecord, RecordError, coerce, fields_reader, number
-from .stores import Unusable, combine, fields_loader, no_record, read_at, read_store, readable
+from .stores import (Unusable, combine, fields_loader, latest_by_arm, no_record, read_at,
+                     read_store, readable)
 from ..render import safe_text
 from ..verdict import BLOCKED, FAIL, PASS, blocked_grader
 
@@ -182,10 +183,7 @@ class Cell:
         reproduce the answer, and det_text says how many answered."""
         if self.samples:
             return _mean(t.det for t in self.samples.values())
-        if self.answered < 2:
-            return None
-        modal = self.payloads.most_common(1)[0][1]
-        return modal / self.exercised if modal > 1 else 0.0
+        return _det(self.payloads, self.exercised)
 
     @property
     def det_text(self) -> str:
@@ -197,16 +195,18 @@ class Cell:
         return text
 
     def pass_at(self, k: int | None) -> float | None:
-        if k is not None and self.samples:
-            return _mean(stats.pass_at_k(t.passed + t.failed, t.passed, k)
-                         for t in self.samples.values())
-        return None if k is None else stats.pass_at_k(self.exercised, self.passed, k)
+        return self._per_input(stats.pass_at_k, k)
 
     def pass_hat(self, k: int | None) -> float | None:
-        if k is not None and self.samples:
-            return _mean(stats.pass_hat_k(t.passed + t.failed, t.passed, k)
-                         for t in self.samples.values())
-        return None if k is None else stats.pass_hat_k(self.exercised, self.passed, k)
+        return self._per_input(stats.pass_hat_k, k)
+
+    def _per_input(self, estimate, k: int | None) -> float | None:
+        """`estimate(n, c, k)` of the cell, or its mean over a dataset's samples."""
+        if k is None:
+            return None
+        if self.samples:
+            return _mean(estimate(t.passed + t.failed, t.passed, k) for t in self.samples.values())
+        return estimate(self.exercised, self.passed, k)
 
     @property
     def attempts(self) -> list[int]:
@@ -214,12 +214,6 @@ class Cell:
         if self.samples:
             return [t.passed + t.failed for t in self.samples.values()]
         return [self.exercised]
-
-    @property
-    def mean_cost(self) -> float | None:
-        """Mean cost of an exercised arm, over the exercised arms that reported one."""
-        return self.exercised_cost / self.exercised_costed if self.exercised_costed else None
-
 
 def default_k(cells: list[Cell]) -> int | None:
     """One k for the whole pivot, so pass@k compares across cells: the fewest exercised
@@ -248,10 +242,16 @@ class SampleTally:
     @property
     def det(self) -> float | None:
         """The cell's det rule, within the sample."""
-        if sum(self.payloads.values()) < 2:
-            return None
-        modal = self.payloads.most_common(1)[0][1]
-        return modal / (self.passed + self.failed) if modal > 1 else 0.0
+        return _det(self.payloads, self.passed + self.failed)
+
+
+def _det(payloads: Counter, exercised: int) -> float | None:
+    """P3: the largest group of one payload over the exercised arms; 0 when no two
+    agree; None under two answers."""
+    if sum(payloads.values()) < 2:
+        return None
+    modal = payloads.most_common(1)[0][1]
+    return modal / exercised if modal > 1 else 0.0
 
 
 def _mean(values: Iterable[float | None]) -> float | None:
@@ -403,16 +403,11 @@ class Pivot:
     # -- building --------------------------------------------------------------------------------
     @classmethod
     def of_records(cls, records: Iterable[ArmRecord | dict]) -> "Pivot":
-        latest: dict[str, ArmRecord] = {}
-        n = 0
-        for r in records:
-            r = coerce(r)
-            n += 1
-            latest.pop(r.arm_id, None)  # the last record wins, at its own place
-            latest[r.arm_id] = r
+        every = [coerce(r) for r in records]
+        latest = latest_by_arm(every)
         intern = _Interned()
         pivot = cls({a: summarise(r, intern=intern) for a, r in latest.items()}, records=latest)
-        pivot.lines_read = n
+        pivot.lines_read = len(every)
         return pivot
 
     @classmethod

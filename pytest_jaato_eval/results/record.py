@@ -53,13 +53,6 @@ def number(value: Any) -> float | None:
     return None
 
 
-def _fine_number(value: Any) -> bool:
-    t = type(value)
-    if t is int:
-        return -_INT_LIMIT <= value <= _INT_LIMIT
-    return t is float and math.isfinite(value)
-
-
 MAX_DEPTH = 64  # deeper than any record we write: a store built to overflow the stack is cut
 
 
@@ -72,7 +65,7 @@ def _fine(value: Any, depth: int = 0) -> bool:
     if t is dict:
         value = value.values()
     elif t is not list:
-        return t is not int and t is not float or _fine_number(value)
+        return t is not int and t is not float or number(value) is not None
     for v in value:
         t = type(v)
         if t is str or v is None or t is bool:
@@ -143,8 +136,8 @@ def checker(hint: Any, default: Any):
         return (lambda v, p, k: (clean(v, k, p), False)), "any JSON value"
     if origin in (str, int, float, bool):
         ok = {str: lambda v: type(v) is str,
-              int: lambda v: type(v) is int and _fine_number(v),
-              float: lambda v: type(v) in (int, float) and _fine_number(v),
+              int: lambda v: type(v) is int and number(v) is not None,
+              float: lambda v: number(v) is not None,
               bool: lambda v: type(v) is bool}[origin]
         what = {str: "a string", int: "an integer", float: "a number",
                 bool: "true or false"}[origin]

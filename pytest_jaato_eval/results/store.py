@@ -162,15 +162,10 @@ class Store:
                 return
         except FileNotFoundError:
             return
-        if self.keep_previous == "one" and self.task_ids is not None and not (
-                task_ids_in(self.path) - self.task_ids):
-            # The same tasks again: one copy of the last run, replaced each time.
-            target = previous_path(self.path)
-            os.replace(self.path, target)
-            self.rotated_to = target
-            transcripts.follow(self.path, target)
-            return
-        target = _free_name(self.path)
+        # The same tasks again: one copy of the last run, replaced each time.
+        same_tasks = self.keep_previous == "one" and self.task_ids is not None and not (
+            task_ids_in(self.path) - self.task_ids)
+        target = previous_path(self.path) if same_tasks else free_name(self.path)
         os.replace(self.path, target)
         self.rotated_to = target
         transcripts.follow(self.path, target)
@@ -200,12 +195,12 @@ class Store:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
-        evidence = _free_name(self.path, TAMPERED)
+        evidence = free_name(self.path, TAMPERED)
         os.replace(self.path, evidence)
         base_size, base_digest = self._base
         with open(evidence, "rb") as fh:  # what it held before the run, when still intact
-            base = fh.read(base_size) if _digest_of(fh, base_size) == base_digest else None
-            if base is not None:
+            base = None
+            if _digest_of(fh, base_size) == base_digest:
                 fh.seek(0)
                 base = fh.read(base_size)
         lines = [json.dumps(r.to_dict(), default=str)
@@ -266,7 +261,7 @@ class Store:
         return None
 
 
-def _free_name(path: Path, what: str = "") -> Path:
+def free_name(path: Path, what: str = "") -> Path:
     """`NAME.[what-]STAMP[-n]EXT`, reserved (O_EXCL never takes one another copy holds)."""
     stamp = f"{what}-" * bool(what) + time.strftime("%Y%m%d-%H%M%S")
     for n in range(1000):

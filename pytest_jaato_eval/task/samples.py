@@ -29,7 +29,6 @@ from ..number import is_int
 
 DATASET_SUFFIXES = (".jsonl", ".csv")
 MAX_DATASET_BYTES = 64 << 20
-ID_FIELD = "id"
 SAMPLE_ID = re.compile(r"[^\s\[\]:@#]{1,80}")
 
 
