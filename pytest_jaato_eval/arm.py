@@ -10,10 +10,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import EllipsisType
 from typing import Protocol
 
 from . import contamination, processes, workspace
-from .task import preflight
 from .task.arms import Arm, arms_of
 from .engine.accounting import count_nudges, summed_usage, tracker_record
 from .engine.budget import profile_ceiling
@@ -25,7 +25,7 @@ from .engine.sandbox import PIDS_MAX, Confinement
 from .engine.session import AgentRun, Ceiling, SessionArmSpec, run_session_arm
 from .graders import run_graders
 from .graders.context import GraderContext
-from .graders.ledger import ledger_of
+from .graders.ledger import Ledger, ledger_of
 from .task.load import content_hash
 from .task.model import DRIVER, Task
 from .results import transcripts
@@ -111,16 +111,17 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
     run, socket, modules = AgentRun(), None, None
     caveats: list[str] = []
     owns_workspace = ws is None
-    # Preflight: a missing set, profile or grader file BLOCKS the arm before it costs anything.
-    run.blocked_reason = preflight.check(task, arm.profile_set)
+    # Preflighted by its caller before any fixture (ArmItem.setup): an arm with a missing
+    # set, profile or grader file never gets here, and started no daemon.
     config = task.config_root
+    ceiling: dict | None | EllipsisType = ...  # read before the agent runs, unless blocked
     try:
-        if not run.blocked_reason:
-            config = owned_config(task, settings)
-            modules = owned_fixture(task, settings)
-            if ws is None:
-                ws = make_workspace(arm, settings)
-            socket = daemon.ensure()
+        config = owned_config(task, settings)
+        ceiling = budget_ceiling(arm, config)
+        modules = owned_fixture(task, settings)
+        if ws is None:
+            ws = make_workspace(arm, settings)
+        socket = daemon.ensure()
     except (workspace.WorkspaceError, DaemonError) as exc:
         run.blocked_reason = str(exc)
     cascade_id, on_arrival, tampered = None, None, None
@@ -138,6 +139,7 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
 
     verdicts: list = []
     grader_runs: list = []
+    ledger = ledger_of(run.history)  # read once: by the graders, then by the contamination rule
     planted = workspace.special_files(ws, settings.hidden, settings.readable) if (
         not run.blocked_reason and ws is not None) else []
     if run.agent_fault:
@@ -155,7 +157,7 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
     elif not run.blocked_reason and ws is not None:
         ctx = GraderContext(
             workspace=ws, config_root=config, params=arm.grader_params, run=run,
-            ledger=ledger_of(run.history), socket_path=socket, cascade_id=cascade_id,
+            ledger=ledger, socket_path=socket, cascade_id=cascade_id,
             mask=settings.redact.text, arm_id=arm.id, profile_set=arm.profile_set,
             sample=arm.sample, author_modules=modules, confinement=settings.confinement)
         verdicts = run_graders(task.graders, ctx)
@@ -163,7 +165,16 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
         # a judge's sessions are the harness's own: never taken for the next agent's
         settings.sessions.extend((sid, ws) for _, r in grader_runs for sid in r.session_ids)
     return arm_record(arm, settings, run, verdicts, ws, caveats, on_arrival,
-                      discard=owns_workspace, grader_runs=grader_runs)
+                      discard=owns_workspace, grader_runs=grader_runs, ledger=ledger,
+                      ceiling=ceiling)
+
+
+def budget_ceiling(arm: Arm, config: Path) -> dict | None:
+    """The ceiling the arm's profile declares, from the config root the harness grades
+    with; None for a driver arm, which binds no profile of its own."""
+    task = arm.task
+    return profile_ceiling(config, arm.profile_set, task.harness.profile) if (
+        task.harness.kind != DRIVER and task.harness.profile) else None
 
 
 def _checkout_hash(task: Task) -> str | None:
@@ -335,11 +346,14 @@ def keeps(settings: ArmSettings, state: str) -> bool:
 
 def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
                ws: Path | None, caveats: list[str], on_arrival: dict | None = None, *,
-               discard: bool = True, grader_runs: list | None = None) -> ArmRecord:
+               discard: bool = True, grader_runs: list | None = None,
+               ledger: Ledger | None = None, ceiling: dict | None | EllipsisType = ...,
+               ) -> ArmRecord:
     """Roll the verdicts up and build the arm's one record; keep or discard its workspace.
 
     `grader_runs`: (grader id, run) of the sessions graders opened (a judge's): their
-    spend is the record's `judge_usage`, never the agent's `usage`."""
+    spend is the record's `judge_usage`, never the agent's `usage`. `ledger` and `ceiling`:
+    as the arm's run already read them (the ceiling `...`: not read yet, read here)."""
     task = arm.task
     caveats = [*run.caveats, *caveats]  # what the engine did comes first
     state, blocked_reason = roll_up(verdicts, run.blocked_reason)
@@ -347,7 +361,7 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
         blocked_reason = None  # S8: an unsigned arm carries `error`; its graders say the rest
     contaminated, contamination_evidence = None, []  # no agent run, nothing to check
     if ws is not None and run.session_id:
-        ledger = ledger_of(run.history)
+        ledger = ledger or ledger_of(run.history)
         finding = contamination.check(ledger.entries, ledger.faithful, ledger.reason,
                                       contamination.protected_for(task, ws))
         contaminated, contamination_evidence = finding.contaminated, finding.evidence
@@ -372,9 +386,9 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
             settings.kept.append(ws)
         elif discard:
             workspace.discard(ws)
-    graded = settings.owned.get(Path(task.config_root).resolve(), task.config_root)
-    ceiling = profile_ceiling(graded, arm.profile_set, task.harness.profile) if (
-        task.harness.kind != DRIVER and task.harness.profile) else None  # a driver arm binds no profile of its own
+    if ceiling is ...:
+        ceiling = budget_ceiling(arm, settings.owned.get(Path(task.config_root).resolve(),
+                                                         task.config_root))
     # The one choke point: the store, JUnit, the failure text and the reports all read
     # this record, so a secret a grader printed is masked before any of them sees it.
     return settings.redact(build_record(

@@ -12,6 +12,7 @@ import binascii
 import dataclasses
 import json
 import time
+import weakref
 from typing import Any
 
 import pytest
@@ -191,10 +192,20 @@ def block_crashed(report: Any, nodeid: str, arm: dict[str, str], run_id: str,
     setattr(report, RECORD_ATTR, record.to_dict())
 
 
+# report -> (the line it carries, the record read from it): the terminal's line and the
+# store's writer read one report's record once between them.
+_READ: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def record_of(report: Any) -> ArmRecord | None:
     """The arm's record its report carries (as JSON, across xdist's channel), or None."""
     data = getattr(report, RECORD_ATTR, None)
-    return None if data is None else ArmRecord.from_dict(data)
+    if data is None:
+        return None
+    read = _READ.get(report)
+    if read is None or read[0] is not data:
+        read = _READ[report] = (data, ArmRecord.from_dict(data))
+    return read[1]
 
 
 
