@@ -30,10 +30,6 @@ def truncation_reason(termination_reason: str | None, payload: Any,
     return f"finish_reason={finish_reason!r}"
 
 
-def _from_run(name: str) -> property:
-    return property(lambda self: getattr(self.run, name), doc=f"The run's {name}.")
-
-
 @dataclass
 class GraderContext:
     workspace: Path
@@ -69,18 +65,6 @@ class GraderContext:
                                       readable=[*mine, *readable]) as wrapped:
             yield wrapped
 
-    payload = _from_run("payload")
-    history = _from_run("history")
-    usage = _from_run("usage")
-    turns = _from_run("turns")
-    finish_reason = _from_run("finish_reason")
-    termination_reason = _from_run("termination_reason")
-    termination_detail = _from_run("termination_detail")
-    error_type = _from_run("error_type")
-    error = _from_run("error")
-    completion_gap = _from_run("completion_gap")
-    unsigned = _from_run("unsigned")
-
     def contract_env(self, passthrough=()) -> dict[str, str]:
         """The contract's environment for a grader's process, with what its spec passes
         through (raises ParamCollision when a param would shadow a contract variable)."""
@@ -91,7 +75,8 @@ class GraderContext:
 
     @property
     def truncation_reason(self) -> str | None:
-        return truncation_reason(self.termination_reason, self.payload, self.finish_reason)
+        run = self.run
+        return truncation_reason(run.termination_reason, run.payload, run.finish_reason)
 
     @property
     def tool_calls(self):

@@ -91,14 +91,13 @@ def make_view(workspace: Path, dest: Path) -> None:
 
 
 def judge_prompt(ctx: GraderContext, spec: JudgeGrader) -> str:
-    facts = {"turns": ctx.turns, "finish_reason": ctx.finish_reason,
-             "termination_reason": ctx.termination_reason}
+    facts = {key: getattr(ctx.run, key) for key in ("turns", "finish_reason", "termination_reason")}
     return "\n".join([
         "You are grading the work an agent left in this workspace.",
         "Files in the workspace:",
         *[f"  {f}" for f in _listing(ctx.workspace)],
         "The agent's completion payload:",
-        json.dumps(ctx.payload, indent=2, sort_keys=True, default=str),
+        json.dumps(ctx.run.payload, indent=2, sort_keys=True, default=str),
         f"Run facts: {json.dumps(facts, sort_keys=True)}",
         *([f"The sample this arm ran on ({ctx.sample.id}):",
            json.dumps(dict(ctx.sample.fields), indent=2, sort_keys=True, default=str)]
@@ -148,8 +147,8 @@ def _number(value: Any) -> float | None:
 
 def grade_judge(spec: JudgeGrader, ctx: GraderContext) -> Verdict:
     claim = f"judge {spec.profile} scores >= {spec.threshold:g}"
-    if ctx.unsigned:
-        return Verdict.blocked(spec.id, claim, f"the agent never signed off ({ctx.error}); "
+    if ctx.run.unsigned:
+        return Verdict.blocked(spec.id, claim, f"the agent never signed off ({ctx.run.error}); "
                                f"the judge would score it without its payload")
     truncated = ctx.truncation_reason
     if truncated:

@@ -44,22 +44,23 @@ def _sample(sample) -> dict | None:
     return json.loads(json.dumps(dict(sample.fields), default=str)) if sample is not None else None
 
 
+# What a processor's context holds of the agent's run, as the engine observed it.
+RUN_FACTS = ("payload", "history", "turns", "finish_reason", "termination_reason",
+             "termination_detail", "error_type", "error", "completion_gap", "unsigned")
+
+
 def _child_input(ctx: GraderContext, path: Path) -> dict:
     ledger = ctx.ledger
     return {
         "script": str(path),
         "module_name": f"_jaato_eval_processor_{uuid.uuid4().hex}",
-        "payload": ctx.payload,
+        "payload": ctx.run.payload,
         "context": {
             "workspace": str(ctx.workspace), "config_root": str(ctx.config_root),
-            "params": dict(ctx.params), "payload": ctx.payload,
-            "sample": _sample(ctx.sample), "sample_id": getattr(ctx.sample, "id", None), "history": ctx.history,
-            "usage": dict(ctx.usage), "turns": ctx.turns, "finish_reason": ctx.finish_reason,
-            "termination_reason": ctx.termination_reason,
-            "termination_detail": ctx.termination_detail, "error_type": ctx.error_type,
-            "error": ctx.error, "completion_gap": ctx.completion_gap,
-            "socket_path": ctx.socket_path, "cascade_id": ctx.cascade_id,
-            "unsigned": ctx.unsigned, "truncation_reason": ctx.truncation_reason,
+            "params": dict(ctx.params), **{key: getattr(ctx.run, key) for key in RUN_FACTS},
+            "sample": _sample(ctx.sample), "sample_id": getattr(ctx.sample, "id", None),
+            "usage": dict(ctx.run.usage), "socket_path": ctx.socket_path,
+            "cascade_id": ctx.cascade_id, "truncation_reason": ctx.truncation_reason,
             "verdicts": [v.to_dict() for v in ctx.verdicts],
             "prior_verdicts": {v.grader_id: v.state for v in ctx.verdicts},
             "ledger": {"faithful": bool(getattr(ledger, "faithful", False)),
@@ -73,10 +74,10 @@ def grade_processor(spec: ProcessorGrader, ctx: GraderContext) -> Verdict:
     script = spec.script
     claim = f"{script} validate() returns no errors"
     truncated = ctx.truncation_reason
-    if ctx.payload is None:
-        if ctx.unsigned:
+    if ctx.run.payload is None:
+        if ctx.run.unsigned:
             return Verdict.blocked(spec.id, claim, f"no payload: the agent never signed off "
-                                   f"({ctx.error}); the completion schema is not implicated")
+                                   f"({ctx.run.error}); the completion schema is not implicated")
         if truncated:
             return Verdict.blocked(spec.id, claim, f"the arm's run was truncated: {truncated}")
         return Verdict.blocked(spec.id, claim, "no payload: the profile declared no "

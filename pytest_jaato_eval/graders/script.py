@@ -23,7 +23,7 @@ def grade_script(spec: ScriptGrader, ctx: GraderContext) -> Verdict:
     run, expect, timeout = spec.run, spec.expect_exit, spec.timeout
     claim = f"`{run or spec.file}` exits {expect}"
     truncated = ctx.truncation_reason
-    if truncated and not ctx.unsigned:  # an unsigned arm's tree is real, so it is graded
+    if truncated and not ctx.run.unsigned:  # an unsigned arm's tree is real, so it is graded
         return Verdict.blocked(spec.id, claim, f"the arm's run was truncated: {truncated}")
     if not ctx.workspace.is_dir():
         return Verdict.blocked(spec.id, claim, f"workspace {ctx.workspace} is missing")
