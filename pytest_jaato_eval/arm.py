@@ -14,7 +14,7 @@ from types import EllipsisType
 from typing import Protocol
 
 from . import contamination, processes, workspace
-from .task.arms import Arm, arms_of
+from .task.arms import Arm
 from .engine.accounting import count_nudges, summed_usage, tracker_record
 from .engine.budget import profile_ceiling
 from .engine.daemon import DaemonError
@@ -31,7 +31,7 @@ from .task.model import DRIVER, Task
 from .results import transcripts
 from .results.record import ArmRecord, build_record
 from .redact import Redactor
-from .verdict import BLOCKED, FAIL, PASS, Verdict, roll_up
+from .verdict import BLOCKED, FAIL, Verdict, roll_up
 
 
 class Daemon(Protocol):
@@ -418,6 +418,3 @@ def keep_transcript(arm: Arm, settings: ArmSettings, run: AgentRun, grader_runs:
     name = transcripts.file_name(arm.id, settings.run_id)
     settings.pending_transcripts[arm.id] = (name, transcripts.encode(settings.redact(document)))
     return name
-
-
-__all__ = ["Arm", "ArmSettings", "arms_of", "run_arm", "run_agent", "arm_record", "make_workspace", "PASS", "FAIL", "BLOCKED"]

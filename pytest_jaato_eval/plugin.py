@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 
 from .pytest_layer.controller import Controller
-from .pytest_layer.fence import ignored, is_task_dir
+from .pytest_layer.fence import MANIFEST, ignored, is_task_dir
 from .pytest_layer.fixtures import (  # noqa: F401 - pytest finds fixtures in the plugin module
     end_guard, jaato_arm, jaato_daemon, jaato_workspace, scripted_model)
 from .pytest_layer.heap import HEAP_KEY, install as install_heap
@@ -29,8 +29,6 @@ from .pytest_layer.progress import teststatus
 from .pytest_layer.run import CONTEXT_KEY, WORKER_KEY, MarkerError, RunContext, arm_of, new_run_id
 from .pytest_layer.shard import select_shard
 from .pytest_layer.task_folder import collect_task_folder
-
-MANIFEST_NAME = "task.yaml"
 
 
 def pytest_addoption(parser):
@@ -78,7 +76,7 @@ def pytest_collect_directory(path, parent):  # before pytest's own Dir, after co
 
 
 def pytest_collect_file(file_path, parent):
-    if file_path.name == MANIFEST_NAME:
+    if file_path.name == MANIFEST:
         from .pytest_layer.collect import collect_file  # pydantic: only once a task is found
         return collect_file(file_path, parent)
     return None
@@ -140,6 +138,4 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_report_teststatus(report, config):
-    if getattr(report, "jaato_record", None) is not None:
-        return teststatus(report, config)  # an arm's line, its verdict, cost and time
-    return None
+    return teststatus(report, config)  # an arm's line, its verdict, cost and time; else None

@@ -23,6 +23,7 @@ from ..task import preflight
 from ..task.arms import Arm, arms_of
 from ..engine.budget import ceiling_warning
 from ..task.load import ManifestError, load_task
+from .fence import MANIFEST
 from .heap import HEAP_KEY
 from .run import ARM_KEY, HANDLE_KEY
 from .worker import Worker
@@ -31,8 +32,6 @@ try:
     from _pytest.python import CallSpec
 except ImportError:  # pytest 8 names it CallSpec2
     from _pytest.python import CallSpec2 as CallSpec
-
-MANIFEST_NAME = "task.yaml"
 
 
 @functools.lru_cache(maxsize=1024)  # the same few profile set names, once per arm
@@ -52,7 +51,7 @@ def identity_of_nodeid(rootpath, nodeid: str, settings) -> dict[str, str] | None
     """The identity of the task.yaml arm a node id names, read again from its manifest:
     for an arm whose worker died before it sent a single report."""
     path, sep, name = nodeid.partition("::")
-    if not sep or os.path.basename(path) != MANIFEST_NAME:
+    if not sep or os.path.basename(path) != MANIFEST:
         return None
     try:
         task = load_task(rootpath / path)
@@ -230,6 +229,6 @@ def will_skip(node) -> bool:
 
 def collect_file(file_path, parent):
     """pytest_collect_file: only files named task.yaml are tasks."""
-    if file_path.name == MANIFEST_NAME:
+    if file_path.name == MANIFEST:
         return TaskFile.from_parent(parent, path=file_path)
     return None

@@ -20,13 +20,13 @@ from ..results.pivot import Pivot, markdown, plural, render_pivot
 from ..verdict import BLOCKED
 from ..workspace import remove_tree
 from . import outcome
+from .fence import MANIFEST
 from .progress import resume_command
 from .run import RunContext, arm_of, has_kept_workspaces, own_folder
 from .sigterm import SigtermAsInterrupt
 
 _SUMMARY_CHARS = {"f": "failed", "E": "error", "s": "skipped", "x": "xfailed",
                   "X": "xpassed", "p": "passed"}
-MANIFEST_NAME = "task.yaml"
 
 
 STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
@@ -104,7 +104,7 @@ class Controller:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids):
         """Under -n the workers collect: claim once the first of them reports an arm."""
-        arms = {i for i in ids if i.split("::", 1)[0].rsplit("/", 1)[-1] == MANIFEST_NAME}
+        arms = {i for i in ids if i.split("::", 1)[0].rsplit("/", 1)[-1] == MANIFEST}
         self.expected |= arms  # every worker collects the same; task.yaml arms are known here
         if arms:
             self.sigterm.install()

@@ -30,21 +30,6 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def resume_index(settings: Settings) -> dict[str, ArmRecord]:
-    """R3: with --resume, the arms already in the store (a repeated id counts once)."""
-    if not settings.resume or not settings.store.exists():
-        return {}
-    return latest_by_arm(read_records(settings.store))
-
-
-def done_arms(resumed: dict[str, ArmRecord], retry_blocked: bool) -> dict[str, ArmRecord]:
-    """The stored arms not to run again: all of them, or with --retry-blocked those whose
-    latest record is not BLOCKED (a BLOCKED arm taught us nothing about the agent)."""
-    if not retry_blocked:
-        return resumed
-    return {arm: r for arm, r in resumed.items() if r.state != BLOCKED}
-
-
 @dataclass(frozen=True)
 class RunContext:
     """The run's immutable facts, shared by the controller and the workers."""
@@ -57,12 +42,20 @@ class RunContext:
 
     @functools.cached_property
     def resumed(self) -> dict[str, ArmRecord]:
-        """Every stored arm, latest record (read once, on first use)."""
-        return resume_index(self.settings)
+        """R3: with --resume, every stored arm, its latest record (a repeated id counts
+        once); read once, on first use."""
+        store = self.settings.store
+        if not self.settings.resume or not store.exists():
+            return {}
+        return latest_by_arm(read_records(store))
 
     @functools.cached_property
     def done(self) -> dict[str, ArmRecord]:
-        return done_arms(self.resumed, self.settings.retry_blocked)
+        """The stored arms not to run again: all of them, or with --retry-blocked those whose
+        latest record is not BLOCKED (a BLOCKED arm taught us nothing about the agent)."""
+        if not self.settings.retry_blocked:
+            return self.resumed
+        return {arm: r for arm, r in self.resumed.items() if r.state != BLOCKED}
 
     @functools.cached_property
     def resumed_hashes(self) -> dict[str, set[str]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from xdist.scheduler import LoadScopeScheduling
 
-MANIFEST_NAME = "task.yaml"
+from .fence import MANIFEST
 
 
 def pool_aware_scheduler(config, log):
@@ -49,7 +49,7 @@ class _PoolAwareScheduling(LoadScopeScheduling):
 
     def _split_scope(self, nodeid: str) -> str:
         path = nodeid.split("::", 1)[0]
-        if Path(path).name == MANIFEST_NAME and _pooled(str(self._root / path)):
+        if Path(path).name == MANIFEST and _pooled(str(self._root / path)):
             return path  # the whole task is one unit of work
         return nodeid  # every other item is its own unit: plain load balancing
 

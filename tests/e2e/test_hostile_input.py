@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from _pytest.junitxml import bin_xml_escape
 
-from pytest_jaato_eval.arm import arms_of
+from pytest_jaato_eval.task.arms import arms_of
 from pytest_jaato_eval.contract import build_contract_env
 from pytest_jaato_eval.task import load as task_load
 from pytest_jaato_eval.task.load import ManifestError, load_task
