@@ -30,11 +30,11 @@ from typing import Any, Callable, Sequence
 from . import kept_daemon
 from .render import safe_text
 from .report import html, pdf
-from .report.arms import evidence_tail
+from .report.arms import cost_text, evidence_tail
 from .results import transcripts
 from .results.compare import cell_text, compare_groups, cost_delta_text
 from .results.pins import pin_differences, pin_notes, pins_of
-from .results.pivot import (FORMATS, RENDERERS, Cell, money, open_stores, plural,
+from .results.pivot import (FORMATS, RENDERERS, Cell, open_stores, plural,
                             render_pivot, table_lines)
 from .results.record import ArmRecord
 from .results.review import awaiting_review
@@ -341,9 +341,7 @@ def cmd_show(args) -> int:
 
 def story(record: ArmRecord, store: str) -> list[str]:
     """One arm: its heading, its transcript, then its verdicts and their evidence."""
-    judge = record.judge_usage
-    cost = money(record.cost) + (f" + judge {money(record.judge_cost)}" if judge else "")
-    lines = ["=" * 78, safe_text(f"{record.arm_id}: {record.state} · {cost} · "
+    lines = ["=" * 78, safe_text(f"{record.arm_id}: {record.state} · {cost_text(record)} · "
                                  f"{seconds(record.duration_seconds)} · turns "
                                  f"{record.turns if record.turns is not None else '—'}",
                                  400, collapse=False)]

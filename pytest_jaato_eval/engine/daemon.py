@@ -33,12 +33,14 @@ class StartAbandoned(DaemonError):
     all starts it afresh."""
 
 
-def can_connect(path: str, timeout: float = 1.0) -> bool:
+def can_connect(path: str, timeout: float = 1.0, *, greeted: bool = False) -> bool:
+    """True when something accepts a connection at `path` in time; greeted=True: and
+    sends its first bytes in time too."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
     try:
         s.connect(path)
-        return True
+        return not greeted or len(s.recv(4)) > 0
     except OSError:
         return False
     finally:
@@ -55,15 +57,7 @@ def greets(path: str, timeout: float = GREETING_WAIT) -> bool:
     A jaato daemon speaks first (its ConnectedEvent); a socket that accepts and then
     says nothing would hold every arm's handshake until the arm ceiling.
     """
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    try:
-        s.connect(path)
-        return len(s.recv(4)) > 0
-    except OSError:
-        return False
-    finally:
-        s.close()
+    return can_connect(path, timeout, greeted=True)
 
 
 @dataclass

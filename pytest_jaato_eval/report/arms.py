@@ -6,7 +6,7 @@ never disagree.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
 
 from ..render import safe_text
 from ..results.pivot import DASH, money, pct
@@ -115,12 +115,3 @@ def evidence_tail(verdict: dict[str, Any]) -> list[str]:
     cut = len(lines) - EVIDENCE_LINES
     return ([f"… {cut} earlier lines not shown"] if cut > 0 else []) + [
         safe_text(line, EVIDENCE_LINE_CHARS, collapse=False) for line in lines[-EVIDENCE_LINES:]]
-
-
-def grader_ids(records: Iterable[ArmRecord]) -> list[str]:
-    """Every grader id seen, in first-seen (manifest) order: one column each."""
-    seen: dict[str, None] = {}
-    for r in records:
-        for v in r.verdicts:
-            seen.setdefault(v["grader_id"], None)
-    return list(seen)
