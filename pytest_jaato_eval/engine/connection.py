@@ -4,6 +4,7 @@ moment the connection drops (session.py, driver.py).
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Callable
 
 from jaato_sdk.client.ipc import IPCClient
@@ -14,6 +15,19 @@ HANDSHAKE_WAIT = 30.0
 # A refused connection before anything is spent: a daemon restarting answers again within
 # its start (12-15 s beside a CPU hog, bench/RESULTS.md); retried for this long.
 CONNECT_PATIENCE = 30.0
+log = logging.getLogger(__name__)
+
+
+async def disconnect(client: IPCClient | None, who: str) -> None:
+    """Close the connection, bounded; a failure is logged, never raised: the arm's
+    outcome is decided by then."""
+    if client is None:
+        return
+    try:
+        async with asyncio.timeout(STOP_WAIT):
+            await client.disconnect()
+    except (Exception, asyncio.CancelledError):  # noqa: BLE001
+        log.debug("%s: disconnect failed", who, exc_info=True)
 
 
 async def unless_disconnected(client: IPCClient, waiting, poll: float = 0.5):

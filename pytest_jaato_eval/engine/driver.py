@@ -10,7 +10,6 @@ import asyncio
 import logging
 import collections
 import itertools
-import json
 import shlex
 import signal
 import time
@@ -23,11 +22,11 @@ from jaato_sdk.events import ClientType, EventType
 
 from .. import processes
 from ..contract import build_contract_env
-from .files import inside, read_text_bounded
-from .accounting import TurnAccumulator, USAGE_KEYS, empty_usage, merge_tracker
+from .files import inside
+from .accounting import TurnAccumulator, USAGE_KEYS, empty_usage, merge_tracker, tracker_record
 from .agent_run import AgentRun
 from .ceiling import Ceiling
-from .connection import STOP_WAIT, connect_patiently
+from .connection import STOP_WAIT, connect_patiently, disconnect
 from .sandbox import Confinement
 
 log = logging.getLogger(__name__)
@@ -116,12 +115,7 @@ class _DriverArm:
             out.blocked_reason = out.blocked_reason or f"daemon: {type(exc).__name__}: {exc}"
         finally:
             self._attribute()
-            try:
-                if client is not None:
-                    async with asyncio.timeout(STOP_WAIT):
-                        await client.disconnect()
-            except (Exception, asyncio.CancelledError):  # noqa: BLE001
-                log.debug("driver arm: disconnect failed", exc_info=True)
+            await disconnect(client, "driver arm")
         return out
 
     async def _drive(self) -> None:
@@ -290,12 +284,7 @@ def _session_records(workspace: Path) -> list[tuple[str, dict]]:
     if not inside(folder, workspace):
         return found
     for path in itertools.islice(folder.glob("*.json"), MAX_SESSIONS):
-        text = read_text_bounded(path, root=workspace)
-        try:
-            record = json.loads(text) if text is not None else None
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(record, dict):
+        if (record := tracker_record(workspace, path.stem)) is not None:
             found.append((path.stem, record))
     found.sort(key=lambda sr: (str(sr[1].get("created_at") or ""), sr[0]))  # creation order
     return found

@@ -16,7 +16,7 @@ from pathlib import Path
 from jaato_sdk.client.ipc import IPCClient
 from jaato_sdk.events import ClientType, EventType
 
-from .connection import STOP_WAIT, handshake
+from .connection import STOP_WAIT, disconnect, handshake
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +65,5 @@ async def _end(socket_path: str, known: set[str], workspace: Path,
                     await client.stop_session(sid)
                 out.stopped.append(sid)
     finally:
-        try:
-            async with asyncio.timeout(STOP_WAIT):
-                await client.disconnect()
-        except (Exception, asyncio.CancelledError):  # noqa: BLE001
-            log.debug("foreign sessions: disconnect failed", exc_info=True)
+        await disconnect(client, "foreign sessions")
     return out

@@ -22,7 +22,7 @@ from .accounting import (TurnAccumulator, merge_tracker, session_ids_in,
                          tracker_record)
 from .agent_run import UNSIGNED_ERRORS, AgentRun
 from .ceiling import Ceiling
-from .connection import STOP_WAIT, connect_patiently, unless_disconnected
+from .connection import STOP_WAIT, connect_patiently, disconnect, unless_disconnected
 
 __all__ = ["AgentRun", "Ceiling", "SessionArmSpec", "run_session_arm", "UNSIGNED_ERRORS"]
 
@@ -132,7 +132,7 @@ class _SessionArm:
         finally:
             if self.out.duration_seconds is None and self.out.session_id:
                 self.out.duration_seconds = round(time.monotonic() - started, 3)
-            await self._disconnect()
+            await disconnect(self.client, "session arm")
         self._fold()
         return self.out
 
@@ -184,7 +184,7 @@ class _SessionArm:
                 if attempt == CREATE_TRIES or not self._transient(exc) or self._past_ceiling():
                     self.out.blocked_reason = first
                     return None
-                await self._disconnect()
+                await disconnect(self.client, "session arm")
                 self.out.caveats.append(await self._after_failed_create(first, attempt + 1))
         return None
 
@@ -215,7 +215,7 @@ class _SessionArm:
                     await self.client.stop_session(sid)
             except (Exception, asyncio.CancelledError):  # noqa: BLE001 - best effort
                 pass
-        await self._disconnect()
+        await disconnect(self.client, "session arm")
         return said + (f" (session {', '.join(leftovers)} of an earlier try was stopped)"
                        if leftovers else "")
 
@@ -307,14 +307,6 @@ class _SessionArm:
             self.out.termination_detail = (
                 f"session.stop was sent; the daemon did not confirm it with the session's "
                 f"terminal within {STOP_CONFIRM_WAIT:g} s")
-
-    async def _disconnect(self) -> None:
-        if self.client is not None:
-            try:
-                async with asyncio.timeout(STOP_WAIT):
-                    await self.client.disconnect()
-            except (Exception, asyncio.CancelledError):  # noqa: BLE001
-                log.debug("session arm: disconnect failed", exc_info=True)
 
     def _fold(self) -> None:
         out = self.out
