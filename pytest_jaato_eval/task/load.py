@@ -62,9 +62,12 @@ def load_task(path: Path | str) -> Task:
         raise ManifestError(path, "", "empty file; expected a task mapping with id, "
                                       "environment, harness, graders")
     try:
-        task = validate(doc)
-    except Invalid as exc:
-        raise ManifestError(path, exc.where or "top level", exc.reason) from None
+        task = Task.model_validate(doc)
+    except ValidationError as exc:
+        where, reason = first_problem(exc)
+        raise ManifestError(path, where or "top level", reason) from None
+    except RecursionError:
+        raise ManifestError(path, "top level", "nested too deeply to check") from None
 
     try:  # the task's folder, resolved once for its manifest, fixture and config root
         folder = os.path.realpath(os.path.dirname(path) or os.curdir)
@@ -167,23 +170,6 @@ def content_hash(manifest: Path, fixture: Path, config_root: Path) -> str:
 
 
 # -- the model's verdict on a document --------------------------------------------------------------------
-def validate(doc: Any) -> Task:
-    """The model of a parsed task.yaml, its folders not yet resolved; raises
-    Invalid(where, reason)."""
-    try:
-        return Task.model_validate(doc)
-    except ValidationError as exc:
-        raise Invalid(*first_problem(exc)) from None
-    except RecursionError:
-        raise Invalid("", "nested too deeply to check") from None
-
-
-class Invalid(Exception):
-    def __init__(self, where: str, reason: str):
-        super().__init__(where, reason)
-        self.where, self.reason = where, reason
-
-
 def first_problem(exc: ValidationError) -> tuple[str, str]:
     """(where, reason) of the first problem. A grader's location carries its kind as
     pydantic's union tag (`graders.0.script.run`): the tag is no key of the file."""
