@@ -183,7 +183,7 @@ class Cell:
         reproduce the answer, and det_text says how many answered."""
         if self.samples:
             return _mean(t.det for t in self.samples.values())
-        return _det(self.payloads, self.exercised)
+        return stats.det(self.payloads, self.exercised)
 
     @property
     def det_text(self) -> str:
@@ -242,16 +242,7 @@ class SampleTally:
     @property
     def det(self) -> float | None:
         """The cell's det rule, within the sample."""
-        return _det(self.payloads, self.passed + self.failed)
-
-
-def _det(payloads: Counter, exercised: int) -> float | None:
-    """P3: the largest group of one payload over the exercised arms; 0 when no two
-    agree; None under two answers."""
-    if sum(payloads.values()) < 2:
-        return None
-    modal = payloads.most_common(1)[0][1]
-    return modal / exercised if modal > 1 else 0.0
+        return stats.det(self.payloads, self.passed + self.failed)
 
 
 def _mean(values: Iterable[float | None]) -> float | None:

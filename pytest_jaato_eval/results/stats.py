@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Hashable, Iterable
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
@@ -59,13 +58,14 @@ def pass_hat_k(n: int, c: int, k: int) -> float | None:
     return math.comb(c, k) / math.comb(n, k)
 
 
-def modal_share(values: Iterable[Hashable]) -> float | None:
-    """Share of values equal to the most common one (P3's `det`); None when empty."""
-    counts = Counter(values)
-    total = sum(counts.values())
-    if not total:
+def det(answers: Counter, exercised: int) -> float | None:
+    """P3: the largest group of exercised arms with one answer, over every exercised arm
+    (one without an answer included); 0 when no two agree (a group of one is no
+    agreement); None under two answers."""
+    if sum(answers.values()) < 2:
         return None
-    return counts.most_common(1)[0][1] / total
+    modal = answers.most_common(1)[0][1]
+    return modal / exercised if modal > 1 else 0.0
 
 
 def clearly_below(new: tuple[float, float] | None, base: tuple[float, float] | None) -> bool:

@@ -50,14 +50,10 @@ def check(task: Task, profile_set: str | None) -> str | None:
         collision = param_collision(given)
         if collision:  # M9: this arm cannot be handed its input; the others run
             return f"{section}: {collision}"
-    pinned = _pinned_set(task.harness.profile) if task.harness.kind != DRIVER else None
-    effective = pinned or profile_set
-    if effective is not None and task.harness.kind != DRIVER:
-        problem = _set_problem(root, effective)
-        if problem:
-            return problem
-    if task.harness.kind != DRIVER:
-        problem = _profile_problem(root, effective, task.harness.profile, "profile")
+    if task.harness.kind != DRIVER:  # a driver arm binds no profile of its own
+        effective = _pinned_set(task.harness.profile) or profile_set
+        problem = ((_set_problem(root, effective) if effective is not None else None)
+                   or _profile_problem(root, effective, task.harness.profile, "profile"))
         if problem:
             return problem
     for spec in task.graders:

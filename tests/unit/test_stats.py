@@ -3,6 +3,7 @@ independent computations (published values, brute-force enumeration)."""
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 
 import pytest
 from hypothesis import given
@@ -70,10 +71,11 @@ def test_pass_at_k_edges():
     assert stats.pass_at_k(3, 1, 0) is None
 
 
-def test_modal_share():
-    assert stats.modal_share([]) is None
-    assert stats.modal_share(["a", "a", "b"]) == pytest.approx(2 / 3)
-    assert stats.modal_share([None, None]) == 1.0
+def test_det():
+    assert stats.det(Counter(), 3) is None and stats.det(Counter(a=1), 2) is None  # under two
+    assert stats.det(Counter(a=2, b=1), 3) == pytest.approx(2 / 3)
+    assert stats.det(Counter(a=1, b=1), 2) == 0.0  # no two agree
+    assert stats.det(Counter(a=2), 4) == 0.5       # an arm without an answer stays counted
 
 
 def test_clearly_below_needs_disjoint_intervals():
