@@ -117,10 +117,7 @@ def cmd_report(args) -> int:
     if args.pdf:
         pdf.write(Path(args.pdf), html.render(pivot, **document))
         say(f"pdf report: {args.pdf}", file=said)
-    code = report_exit(pivot.cells)
-    if args.exit_zero:
-        return EXIT_OK
-    return code
+    return EXIT_OK if args.exit_zero else report_exit(pivot.cells)
 
 
 # -- compare --------------------------------------------------------------------------------

@@ -25,11 +25,9 @@ class GroupChange:
 
     @property
     def delta(self) -> float | None:
-        if self.base is None or self.new is None:
-            return None
-        if self.base.pass_rate is None or self.new.pass_rate is None:
-            return None
-        return self.new.pass_rate - self.base.pass_rate
+        base = self.base.pass_rate if self.base is not None else None
+        new = self.new.pass_rate if self.new is not None else None
+        return None if base is None or new is None else new - base
 
     @property
     def regressed(self) -> bool:
