@@ -361,13 +361,10 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
         blocked_reason = None  # S8: an unsigned arm carries `error`; its graders say the rest
     contaminated, contamination_evidence = None, []  # no agent run, nothing to check
     if ws is not None and run.session_id:
-        ledger = ledger or ledger_of(run.history)
-        finding = contamination.check(ledger.entries, ledger.faithful, ledger.reason,
-                                      contamination.protected_for(task, ws))
-        contaminated, contamination_evidence = finding.contaminated, finding.evidence
         verdicts = list(verdicts)
-        state, blocked_reason = contamination.apply(finding, task.contamination, state,
-                                                    blocked_reason, caveats, verdicts)
+        finding, state, blocked_reason = contamination.assess(
+            task, ws, ledger or ledger_of(run.history), state, blocked_reason, caveats, verdicts)
+        contaminated, contamination_evidence = finding.contaminated, finding.evidence
 
     nudges = count_nudges(ws, run.session_id, run.completion_gap) if (
         ws is not None and run.session_id) else None

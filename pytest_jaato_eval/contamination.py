@@ -151,6 +151,14 @@ def _offence(p: Protected, key: str, text: str) -> str | None:
     return None
 
 
+def assess(task: Any, workspace: Path, ledger: Any, state: str, blocked_reason: str | None,
+           caveats: list[str], verdicts: list) -> tuple[Finding, str, str | None]:
+    """The rule, whole, for one arm after its graders: its ledger (graders/ledger.py) checked
+    against what the task protects, and the finding applied; (finding, state, reason)."""
+    finding = check(ledger.entries, ledger.faithful, ledger.reason, protected_for(task, workspace))
+    return (finding, *apply(finding, task.contamination, state, blocked_reason, caveats, verdicts))
+
+
 def check(entries: list | None, faithful: bool, reason: str | None,
           protected: Protected) -> Finding:
     if not faithful or entries is None:

@@ -214,7 +214,8 @@ class ChatHandler(BaseHTTPRequestHandler):
                 self._end(rec, why)
                 return
         if turn.kind == "fault":
-            self._fault(rec, turn)
+            status, body, headers = fault_reply(turn)
+            self._send_json(rec, "fault", status, body, headers)
         elif turn.kind == "hang":
             why = self._wait(turn.seconds)
             self.close_connection = True  # drop the connection without a response
@@ -224,11 +225,7 @@ class ChatHandler(BaseHTTPRequestHandler):
         elif rec.stream:
             self._stream_reply(rec, turn)
         else:
-            self._json_reply(rec, turn)
-
-    def _fault(self, rec: RecordedRequest, turn: Turn) -> None:
-        status, body, headers = fault_reply(turn)
-        self._send_json(rec, "fault", status, body, headers)
+            self._send_json(rec, "ok", 200, json_reply(rec, turn, self.server.owner))
 
     def _start_stream(self) -> None:
         self.send_response(200)
@@ -252,9 +249,6 @@ class ChatHandler(BaseHTTPRequestHandler):
             self._sse(payload)
         self._end(rec, "ok")
         self._end_stream()
-
-    def _json_reply(self, rec: RecordedRequest, turn: Turn) -> None:
-        self._send_json(rec, "ok", 200, json_reply(rec, turn, self.server.owner))
 
     def _malformed(self, rec: RecordedRequest, turn: Turn) -> None:
         opening = malformed_opening(rec, self.server.owner)
