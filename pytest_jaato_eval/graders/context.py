@@ -10,6 +10,7 @@ from ..contract import build_contract_env
 from ..engine.agent_run import AgentRun
 from ..engine.sandbox import Confinement, Wrapped
 from ..verdict import Verdict
+from .ledger import Ledger
 
 
 def truncation_reason(termination_reason: str | None, payload: Any,
@@ -36,7 +37,7 @@ class GraderContext:
     config_root: Path
     params: Mapping[str, Any]
     run: AgentRun = field(default_factory=AgentRun)  # what the engine observed of the agent
-    ledger: Any = None
+    ledger: Ledger = field(default_factory=lambda: Ledger(reason="no history was received"))
     socket_path: str | None = None
     cascade_id: str | None = None
     verdicts: list[Verdict] = field(default_factory=list)  # the graders before this one
@@ -81,9 +82,8 @@ class GraderContext:
     @property
     def tool_calls(self):
         """The ledger's entries; reading them on an unfaithful ledger is refused (G3)."""
-        if self.ledger is None or not getattr(self.ledger, "faithful", False):
-            reason = getattr(self.ledger, "reason", "no history was received")
-            raise UnfaithfulLedger(reason)
+        if not self.ledger.faithful:
+            raise UnfaithfulLedger(self.ledger.reason)
         return self.ledger.entries
 
 

@@ -63,9 +63,8 @@ def _child_input(ctx: GraderContext, path: Path) -> dict:
             "cascade_id": ctx.cascade_id, "truncation_reason": ctx.truncation_reason,
             "verdicts": [v.to_dict() for v in ctx.verdicts],
             "prior_verdicts": {v.grader_id: v.state for v in ctx.verdicts},
-            "ledger": {"faithful": bool(getattr(ledger, "faithful", False)),
-                       "reason": getattr(ledger, "reason", "no history was received"),
-                       "entries": list(getattr(ledger, "entries", None) or [])},
+            "ledger": {"faithful": ledger.faithful, "reason": ledger.reason,
+                       "entries": list(ledger.entries)},
         },
     }
 

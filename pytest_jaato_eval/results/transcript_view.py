@@ -129,6 +129,12 @@ def sessions(transcript: dict[str, Any]) -> list[SessionView]:
 LABEL = {"user": "user", "agent": "agent", "thought": "thinking", "note": "…"}
 
 
+def _block(head: str, text: str) -> list[str]:
+    """`head` and the text's first line, its other lines indented below."""
+    first, *rest = text.split("\n")
+    return [f"  {head} {first}"] + [f"      {line}" for line in rest]
+
+
 def text_lines(transcript: dict[str, Any]) -> list[str]:
     """The transcript as terminal lines: each session, its steps, turns and payload."""
     lines = [safe_text(f"transcript of {transcript.get('arm_id')} "
@@ -143,15 +149,11 @@ def text_lines(transcript: dict[str, Any]) -> list[str]:
                 head = f"← {step.name}" + (" (error)" if step.error else "")
             else:
                 head = f"{LABEL.get(step.kind, step.kind)}:"
-            body = step.text.split("\n")
-            lines.append(f"  {head} {body[0]}")
-            lines += [f"      {line}" for line in body[1:]]
+            lines += _block(head, step.text)
         if s.turns:
             lines += ["  turns:"] + [f"    {t}" for t in s.turns]
         if s.payload:
-            body = s.payload.split("\n")
-            lines.append(f"  completion payload: {body[0]}")
-            lines += [f"      {line}" for line in body[1:]]
+            lines += _block("completion payload:", s.payload)
         if s.end:
             lines.append(f"  ended: {s.end}")
     cuts = [c for c in transcript.get("cuts") or [] if isinstance(c, str)]
