@@ -65,7 +65,7 @@ def grade_script(spec: ScriptGrader, ctx: GraderContext) -> Verdict:
 
 
 def _evidence(out: TailReader, ctx: GraderContext) -> list[str]:
-    return output_evidence(out.tail(), out.total, getattr(ctx, "mask", None))
+    return output_evidence(out.tail(), out.total, ctx.mask)
 
 
 def _file_command(file: str, config_root, env: dict) -> list[str] | None:

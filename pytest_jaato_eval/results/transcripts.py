@@ -28,7 +28,10 @@ import re
 import shutil
 import zlib
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
+
+if TYPE_CHECKING:
+    from ..engine.agent_run import AgentRun
 
 FORMAT = "pytest-jaato-eval transcript 1"
 SUFFIX = ".json.gz"
@@ -148,37 +151,35 @@ def _turns(accounting: list | None, where: str, cuts: _Cuts) -> list | None:
     return [cuts.value(t, VALUE_CHARS, f"{where}, turn {i + 1}") for i, t in enumerate(turns)]
 
 
-def session(role: str, run: Any, *, grader_id: str | None = None,
+def session(role: str, run: AgentRun, *, grader_id: str | None = None,
             session_id: str | None = None, history: list | None = None,
             accounting: list | None = None, source: str = FROM_DAEMON,
             cuts: _Cuts) -> dict[str, Any]:
     """One session of the arm: who ran it, its messages and turns, what it ended with."""
-    sid = session_id or getattr(run, "session_id", None)
+    sid = session_id or run.session_id
     where = f"{role} session {sid or '?'}"
     return {
         "role": role, "grader_id": grader_id, "session_id": sid, "source": source,
-        "model": getattr(run, "model", None), "provider": getattr(run, "provider", None),
+        "model": run.model, "provider": run.provider,
         "messages": _messages(history, where, cuts),
         "turns": _turns(accounting, where, cuts),
-        "usage": dict(getattr(run, "usage", None) or {}),
-        "duration_seconds": getattr(run, "duration_seconds", None),
-        "termination_reason": getattr(run, "termination_reason", None),
-        "error": getattr(run, "error", None),
-        "blocked_reason": getattr(run, "blocked_reason", None),
-        "payload": cuts.value(getattr(run, "payload", None), VALUE_CHARS,
+        "usage": dict(run.usage), "duration_seconds": run.duration_seconds,
+        "termination_reason": run.termination_reason, "error": run.error,
+        "blocked_reason": run.blocked_reason,
+        "payload": cuts.value(run.payload, VALUE_CHARS,
                               f"{where} (completion payload)"),
     }
 
 
-def build(*, arm_id: str, task_id: str, run_id: str | None, run: Any, driver: bool,
-          grader_runs: Iterable[tuple[str, Any]] = (), session_files: Any = None
+def build(*, arm_id: str, task_id: str, run_id: str | None, run: AgentRun, driver: bool,
+          grader_runs: Iterable[tuple[str, AgentRun]] = (), session_files: Any = None
           ) -> dict[str, Any]:
     """The transcript of an arm that just ended. `session_files(sid)` reads a driver
     session's file from the workspace (a mapping, or None)."""
     cuts = _Cuts()
     sessions = []
     if driver:
-        for sid in getattr(run, "session_ids", None) or []:
+        for sid in run.session_ids:
             saved = session_files(sid) if session_files is not None else None
             saved = saved if isinstance(saved, dict) else {}
             history = saved.get("history") if isinstance(saved.get("history"), list) else None
@@ -195,13 +196,13 @@ def build(*, arm_id: str, task_id: str, run_id: str | None, run: Any, driver: bo
                        duration_seconds=None, termination_reason=saved.get("end_reason"),
                        error=None, blocked_reason=None, payload=None)
             sessions.append(one)
-    elif getattr(run, "session_id", None):
+    elif run.session_id:
         sessions.append(session("agent", run, history=run.history,
-                                accounting=getattr(run, "turn_accounting", None), cuts=cuts))
+                                accounting=run.turn_accounting, cuts=cuts))
     for grader_id, grader_run in grader_runs:
         sessions.append(session("judge", grader_run, grader_id=grader_id,
                                 history=grader_run.history,
-                                accounting=getattr(grader_run, "turn_accounting", None),
+                                accounting=grader_run.turn_accounting,
                                 cuts=cuts))
     transcript = {"format": FORMAT, "arm_id": arm_id, "task_id": task_id, "run_id": run_id,
                   "sessions": sessions, "cuts": cuts.said}
