@@ -89,11 +89,8 @@ def table() -> dict[int, tuple[int, float, str]]:
     return out
 
 
-def _has_child_lists() -> bool:
-    return os.path.exists(f"/proc/self/task/{os.getpid()}/children")
-
-
-HAS_CHILD_LISTS = _has_child_lists()  # Linux >= 3.5 with CONFIG_PROC_CHILDREN
+# Linux >= 3.5 with CONFIG_PROC_CHILDREN
+HAS_CHILD_LISTS = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
 
 
 def children(pid: int) -> list[int]:
