@@ -77,8 +77,8 @@ def pytest_collect_directory(path, parent):  # before pytest's own Dir, after co
 
 def pytest_collect_file(file_path, parent):
     if file_path.name == MANIFEST:
-        from .pytest_layer.collect import collect_file  # pydantic: only once a task is found
-        return collect_file(file_path, parent)
+        from .pytest_layer.collect import TaskFile  # pydantic: only once a task is found
+        return TaskFile.from_parent(parent, path=file_path)
     return None
 
 

@@ -225,10 +225,3 @@ def will_skip(node) -> bool:
             except Exception:  # noqa: BLE001 - pytest reports it at setup; we just start
                 continue
     return False
-
-
-def collect_file(file_path, parent):
-    """pytest_collect_file: only files named task.yaml are tasks."""
-    if file_path.name == MANIFEST:
-        return TaskFile.from_parent(parent, path=file_path)
-    return None
