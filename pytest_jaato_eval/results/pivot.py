@@ -442,17 +442,6 @@ class Pivot:
         for cell in self.cells:
             yield from self.arms(cell)
 
-    def tasks(self) -> Iterator[tuple[str, list[Cell]]]:
-        """(task id, its cells), in the pivot's order."""
-        group: list[Cell] = []
-        for cell in self.cells:
-            if group and group[0].task_id != cell.task_id:
-                yield group[0].task_id, group
-                group = []
-            group.append(cell)
-        if group:
-            yield group[0].task_id, group
-
     def skipped_notes(self) -> list[str]:
         notes = [f"{self.name}:{n}: skipped: {why}" for n, why in self.skipped]
         if self.partial_last:
