@@ -226,9 +226,6 @@ class StoreFile:
     skipped: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
-    def skipped_notes(self) -> list[str]:
-        return self.skipped
-
 
 def read_store(path: str | Path) -> StoreFile:
     path = readable(path)
@@ -290,7 +287,7 @@ class Merged:
         return f"{names[0]} + {len(names) - 1} more stores"
 
     def skipped_notes(self) -> list[str]:
-        notes = [n for s in self.stores for n in s.skipped_notes()]
+        notes = [n for s in self.stores for n in s.skipped]
         return notes + limited(self.replaced, "arms in several stores")
 
     def refuse_changed(self) -> None:
