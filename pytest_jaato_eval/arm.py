@@ -272,10 +272,13 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
 
 
 def _end_daemon(owned: Owned) -> None:
-    """Our daemon, broken by its agent: ended, so the next arm's `ensure` starts it again."""
+    """Our daemon, broken by its agent: ended now, and its owner told, so that the next
+    arm's `ensure` starts it afresh (a killed daemon can look alive for a while)."""
     ident = processes.Ident.of(owned.pid)
     if ident is not None:
         processes.signal_exact([ident], signal.SIGKILL)
+    if owned.restart is not None:
+        owned.restart()
 
 
 RUNNER_LOST = "runner RPC closed"  # jaato's words for a runner that died under its session
@@ -289,8 +292,8 @@ def agent_faults(run: AgentRun, owned: Owned | None, socket: str, settings: ArmS
     agent's processes reach the daemon, its daemon, runner or runner template killed or
     stopped, or its socket removed (the daemon is then ended, so the next arm starts a
     fresh one)."""
-    if owned is None:
-        return None
+    if owned is None or not (run.session_id or run.session_ids):
+        return None  # no session of the agent's began: nothing of its ran to do anything
     state = (processes.stat(owned.pid) or (0, 0, "Z"))[2]
     confined = settings.sandbox != "none"
     if confined and state in ("Z", "T", "t"):

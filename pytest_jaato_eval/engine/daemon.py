@@ -166,7 +166,7 @@ class PrivateDaemon:
                 if len(kids) != 1:
                     return None
                 pid = kids[0]
-        return Owned(pid, self.marker, self._pids)
+        return Owned(pid, self.marker, self._pids, restart=self.request_stop)
 
     def ensure(self) -> str:
         """Start the daemon if it is not running (again, if it died); return its socket."""

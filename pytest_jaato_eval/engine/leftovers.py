@@ -21,7 +21,7 @@ import signal
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .. import processes
 from .sandbox import PidsLimit
@@ -36,12 +36,15 @@ TEMPLATE = "--template-mode"  # the runner template's argument: the process runn
 
 @dataclass(frozen=True)
 class Owned:
-    """A daemon this run started: its pid, the marker its processes inherit, and the pids
-    limit its sandbox holds them to (None: none)."""
+    """A daemon this run started: its pid, the marker its processes inherit, the pids
+    limit its sandbox holds them to (None: none), and how to tell its owner that it was
+    ended under it (its next `ensure` then starts it afresh, not trusting a process that
+    may take a while to be gone)."""
 
     pid: int
     marker: str
     pids: PidsLimit | None = None
+    restart: Callable[[], None] | None = field(default=None, compare=False)
 
 
 @dataclass

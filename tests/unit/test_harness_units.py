@@ -406,6 +406,32 @@ def test_a_daemon_killed_before_its_leftovers_are_looked_for_leaves_the_arm_ungr
         tree.kill(grace=0)
 
 
+
+def test_a_daemon_gone_is_the_agents_act_only_after_its_session_began(tmp_path):
+    """A daemon the arm before ended can still look alive to the next arm's `ensure` for a
+    moment on a loaded machine, and that arm then fails to open its session. Nothing of
+    that arm's agent ever ran: its arm stays BLOCKED, never FAILs for an act of the agent
+    before it. Once an agent's session did begin, a daemon gone under it is that agent's
+    act, and the daemon's owner is told to start it afresh for the next arm."""
+    from pytest_jaato_eval.arm import ArmSettings, agent_faults
+    from pytest_jaato_eval.engine.agent_run import AgentRun
+    from pytest_jaato_eval.engine.ceiling import Ceiling
+    from pytest_jaato_eval.engine.leftovers import Owned
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid that no longer runs
+    restarts: list[int] = []
+    owned = Owned(gone.pid, "marker", restart=lambda: restarts.append(1))
+    settings = ArmSettings(workspace_root=tmp_path, keep_workspaces="never",
+                           ceiling=Ceiling(0), run_id="r", sandbox="bwrap")
+    unborn = AgentRun(blocked_reason="daemon: could not connect")
+    assert agent_faults(unborn, owned, str(tmp_path / "s"), settings, tmp_path, tmp_path) \
+        is None
+    assert restarts == []
+    ran = AgentRun(session_id="20261202_000000", session_ids=["20261202_000000"])
+    fault = agent_faults(ran, owned, str(tmp_path / "s"), settings, tmp_path, tmp_path)
+    assert fault and "ended during the agent's session" in fault
+    assert restarts == [1]
+
 @pytest.mark.parametrize("watch", ["pidfd", "polling"])
 def test_a_grader_is_read_as_it_prints_in_the_waiting_thread(monkeypatch, watch):
     """Output beyond the pipe's buffer is read while the grader runs (it would block on a
