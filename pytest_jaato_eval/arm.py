@@ -391,7 +391,7 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
                                                          task.config_root))
     # The one choke point: the store, JUnit, the failure text and the reports all read
     # this record, so a secret a grader printed is masked before any of them sees it.
-    return settings.redact(build_record(
+    return build_record(
         arm_id=arm.id, task_id=task.id, profile_set=arm.set_name, repeat=arm.repeat,
         state=state, blocked_reason=blocked_reason, verdicts=verdicts, run=run,
         notes=caveats, completion_nudges=nudges, budget_ceiling=ceiling,
@@ -404,7 +404,7 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
                "contamination_evidence": contamination_evidence,
                "workspace": kept, "finished_at": time.time(), "sandbox": settings.sandbox,
                "judge_usage": summed_usage(r.usage for _, r in grader_runs) if grader_runs
-               else None, "transcript": transcript}))
+               else None, "transcript": transcript}, mask=settings.redact)
 
 
 def keep_transcript(arm: Arm, settings: ArmSettings, run: AgentRun, grader_runs: list,

@@ -87,8 +87,6 @@ class Redactor:
             return {self(k): self(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return type(value)(self(v) for v in value)
-        if hasattr(value, "to_dict") and hasattr(type(value), "from_dict"):  # an ArmRecord
-            return type(value).from_dict(self(value.to_dict()))
         return value
 
 

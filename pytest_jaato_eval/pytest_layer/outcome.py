@@ -177,7 +177,7 @@ def block_crashed(report: Any, nodeid: str, arm: dict[str, str], run_id: str,
         repeat = 0
     reason = redact.text(f"worker crashed: {one_line(report.longrepr)} (the arm's process "
                          f"died; the arm taught us nothing)")
-    record = redact(build_record(
+    record = build_record(
         arm_id=arm["arm_id"], task_id=arm.get("task_id") or arm["arm_id"],
         profile_set=arm.get("profile_set") or "default", repeat=repeat,
         state=BLOCKED, blocked_reason=reason, verdicts=[], run=AgentRun(), notes=[
@@ -185,7 +185,7 @@ def block_crashed(report: Any, nodeid: str, arm: dict[str, str], run_id: str,
         completion_nudges=None, extra={"run_id": run_id, "task_hash": None, "workspace": None,
                                        "finished_at": time.time(),
                                        **({"sample_id": arm["sample_id"]}
-                                          if arm.get("sample_id") else {})}))
+                                          if arm.get("sample_id") else {})}, mask=redact)
     report.when = "call"
     report.outcome = "skipped"
     report.longrepr = (nodeid.split("::")[0], 0, f"BLOCKED: {reason}")

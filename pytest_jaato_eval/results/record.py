@@ -19,7 +19,7 @@ import json
 import math
 import typing
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any
+from typing import Any, Callable
 
 from ..engine.accounting import payload_hash
 from ..number import is_number
@@ -343,9 +343,11 @@ def build_record(*, arm_id: str, task_id: str, profile_set: str, repeat: int, st
                  blocked_reason: str | None, verdicts: list, run: Any, notes: list[str],
                  completion_nudges: int | None, extra: dict[str, Any],
                  budget_ceiling: dict | None = None, pool_limits: dict | None = None,
-                 pool_on_arrival: dict | None = None) -> ArmRecord:
+                 pool_on_arrival: dict | None = None,
+                 mask: Callable[[Any], Any] | None = None) -> ArmRecord:
     """The record of an arm that just ended. `extra` holds further keys by name: a
-    declared field is set, any other key is kept as written."""
+    declared field is set, any other key is kept as written. `mask`: a masker
+    (redact.Redactor) every string of the line goes through before it is typed."""
     verdicts = [v.to_dict() if hasattr(v, "to_dict") else dict(v) for v in verdicts]
     line = dict(
         caveats=instrument_caveats(v.get("grader_id") for v in verdicts), notes=list(notes),
@@ -362,7 +364,8 @@ def build_record(*, arm_id: str, task_id: str, profile_set: str, repeat: int, st
         provenance=dict(_provenance())) | extra
     # Built once, from the line: values from live objects (a str-valued enum, a Path) become
     # what the store holds, so the record a run keeps is the record a reader gets back.
-    return ArmRecord.from_dict(json.loads(json.dumps(line, default=str)))
+    line = json.loads(json.dumps(line, default=str))
+    return ArmRecord.from_dict(mask(line) if mask else line)
 
 
 # -- a record's consistency beyond its types (validate, merge) --------------------------------
