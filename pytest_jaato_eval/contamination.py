@@ -68,7 +68,8 @@ def graders_own(task: Any) -> set[str]:
             own.add(os.path.normpath(spec.file))
         elif isinstance(spec, ProcessorGrader):
             own.add(os.path.normpath(spec.script))
-        elif isinstance(spec, JudgeGrader) and spec.profile != getattr(task, "profile", None):
+        # a judge on the agent's own profile: the agent's session needs that profile too
+        elif isinstance(spec, JudgeGrader) and spec.profile != task.harness.profile:
             profiles = Path(task.config_root) / "profiles"
             for folder in [profiles, *(profiles.iterdir() if profiles.is_dir() else [])]:
                 for suffix in (".yaml", ".yml"):

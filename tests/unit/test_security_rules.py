@@ -296,6 +296,14 @@ def test_the_new_keys_are_read(tmp_path):
     assert task.graders[1].needs_human_below == 0.5
 
 
+def test_a_judge_on_the_agents_own_profile_leaves_that_profile_in_the_agents_config(tmp_path):
+    """The agent's config copy leaves out a judge's profile, unless the agent's session runs
+    on that same profile: without it the agent could not start at all."""
+    own = contamination.graders_own(load_task(manifest(tmp_path, graders=[
+        {"kind": "judge", "profile": "w"}, {"kind": "judge", "profile": "r"}])))
+    assert own == {"profiles/r.yaml", "profiles/r.yml"}
+
+
 @pytest.mark.parametrize("changes, says", [
     ({"contamination": "ignore"}, "contamination: expected block or caveat, got str 'ignore'"),
     ({"graders": [{"kind": "script", "run": "x", "env_passthrough": ["A B"]}]},
