@@ -110,6 +110,26 @@ def test_pem_blocks_and_bearer_tokens_are_masked_without_knowing_them():
     assert redact.text("a public key: ssh-ed25519 AAAA") == "a public key: ssh-ed25519 AAAA"
 
 
+def test_a_record_is_built_from_its_masked_line_keys_extra_and_evidence_included():
+    """The one record of an arm is masked as it is built (build_record's `mask`): every
+    string of its line, keys and the keys it keeps in `extra` too, before it is typed."""
+    from pytest_jaato_eval.engine.agent_run import AgentRun
+    from pytest_jaato_eval.results.record import build_record
+    from pytest_jaato_eval.verdict import Verdict
+
+    secret = "sk-record-0123456789"
+    record = build_record(
+        arm_id=f"t@{secret}#0", task_id="t", profile_set="p", repeat=0, state="FAIL",
+        blocked_reason=None, verdicts=[Verdict.failed("script:x", "c", secret, [f"k={secret}"])],
+        run=AgentRun(error=secret), notes=[secret], completion_nudges=None,
+        extra={f"x-{secret}": {secret: [secret]}, "contamination_evidence": [secret]},
+        mask=Redactor({"OPENAI_API_KEY": secret}))
+    assert secret not in json.dumps(record.to_dict())
+    assert record.arm_id == "t@***(OPENAI_API_KEY)#0"
+    assert record.verdicts[0]["evidence"] == ["k=***(OPENAI_API_KEY)"]
+    assert record.extra["x-***(OPENAI_API_KEY)"] == {"***(OPENAI_API_KEY)": ["***(OPENAI_API_KEY)"]}
+
+
 def test_output_is_masked_before_it_is_cut():
     secret = "sk-" + "s" * 60
     tail = ("x" * 370 + secret + "\n").encode()
