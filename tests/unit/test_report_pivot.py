@@ -303,3 +303,20 @@ def test_the_fast_loaders_read_any_json_line_as_json_loads(obj, ascii_only):
     head = fields_loader(("arm_id", "usage"))(line)
     assert repr({k: head.get(k) for k in ("arm_id", "usage")}) == \
         repr({k: expected.get(k) for k in ("arm_id", "usage")})
+
+
+def test_the_report_writers_example_in_the_docs_runs_as_written(tmp_path):
+    """docs/reports.md's reading of a store, executed on a store of two tasks: each task's
+    cells together, and the FAIL and BLOCKED records read back whole."""
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "reports.md").read_text()
+    (block,) = [b for b in re.findall(r"^```python\n(.*?)^```", doc, re.S | re.M)
+                if "Pivot.of_store(path)" in b]
+    path = write_store(tmp_path / "r.jsonl", [
+        arm("a", "x", 0, "PASS"), arm("b", "x", 0, "FAIL"), arm("a", "y", 0, "BLOCKED"),
+        arm("b", "y", 0, "PASS")])
+    seen: list = []
+    code = block.replace("            ...", "            seen.append((task_id, record.arm_id))")
+    exec(compile(code, "docs/reports.md", "exec"), {"Pivot": Pivot, "path": path, "seen": seen})
+    assert seen == [("a", "a@y#0"), ("b", "b@x#0")]  # written a, b, a, b: read a task at a time
