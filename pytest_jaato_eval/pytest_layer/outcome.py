@@ -202,7 +202,10 @@ def record_of(report: Any) -> ArmRecord | None:
     data = getattr(report, RECORD_ATTR, None)
     if data is None:
         return None
-    read = _READ.get(report)
+    try:
+        read = _READ.get(report)
+    except TypeError:  # a report that takes no weak reference: read, not kept
+        return ArmRecord.from_dict(data)
     if read is None or read[0] is not data:
         read = _READ[report] = (data, ArmRecord.from_dict(data))
     return read[1]

@@ -209,6 +209,26 @@ def test_a_samples_identity_rides_on_its_reports_and_into_a_crashed_arms_record(
     assert "jaato_sample_id" not in dict(identity_properties(plain))
 
 
+def test_a_reports_record_is_read_once_and_read_from_any_report_object():
+    """record_of keeps what it read per report (the terminal's line and the store's writer
+    share it) and reads a new line again; a report that takes no weak reference is read
+    all the same."""
+    from pytest_jaato_eval.pytest_layer.outcome import RECORD_ATTR, record_of
+
+    line = arm_record("t", "echo", 0, "FAIL").to_dict()
+    plain = SimpleNamespace(**{RECORD_ATTR: line})  # no weak reference to it can be made
+    assert record_of(plain).state == "FAIL"
+
+    class Report:
+        pass
+
+    report = Report()
+    setattr(report, RECORD_ATTR, line)
+    assert record_of(report) is record_of(report)
+    setattr(report, RECORD_ATTR, arm_record("t", "echo", 0, "PASS").to_dict())
+    assert record_of(report).state == "PASS"
+
+
 CHECK_SAMPLE = """\
 def validate(payload, context):
     if context.sample == {"id": "a", "word": "cat"} and context.sample_id == "a":
