@@ -292,8 +292,11 @@ def agent_faults(run: AgentRun, owned: Owned | None, socket: str, settings: ArmS
     agent's processes reach the daemon, its daemon, runner or runner template killed or
     stopped, or its socket removed (the daemon is then ended, so the next arm starts a
     fresh one)."""
-    if owned is None or not (run.session_id or run.session_ids):
-        return None  # no session of the agent's began: nothing of its ran to do anything
+    # A session arm's session id is the harness's own. A driver arm's sessions are known by
+    # records in the agent's workspace, which it can remove: its driver having run is the sign.
+    began = run.session_id or run.session_ids or (driver and run.duration_seconds is not None)
+    if owned is None or not began:
+        return None  # nothing of the agent's began: nothing of its ran to do anything
     state = (processes.stat(owned.pid) or (0, 0, "Z"))[2]
     confined = settings.sandbox != "none"
     if confined and state in ("Z", "T", "t"):

@@ -432,6 +432,31 @@ def test_a_daemon_gone_is_the_agents_act_only_after_its_session_began(tmp_path):
     assert fault and "ended during the agent's session" in fault
     assert restarts == [1]
 
+
+def test_a_driver_arm_whose_driver_ran_answers_for_its_daemon_without_session_records(tmp_path):
+    """A driver arm knows its sessions by the records the daemon writes into the agent's
+    workspace, which the agent can remove. Once its driver ran, a daemon gone is the agent's
+    act whether or not a record is left; a driver arm that never got to start its driver
+    (the daemon unreachable) is not."""
+    from pytest_jaato_eval.arm import ArmSettings, agent_faults
+    from pytest_jaato_eval.engine.agent_run import AgentRun
+    from pytest_jaato_eval.engine.ceiling import Ceiling
+    from pytest_jaato_eval.engine.leftovers import Owned
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    restarts: list[int] = []
+    owned = Owned(gone.pid, "marker", restart=lambda: restarts.append(1))
+    settings = ArmSettings(workspace_root=tmp_path, keep_workspaces="never",
+                           ceiling=Ceiling(0), run_id="r", sandbox="bwrap")
+    socket = str(tmp_path / "s")
+    unborn = AgentRun(blocked_reason="daemon: could not connect")
+    assert agent_faults(unborn, owned, socket, settings, tmp_path, tmp_path, driver=True) is None
+    assert restarts == []
+    erased = AgentRun(duration_seconds=2.5, error_type="DriverStoppedShort")  # no record left
+    fault = agent_faults(erased, owned, socket, settings, tmp_path, tmp_path, driver=True)
+    assert fault and "ended during the agent's session" in fault
+    assert restarts == [1]
+
 @pytest.mark.parametrize("watch", ["pidfd", "polling"])
 def test_a_grader_is_read_as_it_prints_in_the_waiting_thread(monkeypatch, watch):
     """Output beyond the pipe's buffer is read while the grader runs (it would block on a
