@@ -406,7 +406,6 @@ def test_a_daemon_killed_before_its_leftovers_are_looked_for_leaves_the_arm_ungr
         tree.kill(grace=0)
 
 
-
 def test_a_daemon_gone_is_the_agents_act_only_after_its_session_began(tmp_path):
     """A daemon the arm before ended can still look alive to the next arm's `ensure` for a
     moment on a loaded machine, and that arm then fails to open its session. Nothing of
@@ -456,6 +455,7 @@ def test_a_driver_arm_whose_driver_ran_answers_for_its_daemon_without_session_re
     fault = agent_faults(erased, owned, socket, settings, tmp_path, tmp_path, driver=True)
     assert fault and "ended during the agent's session" in fault
     assert restarts == [1]
+
 
 @pytest.mark.parametrize("watch", ["pidfd", "polling"])
 def test_a_grader_is_read_as_it_prints_in_the_waiting_thread(monkeypatch, watch):
