@@ -215,6 +215,7 @@ class Cell:
             return [t.passed + t.failed for t in self.samples.values()]
         return [self.exercised]
 
+
 def default_k(cells: list[Cell]) -> int | None:
     """One k for the whole pivot, so pass@k compares across cells: the fewest exercised
     repeats of one input (a cell, or a dataset's sample) among those with repeats (at
