@@ -25,7 +25,11 @@ from pytest_jaato_eval.processes import TREE_VAR, Ident
 
 pytestmark = pytest.mark.faults
 
-CEILING = "--arm-timeout=600"  # every bound asserted below is far under it
+CEILING = "--arm-timeout=600"
+# What a run the harness ends by itself is held to. It tells "ended by the harness" from "left
+# to the ceiling" (600 s) or to the attacker's hour-long sleeps, on a machine several times
+# busier than idle; it is not a measure of speed.
+BOUND = 400
 
 
 def driver_task(project, task_id, run, graders=None, fixture_files=None):
@@ -47,7 +51,7 @@ def one_record_each(project, expected: set[str]) -> dict[str, dict]:
     return {r["arm_id"]: r for r in records}
 
 
-def gone(*needles: str, wait: float = 10.0) -> bool:
+def gone(*needles: str, wait: float = 30.0) -> bool:
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         if not any(processes_mentioning(n) for n in needles):
@@ -61,11 +65,11 @@ def no_run_folder_left(project) -> None:
     assert left == [], left[:20]
 
 
-def timed_run(project, *args, shared_daemon=True, bound: float):
+def timed_run(project, *args, shared_daemon=True):
     started = time.monotonic()
-    result = project.run(*args, shared_daemon=shared_daemon, timeout=bound + 60)
+    result = project.run(*args, shared_daemon=shared_daemon, timeout=BOUND + 300)
     took = time.monotonic() - started
-    assert took < bound, f"the run took {took:.0f} s (bound {bound:.0f} s)"
+    assert took < BOUND, f"the run took {took:.0f} s (bound {BOUND} s)"
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     return result
 
@@ -79,7 +83,7 @@ def test_grader_background_children_that_ignore_sigterm_or_leave_the_session_are
            "setsid sh -c 'trap \"\" TERM; exec sleep 4102' & "
            "sh -c '(setsid sleep 4103 &) ; exit 0'; true")
     project.task("sneaky", graders=[{"kind": "script", "run": run}])
-    result = timed_run(project, "tasks", CEILING, bound=120)
+    result = timed_run(project, "tasks", CEILING)
     by = one_record_each(project, {"sneaky@echo#0"})
     assert by["sneaky@echo#0"]["state"] == "PASS" and result.ret == 0
     assert gone("sleep 4101", "sleep 4102", "sleep 4103"), "a grader's child outlived the run"
@@ -88,7 +92,7 @@ def test_grader_background_children_that_ignore_sigterm_or_leave_the_session_are
 
 def test_driver_whose_child_holds_stdout_and_ignores_sigterm_does_not_hold_the_arm(project):
     driver_task(project, "holder", "(trap '' TERM; exec sleep 4111) & echo started; exit 0")
-    result = timed_run(project, "tasks", CEILING, bound=90)
+    result = timed_run(project, "tasks", CEILING)
     by = one_record_each(project, {"holder@default#0"})
     assert by["holder@default#0"]["state"] == "PASS" and result.ret == 0
     assert by["holder@default#0"]["duration_seconds"] < 30, "the driver's exit ended the wait"
@@ -102,7 +106,7 @@ def test_driver_printing_one_huge_line_still_gives_one_record(project, stream):
     py = "import sys; sys.stdout.write('x' * 300000)"
     driver_task(project, "loud", f'"$JAATO_EVAL_PYTHON" -c "{py}"{redirect}; echo{redirect}; '
                                  f'echo tail{redirect}; exit 4')
-    result = timed_run(project, "tasks", CEILING, bound=90)
+    result = timed_run(project, "tasks", CEILING)
     by = one_record_each(project, {"loud@default#0"})
     r = by["loud@default#0"]
     assert r["error"].startswith("DriverStoppedShort: driver exited 4"), r["error"]
@@ -175,8 +179,7 @@ def test_processes_the_agent_leaves_running_are_ended_before_grading(project, tm
                  graders=[{"kind": "script", "run": still}, {"kind": "script", "run": dead}])
     # Unconfined: the pids the jobs write are the host's, and so is the file they go to (a
     # confined agent's are its namespace's; test_sandbox_e2e.py has its leftovers).
-    result = timed_run(project, "tasks", CEILING, "--jaato-sandbox=none", shared_daemon=False,
-                       bound=150)
+    result = timed_run(project, "tasks", CEILING, "--jaato-sandbox=none", shared_daemon=False)
     by = one_record_each(project, {"lingerer@echo#0", "lingerer@echo#1"})
     for record in by.values():
         assert record["state"] == "PASS", record["verdicts"]
@@ -204,7 +207,7 @@ def test_a_record_the_agent_forges_into_the_store_counts_nowhere(project):
                    "permission": {"policy": {"defaultPolicy": "allow"}}}}
     project.task("a-honest")
     project.task("b-forger", profile=profile, graders=[{"kind": "script", "run": "true"}])
-    result = timed_run(project, "tasks", CEILING, "--jaato-html=report.html", bound=120)
+    result = timed_run(project, "tasks", CEILING, "--jaato-html=report.html")
     out = result.stdout.str()
     (evidence,) = project.root.glob("results.tampered-*.jsonl")
     forged = evidence.read_text().splitlines()
@@ -261,7 +264,7 @@ def test_agent_made_fifo_and_huge_file_named_like_its_session_log_do_not_hang_th
     manifest = yaml.safe_load((d / "task.yaml").read_text())
     manifest["harness"]["profile_set"] = "echo"
     (d / "task.yaml").write_text(yaml.safe_dump(manifest))
-    result = timed_run(project, "tasks", CEILING, bound=120)
+    result = timed_run(project, "tasks", CEILING)
     by = one_record_each(project, {"planter@echo#0"})
     r = by["planter@echo#0"]
     assert r["session_id"], "the planted names matched a real session"
@@ -282,7 +285,7 @@ def test_profile_the_ceiling_reader_cannot_parse_still_gives_one_record(project)
                    "budget_control": {"limits": limits},
                    "plugin_configs": {"echo": {"response": "ok"}}}
         project.task(f"odd-{i}", profile=profile, graders=[{"kind": "script", "run": "true"}])
-    result = timed_run(project, "tasks", CEILING, bound=150)
+    result = timed_run(project, "tasks", CEILING)
     by = one_record_each(project, {f"odd-{i}@echo#0" for i in range(3)})
     for r in by.values():
         assert r["state"] in ("PASS", "BLOCKED"), r
@@ -315,7 +318,7 @@ def test_collection_never_enters_a_fixture_or_config_root(project):
     elsewhere.mkdir()
     (elsewhere / "into-fixture").symlink_to(fixture)
     (elsewhere / "to-root").symlink_to("/")
-    result = timed_run(project, "tasks", CEILING, bound=90)
+    result = timed_run(project, "tasks", CEILING)
     by = one_record_each(project, {"repo@echo#0"})
     assert by["repo@echo#0"]["state"] == "PASS" and result.ret == 0
     out = result.stdout.str()
@@ -328,7 +331,7 @@ def test_fifo_in_a_fixture_is_refused_in_one_line_and_hangs_nothing(project):
     task = project.task("piped")
     os.mkfifo(task.parent / "fixture" / "pipe")
     project.task("good")
-    result = timed_run(project, "tasks", CEILING, bound=90)
+    result = timed_run(project, "tasks", CEILING)
     out = result.stdout.str()
     assert "'pipe' is a FIFO" in out, out  # refused at collection, in one line, never opened
     assert "Traceback" not in out
@@ -371,7 +374,7 @@ def test_socket_that_accepts_and_never_answers_is_blocked_fast_with_the_right_ad
     try:
         project.task("a", repeats=2)
         result = timed_run(project, "tasks", f"--jaato-socket={path}", CEILING,
-                           shared_daemon=False, bound=60)
+                           shared_daemon=False)
     finally:
         stop.set()
         t.join(5)
@@ -416,7 +419,7 @@ def test_a_later_run_sweeps_dead_runs_folders_and_processes_and_keeps_live_ones(
         ownerless = project.tmp / "jaato-eval-ownerless"
         ownerless.mkdir()
         project.task("a")
-        result = timed_run(project, "tasks", CEILING, bound=90)
+        result = timed_run(project, "tasks", CEILING)
         assert result.ret == 0
         one_record_each(project, {"a@echo#0"})
         assert not dead_dir.exists(), "a dead run's folder is swept"
@@ -497,7 +500,7 @@ def test_session_new_dropped_by_the_daemon_is_sent_again_not_blocked(project):
     try:
         project.task("first")
         result = timed_run(project, "tasks", f"--jaato-socket={proxy.path}", CEILING,
-                           shared_daemon=False, bound=120)
+                           shared_daemon=False)
     finally:
         proxy.close()
     assert proxy.dropped == 1
