@@ -13,6 +13,9 @@ import yaml
 
 
 REPO = Path(__file__).resolve().parents[2]
+# How long a nested run may take before a test calls it hung: a guard against hangs, far past
+# what the slowest run here takes beside a busy machine (about four times its idle time).
+HANG = 900
 
 WRITER = {
     "name": "writer", "provider": "echo", "model": "echo",
@@ -93,7 +96,7 @@ class Project:
         p.write_text(textwrap.dedent(text))
         return p
 
-    def run(self, *args: str, shared_daemon: bool = True, timeout: float = 300):
+    def run(self, *args: str, shared_daemon: bool = True, timeout: float = HANG):
         argv = ["-p", "no:cacheprovider", *unused_plugins(args), f"--jaato-out={self.store}",
                 *args]
         if shared_daemon:

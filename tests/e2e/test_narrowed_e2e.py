@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from jaato_project import unused_plugins
+from jaato_project import HANG, unused_plugins
 
 pytestmark = pytest.mark.daemon
 
@@ -61,10 +61,10 @@ def test_fix_then_lf_shows_the_whole_sweep(project):
     argv = [*unused_plugins(["--lf"]), f"--jaato-out={project.store}",
             f"--jaato-socket={project.daemon.socket_path}", "tasks"]
     project.monkeypatch.setenv("TMPDIR", str(project.tmp))
-    first = project.pytester.runpytest_subprocess(*argv, timeout=300)
+    first = project.pytester.runpytest_subprocess(*argv, timeout=HANG)
     assert first.ret == 1
     bad.write_text(bad.read_text().replace("DONE", "READY"))  # the fix
-    rerun = project.pytester.runpytest_subprocess(*argv, "--lf", timeout=300)
+    rerun = project.pytester.runpytest_subprocess(*argv, "--lf", timeout=HANG)
     assert rerun.ret == 0, rerun.stdout.str()
     rerun.stdout.fnmatch_lines(["narrowed run (--lf): 1 record added to the store*"])
     pivot = {line.split()[0]: line.split()[2] for line in rerun.stdout.lines

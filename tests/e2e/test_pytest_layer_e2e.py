@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from jaato_project import SCHEMA, processes_mentioning, unused_plugins
+from jaato_project import HANG, SCHEMA, processes_mentioning, unused_plugins
 
 from pytest_jaato_eval.testing.model_server import Turn
 
@@ -22,7 +22,7 @@ def run_with_cache(project, *args, shared_daemon=True):
     if shared_daemon:
         argv.append(f"--jaato-socket={project.daemon.socket_path}")
     project.monkeypatch.setenv("TMPDIR", str(project.tmp))
-    return project.pytester.runpytest_subprocess(*argv, timeout=300)
+    return project.pytester.runpytest_subprocess(*argv, timeout=HANG)
 
 
 def nothing_left(project) -> None:
@@ -193,7 +193,7 @@ def test_a_python_arm_body_is_held_to_the_arm_ceiling_and_reads_boundedly(projec
             assert jaato_arm.read("answer.txt") == "READY\\n"
             assert jaato_arm.read("missing.txt") is None and jaato_arm.read("../../x") is None
         """)
-    result = project.run("arms", "--arm-timeout=60", timeout=400)
+    result = project.run("arms", "--arm-timeout=60")
     by = {r["arm_id"].split("::")[1]: r for r in project.records()}
     assert by["test_reads@echo#0"]["state"] == "PASS", by["test_reads@echo#0"]
     hung = by["test_hangs@echo#0"]
@@ -356,7 +356,7 @@ print("RESULT", code, signal.getsignal(signal.SIGTERM) is before,
 def _untouched(project, *args):
     env = dict(os.environ, TMPDIR=str(project.tmp))
     out = subprocess.run([sys.executable, "-c", CHECK_UNTOUCHED, *args], cwd=project.root,
-                         env=env, capture_output=True, text=True, timeout=300).stdout
+                         env=env, capture_output=True, text=True, timeout=HANG).stdout
     (line,) = [line for line in out.splitlines() if line.startswith("RESULT")]
     return line.split()[1:], out
 

@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from jaato_project import REPO
+from jaato_project import HANG, REPO
 
 sys.path.insert(0, str(REPO / "tests" / "parity"))
 import side_by_side  # noqa: E402
@@ -127,7 +127,7 @@ def test_resume_over_the_reference_store_runs_nothing_again(both, daemon):
          "-q", "--resume", f"--jaato-out={store}", f"--jaato-socket={daemon.socket_path}",
          f"--rootdir={scratch / 'our-tasks'}"],
         cwd=scratch, env={**os.environ, "TMPDIR": str(scratch / "tmp")}, capture_output=True,
-        text=True, timeout=300)
+        text=True, timeout=HANG)
     assert f"{len(side_by_side.records(scratch / 'ref.jsonl'))} deselected" in run.stdout, (
         run.stdout[-3000:])
     assert store.read_text() == before  # nothing ran, nothing was appended

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_jaato_eval.cli import main
 from pytest_jaato_eval.results.pivot import build_cells
-from jaato_project import short_tmpdir, unused_plugins
+from jaato_project import HANG, short_tmpdir, unused_plugins
 
 FAILING = [{"kind": "script", "run": "grep -qx NOPE answer.txt"}]
 
@@ -60,7 +60,7 @@ def test_three_concurrent_shards_merge_into_the_unsharded_run(project, capsys):
             procs.append(subprocess.Popen(argv, cwd=root, env={**os.environ, "TMPDIR": str(tmp)},
                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                           text=True))
-        outs = [p.communicate(timeout=420)[0] for p in procs]
+        outs = [p.communicate(timeout=HANG)[0] for p in procs]
     finally:
         for p in procs:
             if p.poll() is None:

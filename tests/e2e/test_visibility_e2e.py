@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import yaml
-from jaato_project import WRITER, signer
+from jaato_project import HANG, WRITER, signer
 
 JUDGE_COST = 0.002
 
@@ -173,7 +173,7 @@ def test_a_kept_daemon_serves_runs_until_it_is_stopped(project):
 
     def sh(line):
         return subprocess.run(["bash", "-c", line], cwd=project.root, env=env, text=True,
-                              capture_output=True, timeout=300)
+                              capture_output=True, timeout=HANG)
     folder = kept_daemon.default_dir(project.root)
     try:
         started = sh(start)
