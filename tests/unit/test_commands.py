@@ -1,6 +1,7 @@
 """`python -m pytest_jaato_eval report|compare|validate` on real store files.
 
-Exit codes: 0 ok, 1 problems / a regressed group, 2 unusable input (one line, no traceback).
+Exit codes: 0 ok, 1 problems / a regressed profile set, 2 unusable input (one line, no
+traceback), 3 (compare) a regressed group while no profile set regressed.
 """
 from __future__ import annotations
 
@@ -74,20 +75,23 @@ def test_compare_identical_stores_exit_0(tmp_path):
     assert "warning" not in result.stdout
 
 
-def test_compare_one_flipped_arm_exit_1_naming_it(tmp_path):
+def test_compare_one_flipped_arm_is_listed_but_is_no_regression(tmp_path):
+    # A single flip is what noise does: listed by name, never the gate.
     a = write(tmp_path / "a.jsonl", BASE)
     new = [dict(r) for r in BASE]
     new[1] = arm("write-file", "echo", 1, "FAIL")
     b = write(tmp_path / "b.jsonl", new)
     result = run_cli("compare", a, b)
-    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
     assert "PASS→FAIL write-file@echo#1" in result.stdout
-    assert "regressed: 1 group: write-file @ echo" in result.stdout
+    assert "regressed" not in result.stdout.replace("no group regressed", "").replace(
+        "no profile set regressed", "")
     row = next(line for line in result.stdout.splitlines() if line.startswith("write-file @ echo"))
     assert "100% (34–100%) n=2" in row and "50% (9–91%) n=2" in row and "-50 pts" in row
-    assert "REGRESSED" in row
-    config = next(line for line in result.stdout.splitlines() if line.startswith("config @ echo"))
-    assert "REGRESSED" not in config
+    assert "REGRESSED" not in row
+    # The profile set, paired over both tasks: -25 points, an interval across 0.
+    assert "echo: new − base" in result.stdout
+    assert "  -25 pts (95% CI -100 to +100 pts), p=0.50, over 2 tasks" in result.stdout
 
 
 def test_compare_opposite_flips_churn_but_do_not_regress(tmp_path, capsys):
@@ -113,11 +117,15 @@ def test_compare_blocked_changes_are_shown_not_counted(tmp_path, capsys):
 
 
 def test_compare_a_drop_the_intervals_cannot_explain_regresses(tmp_path, capsys):
-    # No arm in common (other repeats), so no flips: the disjoint intervals decide.
+    # No arm in common (other repeats), so no flips: the paired interval decides. One task of
+    # one item: its repeats are the units, Newcombe's interval over 10 arms a side.
     base = [arm("t", "s", r, "PASS") for r in range(10)]
     new = [arm("t", "s", r, "FAIL") for r in range(10, 20)]
     assert main(["compare", str(write(tmp_path / "a", base)), str(write(tmp_path / "b", new))]) == 1
-    assert "regressed: 1 group: t @ s" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert ("regressed: profile set s: -100 pts, its 95% CI (-100 to -61 pts) lies below 0"
+            in out)
+    assert "regressed: 1 group: t @ s (its interval, Bonferroni over 1 group, lies below 0)" in out
 
 
 def test_compare_warns_when_pins_differ(tmp_path, capsys):
@@ -406,10 +414,11 @@ def test_an_arm_written_twice_counts_once_and_report_says_so(tmp_path, capsys):
 def test_compare_pairs_the_references_default_set_with_ours(tmp_path, capsys):
     ref = write(tmp_path / "ref.jsonl", [reference_arm("t", 0, "PASS"), reference_arm("u", 0, "PASS")])
     ours = write(tmp_path / "ours.jsonl", [arm("t", "echo", 0, "FAIL"), arm("u", "echo", 0, "PASS")])
-    assert main(["compare", str(ref), str(ours)]) == 1
+    assert main(["compare", str(ref), str(ours)]) == 0  # one flip is no regression
     out = capsys.readouterr().out
     assert "note: t @ default is paired with t @ echo" in out
-    assert "PASS→FAIL t@echo#0" in out and "regressed: 1 group: t @ echo" in out
+    assert "PASS→FAIL t@echo#0" in out
+    assert "echo: new − base\n  -50 pts (95% CI -100 to +100 pts), p=0.50, over 2 tasks" in out
 
 
 def test_compare_refuses_stores_that_pair_almost_nothing(tmp_path, capsys):

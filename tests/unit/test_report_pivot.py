@@ -171,7 +171,8 @@ def test_streaming_pivot_keeps_the_blocked_digest_order(tmp_path):
     streamed = Pivot.of_store(path)
     assert shape(streamed) == shape(Pivot.of_records(records))
     lines = render_pivot(streamed.cells)
-    digest = lines[lines.index("blocked reasons (most frequent first):") + 1:]
+    start = lines.index("blocked reasons (most frequent first):") + 1
+    digest = lines[start:lines.index("", start)]  # the sweep's blocks follow
     assert digest == ["  t @ s: (3×) 429", "  a @ s: (1×) daemon gone",
                       "  a @ s: (1×) pool exhausted"]
 
@@ -214,7 +215,8 @@ def test_digest_groups_reasons_that_differ_only_by_ids(tmp_path):
         arm("t", "s", 2, "BLOCKED", reason="pool exhausted"),
     ])
     lines = render_pivot(build_cells(records))
-    digest = lines[lines.index("blocked reasons (most frequent first):") + 1:]
+    start = lines.index("blocked reasons (most frequent first):") + 1
+    digest = lines[start:lines.index("", start)]  # the sweep's blocks follow
     assert digest == ["  t @ s: (2×) session …: 429", "  t @ s: (1×) pool exhausted"]
 
 
