@@ -107,10 +107,11 @@ def cmd_report(args) -> int:
         say(note, file=sys.stderr)
     if args.format == "text":
         say(f"{pivot.source}: {pivot.counted}")
-        lines = render_pivot(pivot.cells, k=args.k, detect=args.detect)
+        lines = render_pivot(pivot.cells, k=args.k, detect=_share(args.detect))
     else:  # stdout holds the document alone, for a pipe or a file
         lines = RENDERERS[args.format](pivot.cells, k=args.k, source=str(pivot.source),
-                                       arms=pivot.arm_count, detect=args.detect).splitlines()
+                                       arms=pivot.arm_count,
+                                       detect=_share(args.detect)).splitlines()
     for line in lines:
         say(line)
     said = sys.stdout if args.format == "text" else sys.stderr
@@ -139,8 +140,7 @@ def cmd_compare(args) -> int:
         say(f"warning: pins differ: {w}")
     paired: list[str] = []
     margin = args.margin / 100
-    changes = compare_groups(base.cells, new.cells, paired, margin, args.detect / 100
-                             if args.detect is not None else None)
+    changes = compare_groups(base.cells, new.cells, paired, margin, _share(args.detect))
     for line in paired:
         say(f"note: {line}")
     header = ("group", "base", "new", "Δ pass rate (CI)", "Δ cost/arm", "flips", "")
@@ -170,7 +170,7 @@ def cmd_compare(args) -> int:
     if both:
         say(f"CI of a group: 95% for the {plural(both, 'group')} together (each at "
             f"{100 - 5 / both:.4g}%, Bonferroni)")
-    sets = compare_sets(changes, margin, args.detect / 100 if args.detect is not None else None)
+    sets = compare_sets(changes, margin, _share(args.detect))
     if sets:
         say("")
         say("Profile sets (new − base, paired by task and sample):")
@@ -442,6 +442,11 @@ def _points(text: str, positive: bool = False) -> float:
                                          f"{'above 0' if positive else 'from 0'} to 100, "
                                          f"got {text}")
     return value
+
+
+def _share(points: float | None) -> float | None:
+    """Percentage points as a share of 1, as the analysis takes them."""
+    return None if points is None else points / 100
 
 
 def _detect_points(text: str) -> float:

@@ -1,4 +1,4 @@
-"""Which profile set is better, and how sure we are (P5): each profile set's pass rate over
+"""Which profile set is better, and how sure we are: each profile set's pass rate over
 the sweep, and each pair of sets run on the same tasks and samples, compared item by item
 (docs/statistics.md gives every formula and its source).
 

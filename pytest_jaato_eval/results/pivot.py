@@ -803,12 +803,12 @@ def needed_text(n: inference.Needed) -> str:
     if n.level == inference.ARM:
         if n.repeats is None:
             return head + f"{DASH} (no spread to plan from)"
-        return head + f"{n.repeats:,} repeats per set (now {n.repeats_now})"
+        return head + f"{plural(n.repeats, 'repeat')} per set (now {n.repeats_now})"
     if n.units is None:
         return head + f"{DASH} (no spread between {_UNIT_NAMES[n.level]}s to plan from)"
     said = head + f"{plural(n.units, _UNIT_NAMES[n.level])} (now {n.units_now})"
     if n.repeats is not None:
-        said += f" or {n.repeats:,} repeats (now {n.repeats_now})"
+        said += f" or {plural(n.repeats, 'repeat')} (now {n.repeats_now})"
     elif n.repeats_cannot:
         said += "; more repeats alone cannot"
     return said

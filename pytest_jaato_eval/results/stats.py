@@ -1,6 +1,6 @@
-"""The statistics behind the pivot, the sweep's headline and pairs, and `compare` (P1, P3,
-P5): pure functions, no I/O, the standard library only (docs/statistics.md gives each
-formula and its source).
+"""The statistics behind the pivot (P1, P3), the sweep's headline and pairs, and `compare`:
+pure functions, no I/O, the standard library only (docs/statistics.md gives each formula
+and its source).
 
 A pass rate over a handful of repeats is noisy, so every rate travels with its
 95% Wilson score interval; the Wilson interval (unlike p ± 1.96·se) stays inside

@@ -128,6 +128,63 @@ def test_compare_a_drop_the_intervals_cannot_explain_regresses(tmp_path, capsys)
     assert "regressed: 1 group: t @ s (its interval, Bonferroni over 1 group, lies below 0)" in out
 
 
+def _stores(tmp_path, dropped: str, tasks: str = "abcdef", repeats: int = 10):
+    """Two stores of the same tasks, every arm passing, but `dropped`'s arms fail in NEW."""
+    base = [arm(t, "echo", r, "PASS") for t in tasks for r in range(repeats)]
+    new = [arm(t, "echo", r, "FAIL" if t in dropped else "PASS")
+           for t in tasks for r in range(repeats)]
+    return str(write(tmp_path / "a", base)), str(write(tmp_path / "b", new))
+
+
+def test_compare_exit_1_when_a_profile_set_regressed_naming_the_rule(tmp_path, capsys):
+    assert main(["compare", *_stores(tmp_path, dropped="abcde")]) == 1
+    out = capsys.readouterr().out
+    assert "echo: new − base\n  -83 pts (95% CI -100 to -40 pts), p=0.004, over 6 tasks" in out
+    assert ("regressed: profile set echo: -83 pts, its 95% CI (-100 to -40 pts) lies below 0"
+            in out)
+
+
+def test_compare_exit_3_when_only_a_task_regressed(tmp_path, capsys):
+    # One task of six goes 10/10 -> 0/10: the set's interval still crosses 0, the task's
+    # (over its repeats, Bonferroni over the six groups) lies below it.
+    assert main(["compare", *_stores(tmp_path, dropped="a")]) == 3
+    out = capsys.readouterr().out
+    assert "  -17 pts (95% CI -60 to +26 pts), p=0.36, over 6 tasks" in out
+    assert "CI of a group: 95% for the 6 groups together (each at 99.17%, Bonferroni)" in out
+    row = next(line for line in out.splitlines() if line.startswith("a @ echo"))
+    assert "-100 pts (-100 to -42)" in row and row.endswith("REGRESSED")
+    assert "regressed: 1 group: a @ echo (its interval, Bonferroni over 6 groups, lies below 0)" in out
+    assert "regressed: profile set" not in out
+    assert "to detect 17 pts at 80% power: 50 tasks (now 6); more repeats alone cannot" in out
+
+
+def test_compare_margin_tolerates_a_drop_and_says_so(tmp_path, capsys):
+    stores = _stores(tmp_path, dropped="abcde")
+    assert main(["compare", *stores, "--margin", "30"]) == 1   # the interval ends at -40
+    assert "lies below -30 pts (the margin)" in capsys.readouterr().out
+    assert main(["compare", *stores, "--margin", "45"]) == 0
+    assert ("no profile set regressed (1 set): no interval lies below -45 pts (the margin)"
+            in capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("option", [["--margin", "-1"], ["--margin", "x"], ["--detect", "0"],
+                                    ["--detect", "101"]])
+def test_compare_margin_and_detect_take_percentage_points(tmp_path, option):
+    result = run_cli("compare", *_stores(tmp_path, dropped=""), *option)
+    assert result.returncode == 2 and "percentage points" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_detect_sets_the_difference_the_runs_are_planned_for(tmp_path, capsys):
+    records = [arm(t, ps, r, "PASS" if (ps == "b" or r % 2) else "FAIL")
+               for t in ("t1", "t2", "t3") for ps in ("a", "b") for r in range(2)]
+    records[0] = arm("t1", "a", 0, "PASS")   # the tasks differ: a spread to plan from
+    store = str(write(tmp_path / "s.jsonl", records))
+    assert main(["report", store, "--detect", "5"]) == 1
+    out = capsys.readouterr().out
+    assert "  to detect 5 pts at 80% power: 264 tasks (now 3) or 1,279 repeats (now 2)" in out
+
+
 def test_compare_warns_when_pins_differ(tmp_path, capsys):
     base = [arm("t", "s", 0, "PASS")]
     new = [arm("t", "s", 0, "PASS", sdk="0.29.9", task_hash="h2", run="run2")]

@@ -1,4 +1,4 @@
-"""Which profile set is better, and how sure (P5): results/inference.py from the pivot's
+"""Which profile set is better, and how sure: results/inference.py from the pivot's
 cells, checked against an independent computation from the arms themselves (statsmodels'
 cluster-robust standard errors, scipy's t), by properties any honest comparison has, at
 the extremes, and as the blocks every medium shows."""

@@ -1,4 +1,4 @@
-"""The statistics behind the pivot, the sweep's headline and pairs, and compare (P1, P3, P5):
+"""The statistics behind the pivot (P1, P3), the sweep's headline and pairs, and compare:
 stats.py, checked against independent computations (published values, brute-force
 enumeration, scipy and statsmodels)."""
 from __future__ import annotations
