@@ -188,7 +188,7 @@ class Needed:
     units: int | None              # units needed in all; None: no spread to plan from
     units_now: int
     repeats: int | None = None     # repeats per item needed with today's units
-    repeats_now: int = 0
+    repeats_now: float = 0.0       # today's, per item and set, on average
     repeats_cannot: bool = False   # the units differ more than any number of repeats undoes
 
 
@@ -285,7 +285,7 @@ def _needed_units(p: Pair, units: list[list[tuple[Item, Item]]],
                   detect: float | None) -> Needed:
     delta = _delta(p.diff, detect)
     total = variance(p.diffs)
-    repeats_now = round(fmean((x.exercised + y.exercised) / 2 for cs in units for x, y in cs))
+    repeats_now = fmean((x.exercised + y.exercised) / 2 for cs in units for x, y in cs)
     need = Needed(delta, p.level, stats.units_needed(total, delta), p.units,
                   repeats_now=repeats_now)
     if total <= 0:
@@ -308,7 +308,7 @@ def _needed_arms(p: Pair, x: Item, y: Item, detect: float | None) -> Needed:
     delta = _delta(p.diff, detect)
     return Needed(delta, ARM, None, 0,
                   repeats=stats.two_sample_size(x.score, y.score, delta),
-                  repeats_now=round((x.exercised + y.exercised) / 2))
+                  repeats_now=(x.exercised + y.exercised) / 2)
 
 
 def pairs(cells: list["Cell"], alpha: float = ALPHA, detect: float | None = None) -> list[Pair]:

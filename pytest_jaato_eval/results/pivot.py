@@ -717,7 +717,8 @@ PAIRS_TITLE = "Pairs (B − A, paired by task and sample):"
 PAIR_NOTES = (
     "pts: percentage points · 95% CI and p: paired t over the units named",
     "better / worse: items (task × sample) whose pass share rose / fell",
-    "to detect: runs for 80% power at 5%, if new runs vary as these did")
+    "to detect: tasks, or repeats per item, for 80% power at 5% (two-sided),",
+    "  if new tasks and repeats vary as these did")
 _UNIT_NAMES = {inference.TASK: "task", inference.SAMPLE: "sample", inference.ARM: "arm"}
 
 
@@ -797,18 +798,23 @@ def pair_cost_text(p: inference.Pair) -> str:
             f"({'-' if delta < 0 else '+'}${abs(delta):.4f})")
 
 
+def _one_place(x: float) -> str:
+    """`2`, `2.4`: a mean count as read."""
+    return f"{round(x, 1):g}"
+
+
 def needed_text(n: inference.Needed) -> str:
     """The one line of how much more to run, its assumption in PAIR_NOTES."""
     head = f"to detect {100 * n.delta:.0f} pts at 80% power: "
     if n.level == inference.ARM:
         if n.repeats is None:
             return head + f"{DASH} (no spread to plan from)"
-        return head + f"{plural(n.repeats, 'repeat')} per set (now {n.repeats_now})"
+        return head + f"{plural(n.repeats, 'repeat')} per set (now {_one_place(n.repeats_now)})"
     if n.units is None:
         return head + f"{DASH} (no spread between {_UNIT_NAMES[n.level]}s to plan from)"
     said = head + f"{plural(n.units, _UNIT_NAMES[n.level])} (now {n.units_now})"
     if n.repeats is not None:
-        said += f" or {plural(n.repeats, 'repeat')} (now {n.repeats_now})"
+        said += f" or {plural(n.repeats, 'repeat')} (now {_one_place(n.repeats_now)})"
     elif n.repeats_cannot:
         said += "; more repeats alone cannot"
     return said

@@ -272,13 +272,14 @@ def units_needed(var: float, delta: float, alpha: float = ALPHA,
     if var <= 0 or delta <= 0:
         return None
     nd = NormalDist()
+    # The normal formula is a lower bound (t quantiles exceed z); the answer lies a few
+    # units above it at most.
     g = max(2, math.ceil((nd.inv_cdf(1 - alpha / 2) + nd.inv_cdf(power)) ** 2 * var / delta ** 2))
     while True:
         q = t_quantile(1 - alpha / 2, g - 1) + t_quantile(power, g - 1)
-        need = max(2, math.ceil(q * q * var / delta ** 2))
-        if need <= g:
+        if q * q * var / delta ** 2 <= g:
             return g
-        g = need
+        g += 1
 
 
 def repeats_factor(total_var: float, within_var: float, units: int, delta: float,
@@ -300,7 +301,7 @@ def two_sample_size(pa: float, pb: float, delta: float, alpha: float = ALPHA,
                     power: float = POWER) -> int | None:
     """Repeats per side for two independent proportions to detect `delta`:
     (z(1-alpha/2) + z(power))² · (pa(1-pa) + pb(1-pb)) / delta² (Fleiss, Levin & Paik
-    2003, §4.2, without the continuity correction). None when both sides are certain."""
+    2003, chapter 4, without the continuity correction). None when both sides are certain."""
     var = pa * (1 - pa) + pb * (1 - pb)
     if var <= 0 or delta <= 0:
         return None

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from document_checks import code_blocks
 from pytest_jaato_eval.cli import main
 from pytest_jaato_eval.results.record import RECORD_KEYS
 from store_lines import arm, run_cli, write
@@ -494,3 +495,19 @@ def test_merge_takes_the_references_default_arm_as_ours(tmp_path, capsys):
     assert main(["merge", str(out), str(ref), str(ours)]) == 0
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["arm_id"] for r in lines] == ["t@echo#0"]
+
+
+def test_the_compare_example_in_the_docs_is_what_compare_prints(tmp_path, capsys):
+    base = ([arm("write-file", "echo", r, "PASS") for r in range(3)]
+            + [arm("config", "echo", r, "PASS" if r else "FAIL") for r in range(3)]
+            + [arm("lint", "echo", r, "PASS") for r in range(3)])
+    new = ([arm("write-file", "echo", r, "FAIL" if r == 1 else "PASS") for r in range(3)]
+           + [arm("config", "echo", r, "PASS") for r in range(3)]
+           + [arm("lint", "echo", r, "PASS") for r in range(3)])
+    assert main(["compare", str(write(tmp_path / "base.jsonl", base)),
+                 str(write(tmp_path / "new.jsonl", new))]) == 0
+    printed = capsys.readouterr().out.splitlines()[2:]   # after the base: / new: lines
+    (shown,) = [text for info, text in code_blocks(Path(__file__).parents[2] / "docs" /
+                                                   "reports.md")
+                if not info and text.startswith("group ")]
+    assert shown.splitlines() == printed

@@ -5,11 +5,17 @@ the extremes, and as the blocks every medium shows."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import shlex
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import statsmodels.api as sm
+from document_checks import code_blocks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
@@ -193,7 +199,7 @@ def _reversed(iv):
     return None if iv is None else (-iv[1], -iv[0])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(layouts, layouts)
 def test_swapping_the_sets_flips_the_sign(a, b):
     ab = inference.pair("a", tasks(a), "b", tasks(b))
@@ -208,7 +214,7 @@ def test_swapping_the_sets_flips_the_sign(a, b):
         assert 0 <= ab.p <= 1
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(layouts)
 def test_a_set_against_itself_differs_by_0_with_0_inside(a):
     p = inference.pair("a", tasks(a), "a2", tasks(a))
@@ -230,7 +236,7 @@ def _width(iv):
     return iv[1] - iv[0]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(layouts, layouts, st.integers(2, 4))
 def test_intervals_narrow_as_identical_data_is_repeated(a, b, k):
     # k and k + 1 copies of the tasks: the same estimate over more clusters. (One task
@@ -303,3 +309,47 @@ def test_each_line_of_the_blocks_fits_80_columns(names):
     lines = sweep_lines(build_cells(records), detect=0.003)  # a tiny effect: huge counts
     assert lines and all(len(line) <= WIDTH for line in lines), [
         line for line in lines if len(line) > WIDTH]
+
+
+# -- docs/statistics.md, as written ------------------------------------------------------------
+DOC = Path(__file__).parents[2] / "docs" / "statistics.md"
+# The sweep the page's example describes: four tasks, one with a dataset of four samples.
+EXAMPLE = {
+    "small": {"fix-bug": {"": "PFF"}, "refactor": {"": "PPFB"}, "rename": {"": "PPP"},
+              "summarise": {"a": "PF", "b": "FF", "c": "PP", "d": "FF"}},
+    "large": {"fix-bug": {"": "PPF"}, "refactor": {"": "PPP"}, "rename": {"": "PPP"},
+              "summarise": {"a": "PP", "b": "PF", "c": "PP", "d": "PP"}},
+}
+
+
+def _blocks(kind: str) -> list[str]:
+    return [text for info, text in code_blocks(DOC) if info == kind]
+
+
+def test_the_pages_example_is_what_the_sweep_prints():
+    records = (arms("small", EXAMPLE["small"], cost=0.002)
+               + arms("large", EXAMPLE["large"], cost=0.012))
+    printed = sweep_lines(build_cells(records))
+    (shown,) = [b for b in _blocks("") if b.startswith("Profile sets over the sweep")]
+    assert shown.splitlines() == printed[1:]
+
+
+def test_the_pages_commands_run_as_written(tmp_path):
+    from store_lines import arm, write
+    before = [arm(t, "echo", r, "PASS") for t in "abcdef" for r in range(10)]
+    after = [arm(t, "echo", r, "FAIL" if t != "f" else "PASS") for t in "abcdef"
+             for r in range(10)]
+    write(tmp_path / "before.jsonl", before)
+    write(tmp_path / "after.jsonl", after)
+    (block,) = [b for b in _blocks("bash") if "compare before.jsonl after.jsonl" in b]
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    said = []
+    for line in block.strip().splitlines():
+        assert shlex.split(line.split("  #")[0])[:3] == ["python", "-m", "pytest_jaato_eval"]
+        done = subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "PATH": path})
+        said.append((done.returncode, done.stdout))
+    (c1, out1), (c2, out2), (c3, out3) = said
+    assert c1 == 1 and "regressed: profile set echo: -83 pts" in out1
+    assert c2 == 1 and "lies below -5 pts (the margin)" in out2
+    assert c3 == 1 and "Profile sets over the sweep" in out3  # the report exits as the run

@@ -258,10 +258,13 @@ def test_newcombe_is_statsmodels_and_its_p_value_inverts_it(n_a, n_b, data):
 
 # -- how much more to run: statsmodels' power --------------------------------------------
 @pytest.mark.parametrize("sd, delta", [(1.0, 0.5), (0.3, 0.1), (0.5, 0.4), (0.2, 0.05),
-                                       (0.45, 0.3)])
+                                       (0.45, 0.3), (0.2357, 0.8333), (0.5, 0.6), (0.01, 0.5)])
 def test_units_needed_matches_the_t_test_power(sd, delta):
-    exact = TTestPower().solve_power(effect_size=delta / sd, alpha=0.05, power=0.8)
-    assert abs(stats.units_needed(sd * sd, delta) - math.ceil(exact)) <= 1
+    # statsmodels solves the noncentral t's power exactly; the t-quantile formula is the
+    # textbook approximation of it, within a unit.
+    exact = TTestPower().solve_power(effect_size=delta / sd, alpha=0.05, power=0.8,
+                                     nobs=None) if delta / sd < 20 else 2.0
+    assert abs(stats.units_needed(sd * sd, delta) - max(2, math.ceil(exact))) <= 1
     assert stats.units_needed(0.0, 0.1) is None and stats.units_needed(1.0, 0.0) is None
 
 
