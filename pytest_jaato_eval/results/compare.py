@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import inference
-from .pivot import Cell, interval_text, pct
+from .pivot import Cell, interval_text, pct, points
 from .record import DEFAULT_SET
 from .stats import ALPHA
 from ..verdict import BLOCKED, FAIL, PASS
@@ -52,8 +52,8 @@ def delta_text(g: GroupChange) -> str:
     if c is None or c.diff is None:
         return "—"
     iv = c.interval
-    return f"{100 * c.diff:+.0f} pts" + ("" if iv is None else
-                                       f" ({100 * iv[0]:+.0f} to {100 * iv[1]:+.0f})")
+    return f"{points(c.diff)} pts" + ("" if iv is None else
+                                     f" ({points(iv[0])} to {points(iv[1])})")
 
 
 def _per_arm(total: float | None, arms: int) -> float | None:

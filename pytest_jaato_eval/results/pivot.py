@@ -761,14 +761,20 @@ def headline_lines(heads: list[inference.Headline], width: int = WIDTH) -> list[
 
 
 def points(x: float) -> str:
-    """A difference in percentage points, signed."""
-    return f"{100 * x:+.0f}"
+    """A difference in percentage points, signed and whole (`+12`, `-3`, `+0`); under one
+    point, to a tenth (`-0.3`), so a small difference never reads as `-0`."""
+    v = 100 * x
+    whole = round(v)
+    if whole == 0 and abs(v) >= 0.05:
+        return f"{v:+.1f}"
+    return f"{whole:+d}"
 
 
 def p_text(p: float | None) -> str:
+    """The p-value with three decimals near the 5% line, two above 0.1."""
     if p is None:
         return f"p {DASH}"
-    return "p<0.001" if p < 0.001 else f"p={p:.3f}" if p < 0.01 else f"p={p:.2f}"
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}" if p < 0.1 else f"p={p:.2f}"
 
 
 def difference_text(p: inference.Pair) -> str:
@@ -809,10 +815,13 @@ def needed_text(n: inference.Needed) -> str:
     if n.level == inference.ARM:
         if n.repeats is None:
             return head + f"{DASH} (no spread to plan from)"
-        return head + f"{plural(n.repeats, 'repeat')} per set (now {_one_place(n.repeats_now)})"
+        said = head + f"{plural(n.repeats, 'repeat')} per set (now {_one_place(n.repeats_now)})"
+        return said + (": enough already" if n.repeats <= n.repeats_now else "")
     if n.units is None:
         return head + f"{DASH} (no spread between {_UNIT_NAMES[n.level]}s to plan from)"
     said = head + f"{plural(n.units, _UNIT_NAMES[n.level])} (now {n.units_now})"
+    if n.units <= n.units_now:  # the difference asked for would have shown: it is smaller
+        return said + ": enough already"
     if n.repeats is not None:
         said += f" or {plural(n.repeats, 'repeat')} (now {_one_place(n.repeats_now)})"
     elif n.repeats_cannot:
