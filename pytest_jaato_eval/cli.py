@@ -167,8 +167,8 @@ def cmd_compare(args) -> int:
             say(f"note: {name} is only in the base store")
     both = sum(g.in_both for g in changes)
     one_side = len(changes) - both
-    if both:
-        say(f"CI of a group: 95% for the {plural(both, 'group')} together (each at "
+    if both > 1:
+        say(f"CI of a group: 95% for the {both} groups together (each at "
             f"{100 - 5 / both:.4g}%, Bonferroni)")
     sets = compare_sets(changes, margin, _share(args.detect))
     if sets:

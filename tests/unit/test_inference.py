@@ -23,7 +23,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 from pytest_jaato_eval.results import inference, stats
 from pytest_jaato_eval.results.pivot import (WIDTH, as_csv, as_json, build_cells, markdown,
-                                             render_pivot, sweep_lines)
+                                             needed_text, points, render_pivot, sweep_lines)
 from pytest_jaato_eval.testing.records import arm_record
 
 STATES = {"P": "PASS", "F": "FAIL", "B": "BLOCKED"}
@@ -184,6 +184,21 @@ def test_runs_needed_when_undecided():
     sure = inference.pair("a", tasks({f"t{i}": {"": "FFFF"} for i in range(8)}),
                           "b", tasks({f"t{i}": {"": "PPPP" if i else "PPPF"} for i in range(8)}))
     assert sure.decided and sure.needed is None
+
+
+def test_a_sweep_already_enough_for_the_difference_asked_says_so():
+    rng = random.Random(11)
+    a = {f"t{i}": {"": "".join(rng.choice("PF") for _ in range(3))} for i in range(60)}
+    b = {t: {"": "".join(rng.choice("PF") for _ in range(3))} for t in a}
+    p = inference.pair("a", tasks(a), "b", tasks(b), detect=0.5)
+    assert not p.decided and p.needed.units < 60
+    assert needed_text(p.needed).endswith(f"{p.needed.units} tasks (now 60): enough already")
+
+
+@pytest.mark.parametrize("x, shown", [(0, "+0"), (-0.0004, "+0"), (-0.003, "-0.3"),
+                                      (0.0051, "+1"), (-1, "-100"), (0.125, "+12")])
+def test_points_never_read_minus_zero(x, shown):
+    assert points(x) == shown
 
 
 # -- properties ----------------------------------------------------------------------------------

@@ -227,6 +227,13 @@ def test_paired_difference_without_spread_is_bounded_not_certain():
     assert p == pytest.approx(2 ** -4) and iv[0] < 0 < p - 0.05
 
 
+@pytest.mark.parametrize("g", [2, 3, 5, 8])
+def test_every_task_flipped_is_the_sign_tests_p_value(g):
+    # All G tasks +1: (1 + 1)^-G is the one-sided sign test of G successes in G.
+    assert stats.paired_difference([1.0] * g)[2] == pytest.approx(
+        scipy_stats.binomtest(g, g, 0.5, alternative="greater").pvalue)
+
+
 # -- one item's repeats: Newcombe's hybrid score interval ----------------------------------
 @pytest.mark.parametrize("a, b, lo, hi", [
     # Newcombe (1998), Table II, method 10: the difference b - a.
