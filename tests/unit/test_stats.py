@@ -263,6 +263,15 @@ def test_newcombe_is_statsmodels_and_its_p_value_inverts_it(n_a, n_b, data):
     assert (p < 0.05) == (lo > 0 or hi < 0) or abs(p - 0.05) < 1e-6
 
 
+@pytest.mark.parametrize("x_a, x_b", [(21, 0), (0, 21), (40, 1)])
+def test_newcombe_p_keeps_its_precision_far_in_the_tail(x_a, x_b):
+    n = 21 if max(x_a, x_b) <= 21 else 40
+    p = stats.newcombe_p(x_a, n, x_b, n)
+    assert 0 < p < 1e-5
+    edge = stats.newcombe_difference(x_a, n, x_b, n, scipy_stats.norm.isf(p / 2))[1]
+    assert min(abs(edge[0]), abs(edge[1])) == pytest.approx(0, abs=1e-7)
+
+
 # -- how much more to run: statsmodels' power --------------------------------------------
 @pytest.mark.parametrize("sd, delta", [(1.0, 0.5), (0.3, 0.1), (0.5, 0.4), (0.2, 0.05),
                                        (0.45, 0.3), (0.2357, 0.8333), (0.5, 0.6), (0.01, 0.5)])
