@@ -6,7 +6,9 @@ size costs a summary per arm, never its whole records. Exit codes:
 
     report    0 every arm passed · 1 an arm FAILED · 2 an arm BLOCKED, or nothing ran
               (--exit-zero: 0 whatever the verdicts)
-    compare   0 no group regressed · 1 a group regressed
+    compare   0 no regression · 1 a profile set regressed (its paired 95% interval lies
+              below 0, or below -margin) · 3 no set did, but a task @ set group did (its
+              interval, Bonferroni over the groups) · 2 too little in both to compare
     validate  0 ok · 1 problems found
     merge     0 written · 2 refused (an invalid input, a task changed between the inputs)
     show      0 shown · 1 no arm matched
@@ -32,10 +34,11 @@ from .render import safe_text
 from .report import html, pdf
 from .report.arms import cost_text, evidence_tail
 from .results import transcripts
-from .results.compare import cell_text, compare_groups, cost_delta_text
+from .results.compare import (cell_text, compare_groups, compare_sets, cost_delta_text,
+                               delta_text)
 from .results.pins import pin_differences, pin_notes, pins_of
-from .results.pivot import (FORMATS, RENDERERS, Cell, open_stores, plural,
-                            render_pivot, table_lines)
+from .results.pivot import (FORMATS, RENDERERS, Cell, open_stores, pair_lines, plural,
+                            points, render_pivot, table_lines)
 from .results.record import ArmRecord
 from .results.review import awaiting_review
 from .results.store import StoreError, check_output, free_name
@@ -44,6 +47,7 @@ from .results.transcript_view import seconds, text_lines
 from .results.validate import validate_across, validate_store
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE = 0, 1, 2
+EXIT_SET_REGRESSED, EXIT_GROUP_REGRESSED = 1, 3  # compare: which rule fired
 EXIT_PASSED, EXIT_FAILED, EXIT_BLOCKED = 0, 1, 2  # report: the verdict vocabulary
 PROG = "python -m pytest_jaato_eval"
 
@@ -103,10 +107,11 @@ def cmd_report(args) -> int:
         say(note, file=sys.stderr)
     if args.format == "text":
         say(f"{pivot.source}: {pivot.counted}")
-        lines = render_pivot(pivot.cells, k=args.k)
+        lines = render_pivot(pivot.cells, k=args.k, detect=_share(args.detect))
     else:  # stdout holds the document alone, for a pipe or a file
         lines = RENDERERS[args.format](pivot.cells, k=args.k, source=str(pivot.source),
-                                       arms=pivot.arm_count).splitlines()
+                                       arms=pivot.arm_count,
+                                       detect=_share(args.detect)).splitlines()
     for line in lines:
         say(line)
     said = sys.stdout if args.format == "text" else sys.stderr
@@ -134,17 +139,17 @@ def cmd_compare(args) -> int:
     for w in pin_differences(pins_of(base), pins_of(new)):
         say(f"warning: pins differ: {w}")
     paired: list[str] = []
-    changes = compare_groups(base.cells, new.cells, paired)
+    margin = args.margin / 100
+    changes = compare_groups(base.cells, new.cells, paired, margin, _share(args.detect))
     for line in paired:
         say(f"note: {line}")
-    header = ("group", "base", "new", "Δ pass rate", "Δ cost/arm", "flips", "")
+    header = ("group", "base", "new", "Δ pass rate (CI)", "Δ cost/arm", "flips", "")
     rows = []
     for g in changes:
-        d = g.delta
         flips = ", ".join(x for x in (f"{len(g.down)} PASS→FAIL" if g.down else "",
                                       f"{len(g.up)} FAIL→PASS" if g.up else "") if x) or "—"
         rows.append((f"{g.task_id} @ {g.profile_set}", cell_text(g.base), cell_text(g.new),
-                     "—" if d is None else f"{100 * d:+.0f} pts", cost_delta_text(g), flips,
+                     delta_text(g), cost_delta_text(g), flips,
                      "REGRESSED" if g.regressed else ""))
     for line in table_lines(header, rows):
         say(line)
@@ -162,11 +167,31 @@ def cmd_compare(args) -> int:
             say(f"note: {name} is only in the base store")
     both = sum(g.in_both for g in changes)
     one_side = len(changes) - both
+    if both > 1:
+        say(f"CI of a group: 95% for the {both} groups together (each at "
+            f"{100 - 5 / both:.4g}%, Bonferroni)")
+    sets = compare_sets(changes, margin, _share(args.detect))
+    if sets:
+        say("")
+        say("Profile sets (new − base, paired by task and sample):")
+    for sc in sets:
+        for line in pair_lines(sc.change, name=f"{sc.profile_set}: new − base"):
+            say(line)
+    below = f"below -{args.margin:g} pts (the margin)" if margin else "below 0"
     regressed = [g for g in changes if g.regressed]
+    for sc in sets:
+        if sc.regressed:
+            lo, hi = sc.change.interval
+            say(f"regressed: profile set {sc.profile_set}: {points(sc.change.diff)} pts, its "
+                f"95% CI ({points(lo)} to {points(hi)} pts) lies {below}")
     if regressed:
         names = ", ".join(f"{g.task_id} @ {g.profile_set}" for g in regressed)
-        say(f"regressed: {plural(len(regressed), 'group')}: {names}")
-        return EXIT_PROBLEMS
+        say(f"regressed: {plural(len(regressed), 'group')}: {names} (its interval, "
+            f"Bonferroni over {plural(both, 'group')}, lies {below})")
+    if any(sc.regressed for sc in sets):
+        return EXIT_SET_REGRESSED
+    if regressed:
+        return EXIT_GROUP_REGRESSED
     if not both:
         say(f"nothing compared: no group (task @ profile set) is in both stores "
             f"({plural(one_side, 'group')} in only one)")
@@ -178,7 +203,8 @@ def cmd_compare(args) -> int:
             f"one are listed above)")
         return EXIT_UNUSABLE
     tail = f"; {plural(one_side, 'group')} in only one store" if one_side else ""
-    say(f"no group regressed ({plural(both, 'group')} in both stores compared{tail})")
+    say(f"no group regressed ({plural(both, 'group')} in both stores compared{tail}); "
+        f"no profile set regressed ({plural(len(sets), 'set')}): no interval lies {below}")
     return EXIT_OK
 
 
@@ -404,6 +430,33 @@ def _positive(text: str) -> int:
     return value
 
 
+def _points(text: str, positive: bool = False) -> float:
+    """Percentage points: a number from 0 (above 0 when `positive`) to 100."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected percentage points (e.g. 5), got "
+                                         f"{text!r}") from None
+    if not (0 < value <= 100 if positive else 0 <= value <= 100):
+        raise argparse.ArgumentTypeError(f"expected percentage points "
+                                         f"{'above 0' if positive else 'from 0'} to 100, "
+                                         f"got {text}")
+    return value
+
+
+def _share(points: float | None) -> float | None:
+    """Percentage points as a share of 1, as the analysis takes them."""
+    return None if points is None else points / 100
+
+
+def _detect_points(text: str) -> float:
+    return _points(text, positive=True)
+
+
+DETECT_HELP = ("the difference in percentage points a 'to detect' line plans the runs for "
+               "(default: the difference seen, or 10 when under 1)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Read jaato-eval result stores (JSONL).")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -425,15 +478,29 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--k", type=_positive, default=None, metavar="K",
                      help="k for pass@k / pass^k (default: the smallest sample among cells "
                           "with repeats)")
+    rep.add_argument("--detect", type=_detect_points, default=None, metavar="PTS",
+                     help=DETECT_HELP)
     rep.add_argument("--exit-zero", action="store_true",
                      help="exit 0 whatever the verdicts (only the table is wanted); unusable "
                           "input still exits 2")
     rep.set_defaults(func=cmd_report)
-    cmp_ = sub.add_parser("compare", help="compare two stores per (task, profile set); "
-                                          "exit 1 when a group regressed, 2 when no group "
-                                          "is in both")
+    cmp_ = sub.add_parser(
+        "compare", help="compare two stores per profile set and per (task, profile set), "
+                        "paired by task, sample and repeat; exit 1 when a profile set "
+                        "regressed, 3 when only a group did, 2 when too little is in both",
+        description="Compare two stores. A regression is NEW − BASE with a 95%% interval "
+                    "wholly below 0 (or below -MARGIN), never a single flip. Exit status: 0 "
+                    "no regression; 1 a profile set regressed (paired over its tasks); 3 no "
+                    "set did, but a task @ profile set group did (over its samples or "
+                    "repeats, Bonferroni over the groups); 2 too little in both stores to "
+                    "compare, or unusable input.")
     cmp_.add_argument("base", help="a store, or a quoted glob of stores read as one")
     cmp_.add_argument("new", help="the same, for the new side")
+    cmp_.add_argument("--margin", type=_points, default=0.0, metavar="PTS",
+                      help="a drop is a regression only when its interval lies below -PTS "
+                           "percentage points (default 0)")
+    cmp_.add_argument("--detect", type=_detect_points, default=None, metavar="PTS",
+                      help=DETECT_HELP)
     cmp_.add_argument("more", nargs="*", help=argparse.SUPPRESS)  # an unquoted glob's spill
     cmp_.set_defaults(func=cmd_compare)
     val = sub.add_parser("validate", help="check a store against the record schema; "

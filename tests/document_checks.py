@@ -65,3 +65,19 @@ def chromium(*args: str, url: str) -> subprocess.CompletedProcess:
              "--no-first-run", "--disable-background-networking", "--disable-component-update",
              "--disable-sync", f"--user-data-dir={profile}", *args, url],
             capture_output=True, text=True, timeout=120)
+
+
+def code_blocks(path: Path) -> list[tuple[str, str]]:
+    """A Markdown file's fenced blocks, in order: (info string, text). Each fence closes the
+    block it opened, so a closing fence is never read as the next block's opening."""
+    blocks, info, lines = [], None, []
+    for line in Path(path).read_text().splitlines():
+        if line.startswith("```"):
+            if info is None:
+                info, lines = line[3:].strip(), []
+            else:
+                blocks.append((info, "\n".join(lines) + "\n"))
+                info = None
+        elif info is not None:
+            lines.append(line)
+    return blocks

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..results import stats
+from ..results import inference, stats
 from ..results.pivot import Cell, interval_text, money, pct
 
 # Distinguishable in colour and in greyscale print (Okabe-Ito, dark first).
@@ -23,18 +23,26 @@ class Point:
     exercised: int
     cost: float | None  # mean cost of an exercised arm that reported one
     expected: int = 0  # FAIL arms that ran under an xfail mark
+    # The set's headline (results/inference.py), the same figures as the report's table;
+    # without one, the arms pooled.
+    headline: inference.Headline | None = None
 
     @property
     def rate(self) -> float | None:
+        if self.headline is not None:
+            return self.headline.rate
         return stats.rate(self.passed, self.exercised)
 
     @property
     def interval(self) -> tuple[float, float] | None:
+        if self.headline is not None:
+            return self.headline.interval
         return stats.wilson(self.passed, self.exercised)
 
 
 def profile_points(cells: list[Cell]) -> list[Point]:
-    """Pool every task's cells by profile set (a set's arms over all tasks)."""
+    """One point per profile set: its headline (every task weighing the same), and the
+    mean cost of its exercised arms."""
     by_set: dict[str, list[Cell]] = {}
     for c in cells:
         by_set.setdefault(c.profile_set, []).append(c)
@@ -43,7 +51,8 @@ def profile_points(cells: list[Cell]) -> list[Point]:
         costed = sum(c.exercised_costed for c in group)
         points.append(Point(name, sum(c.passed for c in group), sum(c.exercised for c in group),
                             sum(c.exercised_cost for c in group) / costed if costed else None,
-                            sum(c.expected_failures for c in group)))
+                            sum(c.expected_failures for c in group),
+                            inference.headline(name, inference.tasks_of(group))))
     return points
 
 

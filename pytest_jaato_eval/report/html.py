@@ -22,7 +22,10 @@ from markupsafe import Markup
 
 from ..render import safe_text
 from ..results.pins import pins_of, pins_summary
-from ..results.pivot import Cell, Pivot, digest, pivot_notes, pivot_rows, row_id
+from ..results import inference
+from ..results.pivot import (HEADLINE_HEADER, HEADLINE_NOTES, PAIR_NOTES, PAIRS_TITLE, Cell,
+                             Pivot, digest, headline_row, pair_lines, pivot_notes, pivot_rows,
+                             row_id, shows_sweep)
 from ..results.record import ArmRecord
 from ..verdict import PASS
 from . import arms, chart, pdf, tables
@@ -97,6 +100,30 @@ def pivot_view(cells: list[Cell], k: int | None = None) -> PivotView:
                      [(row_id(c), n, reason) for c, reason, n in digest(cells)])
 
 
+@dataclass
+class SweepView:
+    """Each profile set's headline and each pair, as the terminal says them."""
+    header: tuple[str, ...]
+    rows: list[dict[str, str]]
+    notes: tuple[str, ...]
+    pairs: list[tuple[str, list[str]]]      # (B − A, its lines)
+    pairs_title: str = PAIRS_TITLE.rstrip(":")
+    pair_notes: tuple[str, ...] = PAIR_NOTES
+    text_columns: tuple[str, ...] = ("profile set", "over")
+
+
+def sweep_view(cells: list[Cell]) -> SweepView | None:
+    """None when the blocks would repeat the pivot's one row."""
+    if not shows_sweep(cells):
+        return None
+    pairs = []
+    for p in inference.pairs(cells):
+        name, *lines = pair_lines(p, name=f"{p.b} − {p.a}")
+        pairs.append((name, [line.strip() for line in lines]))
+    return SweepView(HEADLINE_HEADER, [headline_row(h) for h in inference.headlines(cells)],
+                     HEADLINE_NOTES, pairs)
+
+
 def every_arm_shown(cells: list[Cell]) -> bool:
     """Whether each arm gets its own row; if not, only the records of arms that did not
     pass are read (PASS arms are counted from the cells)."""
@@ -133,6 +160,7 @@ def context(records: Pivot | Iterable[ArmRecord], *, title: str = "jaato-eval re
             f"pass: the first arm of each kind has its row, which names the others of that "
             f"kind, and one evidence per kind is shown." if summarise else "")
     return {"title": title, "meta": meta, "pivot": pivot_view(cells, k), "prose": [UNKNOWN_PROSE],
+            "sweep": sweep_view(cells),
             "chart": chart.layout(points), "unplotted": chart.unplotted(points),
             "summarised": note, "tasks": table.tasks(), "css": stylesheet(),
             "columns": arms.COLUMNS, "numeric": {"sessions", "turns", "cost", "nudges", "duration"},

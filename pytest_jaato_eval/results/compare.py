@@ -1,11 +1,19 @@
-"""`compare BASE NEW`: two pivots group by group (task, profile set), by the arms that flipped."""
+"""`compare BASE NEW`: two pivots group by group (task, profile set), by the arms that
+flipped, and profile set by profile set, by the sweep's paired analysis (inference.py).
+
+A regression is a drop the noise cannot explain, never a single flip: NEW − BASE has a
+95% interval wholly below zero (or below -margin). The rule is applied to each profile
+set over its tasks (`compare_sets`), and to each group within it (its samples, or its
+repeats), there at 95% for all the groups together (Bonferroni: each at 1 - 5%/N).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import stats
-from .pivot import Cell, interval_text, pct
+from . import inference
+from .pivot import Cell, interval_text, pct, points
 from .record import DEFAULT_SET
+from .stats import ALPHA
 from ..verdict import BLOCKED, FAIL, PASS
 
 
@@ -18,6 +26,8 @@ class GroupChange:
     down: list[str] = field(default_factory=list)       # PASS -> FAIL
     up: list[str] = field(default_factory=list)         # FAIL -> PASS
     blocked: list[str] = field(default_factory=list)    # "arm: X -> Y" where one side is BLOCKED
+    change: inference.Pair | None = None   # NEW − BASE within the group, in both stores
+    regressed: bool = False                # its interval lies below -margin
 
     @property
     def in_both(self) -> bool:
@@ -25,21 +35,25 @@ class GroupChange:
 
     @property
     def delta(self) -> float | None:
-        base = self.base.pass_rate if self.base is not None else None
-        new = self.new.pass_rate if self.new is not None else None
-        return None if base is None or new is None else new - base
+        return None if self.change is None else self.change.diff
 
-    @property
-    def regressed(self) -> bool:
-        """More arms flipped to FAIL than to PASS, or a drop the intervals cannot explain.
 
-        Paired flips, not averaged rates: a 2-arm group going 50% -> 50% with two
-        opposite flips has churned, not regressed, and says so.
-        """
-        if len(self.down) > len(self.up):
-            return True
-        return (self.base is not None and self.new is not None
-                and stats.clearly_below(self.new.interval, self.base.interval))
+@dataclass
+class SetChange:
+    """NEW − BASE for one profile set over its tasks in either store."""
+    profile_set: str
+    change: inference.Pair
+    regressed: bool
+
+
+def delta_text(g: GroupChange) -> str:
+    """The group's paired difference with its interval: `-50 pts (-100 to +12)`."""
+    c = g.change
+    if c is None or c.diff is None:
+        return "—"
+    iv = c.interval
+    return f"{points(c.diff)} pts" + ("" if iv is None else
+                                     f" ({points(iv[0])} to {points(iv[1])})")
 
 
 def _per_arm(total: float | None, arms: int) -> float | None:
@@ -91,8 +105,8 @@ def _defaults_paired(cells: dict, other: dict) -> list[str]:
     return said
 
 
-def compare_groups(base: list[Cell], new: list[Cell],
-                   paired: list[str] | None = None) -> list[GroupChange]:
+def compare_groups(base: list[Cell], new: list[Cell], paired: list[str] | None = None,
+                   margin: float = 0.0, detect: float | None = None) -> list[GroupChange]:
     bcells = {(c.task_id, c.profile_set): c for c in base}
     ncells = {(c.task_id, c.profile_set): c for c in new}
     said = _defaults_paired(bcells, ncells) + _defaults_paired(ncells, bcells)
@@ -116,5 +130,29 @@ def compare_groups(base: list[Cell], new: list[Cell],
                 g.blocked.append(f"{arm}: {b} → {n}" + (
                     f" ({' '.join(str(reason).split())[:120]})" if reason else ""))
         changes.append(g)
+    both = [g for g in changes if g.in_both]
+    for g in both:  # 95% for the groups together: each at 1 - alpha/N
+        g.change = inference.of_cells({g.task_id: g.base}, {g.task_id: g.new}, g.profile_set,
+                                      ALPHA / len(both), detect)
+        g.regressed = g.change.below(margin)
     return changes
+
+
+def compare_sets(changes: list[GroupChange], margin: float = 0.0,
+                 detect: float | None = None) -> list[SetChange]:
+    """Each profile set with a group in both stores: NEW − BASE over all its tasks (those
+    in one store only are left out of the pairing, and counted)."""
+    sides: dict[str, tuple[dict[str, Cell], dict[str, Cell]]] = {}
+    for g in changes:
+        base, new = sides.setdefault(g.profile_set, ({}, {}))
+        if g.base is not None:
+            base[g.task_id] = g.base
+        if g.new is not None:
+            new[g.task_id] = g.new
+    out = []
+    for name, (base, new) in sorted(sides.items()):
+        if set(base) & set(new):
+            change = inference.of_cells(base, new, name, ALPHA, detect)
+            out.append(SetChange(name, change, change.below(margin)))
+    return out
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from . import stats
+from . import inference, stats
 from .record import DEFAULT_SET, ArmRecord, RecordError, coerce, fields_reader, number
 from .stores import (Unusable, combine, fields_loader, latest_by_arm, no_record, read_at,
                      read_store, readable)
@@ -577,8 +577,11 @@ def table_lines(header: Sequence[str], rows: Sequence[Sequence[str]],
                       for h, v, w in zip(header, row, widths)).rstrip() for row in table]
 
 
-def render_pivot(cells: list[Cell], k: int | None = None) -> list[str]:
-    """Fixed-width terminal lines: the table, a legend, then the digest of blocked reasons."""
+def render_pivot(cells: list[Cell], k: int | None = None,
+                 detect: float | None = None) -> list[str]:
+    """Fixed-width terminal lines: the table, a legend, the digest of blocked reasons, then
+    the sweep's headline and pairs (`sweep_lines`; `detect`: the difference a "to detect"
+    line plans for)."""
     header, rows = pivot_rows(cells, k)
     lines = table_lines(header, [[r[h] for h in header] for r in rows],
                         right={h for h in header if h not in ("task", "profile set")})
@@ -590,6 +593,7 @@ def render_pivot(cells: list[Cell], k: int | None = None) -> list[str]:
         lines.append("blocked reasons (most frequent first):")
         for c, reason, n in rows_digest:
             lines.append(f"  {row_id(c)}: ({n}×) {reason}")
+    lines.extend(sweep_lines(cells, detect))
     return lines
 
 
@@ -608,7 +612,7 @@ def _md(text: str) -> str:
 
 
 def markdown(cells: list[Cell], *, k: int | None = None, source: str | None = None,
-             arms: int | None = None) -> str:
+             arms: int | None = None, detect: float | None = None) -> str:
     """A GitHub-flavoured Markdown pivot: a heading, the table (numbers right-aligned),
     its legend, and the blocked reasons."""
     header, rows = pivot_rows(cells, k)
@@ -627,6 +631,7 @@ def markdown(cells: list[Cell], *, k: int | None = None, source: str | None = No
     if blocked:
         lines += ["", "**Blocked reasons** (most frequent first):", ""]
         lines += [f"- {_md(row_id(c))}: ({n}×) {_md(reason)}" for c, reason, n in blocked]
+    lines += sweep_markdown(cells, detect)
     return "\n".join(lines) + "\n"
 
 
@@ -651,18 +656,23 @@ def cell_json(c: Cell, k: int | None) -> dict[str, Any]:
 
 
 def as_json(cells: list[Cell], *, k: int | None = None, source: str | None = None,
-            arms: int | None = None) -> str:
+            arms: int | None = None, detect: float | None = None) -> str:
     k = default_k(cells) if k is None else k
     return json.dumps({
         "format": JSON_FORMAT, "source": source,
         "arms": arms if arms is not None else sum(c.arms_total for c in cells),
-        "k": k, "cells": [cell_json(c, k) for c in cells]}, indent=2) + "\n"
+        "k": k, "cells": [cell_json(c, k) for c in cells],
+        "profile_sets": [headline_json(h) for h in inference.headlines(cells)],
+        "pairs": [pair_json(p) for p in inference.pairs(cells, detect=detect)]},
+        indent=2) + "\n"
 
 
 # -- CSV --------------------------------------------------------------------------------------
 CSV_COLUMNS = ("task", "profile_set", "n", "arms", "pass", "fail", "blocked", "pass_rate",
                "ci95_low", "ci95_high", "floor", "det", "k", "pass_at_k", "pass_hat_k",
-               "cost_usd", "judge_cost_usd", "total_cost_usd", "tokens")
+               "cost_usd", "judge_cost_usd", "total_cost_usd", "tokens",
+               # a profile set's headline is a row too: scope "profile set", task empty
+               "scope", "unit", "units", "cost_per_pass_usd")
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet would run as a formula
 
 
@@ -672,18 +682,232 @@ def _csv_text(text: str) -> str:
 
 
 def as_csv(cells: list[Cell], *, k: int | None = None, **_: Any) -> str:
-    """One row per cell, numbers as numbers, unknown as an empty field."""
+    """One row per cell, then one per profile set (its headline, `scope` "profile set");
+    numbers as numbers, unknown as an empty field."""
     k = default_k(cells) if k is None else k
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
+    rows = []
     for c in cells:
         row = cell_json(c, k)
-        ci = row.pop("ci95") or (None, None)
-        row["ci95_low"], row["ci95_high"] = ci
         row["task"], row["profile_set"] = _csv_text(c.task_id), _csv_text(c.profile_set)
-        writer.writerow(["" if row[col] is None else row[col] for col in CSV_COLUMNS])
+        rows.append({**row, "scope": "cell"})
+    for h in inference.headlines(cells):
+        row = headline_json(h)
+        rows.append({**row, "task": "", "profile_set": _csv_text(h.profile_set),
+                     "scope": "profile set", "fail": h.exercised - h.passed})
+    for row in rows:
+        row["ci95_low"], row["ci95_high"] = row.pop("ci95") or (None, None)
+        writer.writerow(["" if row.get(col) is None else row[col] for col in CSV_COLUMNS])
     return out.getvalue()
+
+
+# -- the sweep: each profile set's headline, each pair of sets (results/inference.py) ----------
+# Blocks of their own under the pivot, in every medium; each terminal line fits 80 columns
+# on its own, whatever the table above does.
+WIDTH = 80
+HEADLINE_TITLE = "Profile sets over the sweep (every task weighs the same):"
+HEADLINE_HEADER = ("profile set", "pass rate", "95% CI", "over", "blocked", "floor", "cost/PASS")
+HEADLINE_NOTES = (
+    "rate: a task's samples and repeats averaged within it, then the tasks averaged",
+    "95% CI: over the units named, tasks as clusters (docs/statistics.md)",
+    "cost/PASS: every arm's cost over the PASS arms")
+PAIRS_TITLE = "Pairs (B − A, paired by task and sample):"
+PAIR_NOTES = (
+    "pts: percentage points · 95% CI and p: paired t over the units named",
+    "better / worse: items (task × sample) whose pass share rose / fell",
+    "to detect: tasks, or repeats per item, for 80% power at 5% (two-sided),",
+    "  if new tasks and repeats vary as these did")
+_UNIT_NAMES = {inference.TASK: "task", inference.SAMPLE: "sample", inference.ARM: "arm"}
+
+
+def shows_sweep(cells: list[Cell]) -> bool:
+    """Whether the blocks say more than the table: some set spans several tasks or
+    samples, or several sets can be compared."""
+    return len(cells) > 1 or any(c.samples for c in cells)
+
+
+def over_text(level: str, units: int) -> str:
+    """`3 tasks`, `5 samples`, `4 arms`: the units an interval is over."""
+    return plural(units, _UNIT_NAMES[level])
+
+
+def headline_row(h: inference.Headline) -> dict[str, str]:
+    """A set's headline as text, keyed by HEADLINE_HEADER."""
+    per_pass = h.cost_per_pass
+    return {"profile set": safe_text(h.profile_set, ID_WIDTH, collapse=False),
+            "pass rate": pct(h.rate), "95% CI": interval_text(h.interval),
+            "over": DASH if h.rate is None else over_text(h.level, h.units),
+            "blocked": str(h.blocked), "floor": pct(h.floor),
+            "cost/PASS": money(per_pass, partial=per_pass is not None and h.unpriced > 0)}
+
+
+def headline_lines(heads: list[inference.Headline], width: int = WIDTH) -> list[str]:
+    """The headlines as a table, or, when a set's name makes it wider than `width`, each
+    set's name on a line of its own and its figures under it."""
+    rows = [headline_row(h) for h in heads]
+    numeric = set(HEADLINE_HEADER) - {"profile set", "over"}
+    lines = table_lines(HEADLINE_HEADER, [[r[c] for c in HEADLINE_HEADER] for r in rows],
+                        right=numeric)
+    if max(map(len, lines)) <= width:
+        return [HEADLINE_TITLE] + lines
+    stacked = [HEADLINE_TITLE]
+    for r in rows:
+        stacked.append(safe_text(r["profile set"], width, collapse=False))
+        stacked.append(f"  {r['pass rate']} (95% CI {r['95% CI']}) over {r['over']} · "
+                       f"{r['blocked']} blocked, floor {r['floor']} · {r['cost/PASS']}/PASS")
+    return stacked
+
+
+def points(x: float) -> str:
+    """A difference in percentage points, signed and whole (`+12`, `-3`, `+0`); under one
+    point, to a tenth (`-0.3`), so a small difference never reads as `-0`."""
+    v = 100 * x
+    whole = round(v)
+    if whole == 0 and abs(v) >= 0.05:
+        return f"{v:+.1f}"
+    return f"{whole:+d}"
+
+
+def p_text(p: float | None) -> str:
+    """The p-value with three decimals near the 5% line, two above 0.1."""
+    if p is None:
+        return f"p {DASH}"
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}" if p < 0.1 else f"p={p:.2f}"
+
+
+def difference_text(p: inference.Pair) -> str:
+    """`+42 pts (95% CI +12 to +71 pts), p=0.02, over 3 tasks`, or why there is none."""
+    if p.diff is None:
+        return "no item exercised by both"
+    iv = p.interval
+    ci = DASH if iv is None else f"{points(iv[0])} to {points(iv[1])} pts"
+    return (f"{points(p.diff)} pts (95% CI {ci}), {p_text(p.p)}, "
+            f"over {over_text(p.level, p.units)}")
+
+
+def items_text(p: inference.Pair) -> str:
+    return f"items: {p.better} better, {p.worse} worse, {p.same} same"
+
+
+def left_out_text(p: inference.Pair) -> str:
+    return (f"left out: {plural(p.left_items, 'item')} ({plural(p.left_arms, 'arm')}) "
+            f"BLOCKED or not run under one set")
+
+
+def pair_cost_text(p: inference.Pair) -> str:
+    if p.cost_a is None or p.cost_b is None:
+        return f"cost per arm: {money(p.cost_a)} → {money(p.cost_b)}"
+    delta = p.cost_b - p.cost_a
+    return (f"cost per arm: {money(p.cost_a)} → {money(p.cost_b)} "
+            f"({'-' if delta < 0 else '+'}${abs(delta):.4f})")
+
+
+def _one_place(x: float) -> str:
+    """`2`, `2.4`: a mean count as read."""
+    return f"{round(x, 1):g}"
+
+
+def needed_text(n: inference.Needed) -> str:
+    """The one line of how much more to run, its assumption in PAIR_NOTES."""
+    head = f"to detect {100 * n.delta:.0f} pts at 80% power: "
+    if n.level == inference.ARM:
+        if n.repeats is None:
+            return head + f"{DASH} (no spread to plan from)"
+        said = head + f"{plural(n.repeats, 'repeat')} per set (now {_one_place(n.repeats_now)})"
+        return said + (": enough already" if n.repeats <= n.repeats_now else "")
+    if n.units is None:
+        return head + f"{DASH} (no spread between {_UNIT_NAMES[n.level]}s to plan from)"
+    said = head + f"{plural(n.units, _UNIT_NAMES[n.level])} (now {n.units_now})"
+    if n.units <= n.units_now:  # the difference asked for would have shown: it is smaller
+        return said + ": enough already"
+    if n.repeats is not None:
+        said += f" or {plural(n.repeats, 'repeat')} (now {_one_place(n.repeats_now)})"
+    elif n.repeats_cannot:
+        said += "; more repeats alone cannot"
+    return said
+
+
+def pair_name(p: inference.Pair, width: int = WIDTH) -> str:
+    """`B − A`, the names clipped (each to half the line) when both do not fit `width`."""
+    b, a = safe_text(p.b, None, collapse=False), safe_text(p.a, None, collapse=False)
+    if len(b) + len(a) + 3 > width:
+        b, a = safe_text(b, (width - 3) // 2), safe_text(a, (width - 3) // 2)
+    return f"{b} − {a}"
+
+
+def pair_lines(p: inference.Pair, name: str | None = None) -> list[str]:
+    """One pair: its name, then its figures indented, each line within WIDTH."""
+    lines = [name or pair_name(p), "  " + difference_text(p)]
+    if p.diff is not None:
+        lines.append("  " + items_text(p))
+    if p.left_items:
+        lines.append("  " + left_out_text(p))
+    if p.cost_a is not None or p.cost_b is not None:
+        lines.append("  " + pair_cost_text(p))
+    if p.needed is not None:
+        lines.append("  " + needed_text(p.needed))
+    return lines
+
+
+def sweep_lines(cells: list[Cell], detect: float | None = None) -> list[str]:
+    """The headline block and, with two sets or more, the pairs block, with their notes."""
+    if not shows_sweep(cells):
+        return []
+    lines = ["", *headline_lines(inference.headlines(cells)), *HEADLINE_NOTES]
+    found = inference.pairs(cells, detect=detect)
+    if found:
+        lines += ["", PAIRS_TITLE]
+        for p in found:
+            lines += pair_lines(p)
+        lines += PAIR_NOTES
+    return lines
+
+
+def sweep_markdown(cells: list[Cell], detect: float | None = None) -> list[str]:
+    """The same blocks for a Markdown page: a table, then one paragraph per pair."""
+    if not shows_sweep(cells):
+        return []
+    rows = [headline_row(h) for h in inference.headlines(cells)]
+    lines = ["", f"**{_md(HEADLINE_TITLE.rstrip(':'))}**", "",
+             "| " + " | ".join(HEADLINE_HEADER) + " |",
+             "|" + "|".join(" --- " if h in ("profile set", "over") else " ---: "
+                            for h in HEADLINE_HEADER) + "|"]
+    lines += ["| " + " | ".join(_md(r[h]) for h in HEADLINE_HEADER) + " |" for r in rows]
+    lines += [""] + [_md(note) + "  " for note in HEADLINE_NOTES]
+    found = inference.pairs(cells, detect=detect)
+    if found:
+        lines += ["", f"**{_md(PAIRS_TITLE.rstrip(':'))}**", ""]
+        for p in found:
+            first, *rest = pair_lines(p, name=f"{p.b} − {p.a}")
+            lines.append(f"- **{_md(first)}**: " + "; ".join(_md(x.strip()) for x in rest))
+        lines += [""] + [_md(note) + "  " for note in PAIR_NOTES]
+    return lines
+
+
+def headline_json(h: inference.Headline) -> dict[str, Any]:
+    return {"profile_set": h.profile_set, "pass_rate": h.rate,
+            "ci95": None if h.interval is None else list(h.interval),
+            "unit": h.level, "units": h.units, "tasks": h.tasks, "items": h.items,
+            "arms": h.arms, "n": h.exercised, "pass": h.passed, "blocked": h.blocked,
+            "floor": h.floor, "cost_usd": h.spent, "cost_unknown_arms": h.unpriced,
+            "cost_per_pass_usd": h.cost_per_pass, "effective_n": h.effective_n,
+            "design_effect": h.design_effect}
+
+
+def pair_json(p: inference.Pair) -> dict[str, Any]:
+    n = p.needed
+    return {"a": p.a, "b": p.b, "difference": p.diff,
+            "ci95": None if p.interval is None else list(p.interval), "p_value": p.p,
+            "decided": p.decided, "unit": p.level, "units": p.units,
+            "items_better": p.better, "items_worse": p.worse, "items_same": p.same,
+            "left_out_items": p.left_items, "left_out_arms": p.left_arms,
+            "cost_per_arm_usd": {"a": p.cost_a, "b": p.cost_b},
+            "runs_needed": None if n is None else {
+                "detect": n.delta, "unit": n.level, "units": n.units, "units_now": n.units_now,
+                "repeats": n.repeats, "repeats_now": n.repeats_now,
+                "repeats_cannot": n.repeats_cannot}}
 
 
 RENDERERS = {"markdown": markdown, "json": as_json, "csv": as_csv}

@@ -54,8 +54,9 @@ def test_markdown_is_a_github_table_with_the_ci_and_blocked_columns(tmp_path, ca
     code, out = run(tmp_path, capsys, "--format", "markdown")
     assert code == 1  # a FAIL: the verdict vocabulary, whatever the format
     html = cmarkgfm.github_flavored_markdown_to_html(out.out)
-    assert html.count("<table>") == 1
-    head, *body = table_of(out.out)
+    assert html.count("<table>") == 2  # the pivot, then the profile sets' headlines
+    pivot, sweep = out.out.split("**Profile sets over the sweep")
+    head, *body = table_of(pivot)
     assert {"95% CI", "blocked", "pass rate", "cost", "judge cost", "total cost"} <= set(head)
     rows = {r[0]: dict(zip(head, r)) for r in body}
     assert set(rows) == {"write-file", "a|b <i>x</i>"}  # a pipe and markup stay text

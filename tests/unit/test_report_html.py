@@ -69,7 +69,8 @@ def test_document_has_pivot_chart_and_one_table_per_task():
     doc = html.render(RECORDS)
     text = "".join(parse(doc).text)
     assert "<svg" in doc and doc.count("<circle") == 2 * 2  # 2 profile sets: point + legend
-    assert "pass rate (95% Wilson interval) against mean cost per exercised arm" in doc
+    assert ("pass rate over the sweep (95% interval, tasks as clusters) against mean cost per "
+            "exercised arm") in doc
     assert "Task write-file" in text and "Task config-file" in text
     # One table per task, one row per arm: a pivot table + two arm tables.
     tables = re.findall(r'<table class="arms">.*?</table>', doc, re.S)

@@ -1,0 +1,326 @@
+"""Which profile set is better, and how sure we are: each profile set's pass rate over
+the sweep, and each pair of sets run on the same tasks and samples, compared item by item
+(docs/statistics.md gives every formula and its source).
+
+The units. A **task** is a cluster. An **item** is a task × sample (a task without a
+dataset is one item). An item's **repeats** are its arms. An item's score is the PASS share
+of its exercised arms (BLOCKED is never in it); a task's score is the mean of its items'
+scores; a profile set's rate is the mean of its tasks' scores, so every task weighs the
+same however many samples and repeats it ran. Intervals take tasks as the units sampled;
+a sweep of one task takes its samples, and one item its repeats (`Level`).
+
+Pure functions over the pivot's cells (anything with `task_id`, `profile_set` and `arms`
+of pivot.ArmSummary's fields): nothing here reads a store or prints.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from statistics import NormalDist, fmean, variance
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+from . import stats
+from .stats import ALPHA, Interval
+from ..verdict import FAIL, PASS
+
+if TYPE_CHECKING:
+    from .pivot import ArmSummary, Cell
+
+# What an interval's units are, from the top of the hierarchy down: the first level with
+# two units or more. Said with every interval ("over 3 tasks").
+TASK, SAMPLE, ARM = "task", "sample", "arm"
+MIN_SHOWN_DIFFERENCE = 0.01   # a smaller observed difference plans for DEFAULT_DETECT
+DEFAULT_DETECT = 0.10         # ... ten points
+
+
+def arm_cost(a: "ArmSummary") -> float | None:
+    """What an arm cost, its agent and its judge together; None when either is unknown."""
+    if a.cost is None or (a.judged and a.judge_cost is None):
+        return None
+    return a.cost + (a.judge_cost or 0.0)
+
+
+@dataclass
+class Item:
+    """One task × sample under one profile set: its arms' verdicts and costs."""
+    passed: int = 0
+    failed: int = 0
+    blocked: int = 0
+    spent: float = 0.0            # every arm that reported a cost (BLOCKED ones too)
+    unpriced: int = 0             # arms that reported none
+    exercised_spent: float = 0.0  # the exercised arms that reported a cost
+    exercised_priced: int = 0
+
+    def add(self, a: "ArmSummary") -> None:
+        if a.state == PASS:
+            self.passed += 1
+        elif a.state == FAIL:
+            self.failed += 1
+        else:  # BLOCKED, or a state nobody knows: never a verdict on the agent (P1)
+            self.blocked += 1
+        cost = arm_cost(a)
+        if cost is None:
+            self.unpriced += 1
+            return
+        self.spent += cost
+        if a.state in (PASS, FAIL):
+            self.exercised_spent += cost
+            self.exercised_priced += 1
+
+    @property
+    def exercised(self) -> int:
+        return self.passed + self.failed
+
+    @property
+    def arms(self) -> int:
+        return self.exercised + self.blocked
+
+    @property
+    def score(self) -> float:
+        """The PASS share of the exercised arms (only asked of an exercised item)."""
+        return self.passed / self.exercised
+
+    @property
+    def floor(self) -> float:
+        """The PASS share of every arm: BLOCKED counted as FAIL."""
+        return self.passed / self.arms
+
+    @property
+    def noise(self) -> float | None:
+        """The variance of the item's score over its repeats, s²/r = p(1-p)/(r-1) (s² the
+        unbiased variance of r Bernoulli outcomes); None under two repeats."""
+        r = self.exercised
+        return None if r < 2 else self.score * (1 - self.score) / (r - 1)
+
+
+Tasks = dict[str, dict[str, Item]]   # task -> sample id ("" for a task without one) -> item
+
+
+def tasks_of(cells: Iterable["Cell"], profile_set: str | None = None) -> Tasks:
+    """The items of the cells (of one profile set, when given)."""
+    tasks: Tasks = {}
+    for cell in cells:
+        if profile_set is not None and cell.profile_set != profile_set:
+            continue
+        items = tasks.setdefault(cell.task_id, {})
+        for a in cell.arms:
+            items.setdefault(a.sample_id or "", Item()).add(a)
+    return tasks
+
+
+def _sum(values: Iterable[int]) -> int:
+    return sum(values, 0)
+
+
+# -- a profile set's headline ------------------------------------------------------------------
+@dataclass
+class Headline:
+    profile_set: str
+    rate: float | None            # None: every arm BLOCKED (or none ran)
+    interval: Interval | None
+    level: str                    # the interval's units: TASK, SAMPLE or ARM
+    units: int
+    tasks: int                    # tasks with an arm, exercised or not
+    items: int
+    arms: int
+    exercised: int
+    passed: int
+    blocked: int
+    floor: float | None           # the same weighting, BLOCKED counted as FAIL
+    spent: float | None           # every arm's reported cost; None when none reported
+    unpriced: int                 # arms that reported no cost
+    effective_n: float | None = None   # the arms' worth of information behind the interval
+
+    @property
+    def cost_per_pass(self) -> float | None:
+        """What was spent over the PASS arms: what one PASS cost."""
+        return None if self.spent is None or not self.passed else self.spent / self.passed
+
+    @property
+    def design_effect(self) -> float | None:
+        """How many arms one independent arm's information took: exercised / effective n."""
+        return None if not self.effective_n else self.exercised / self.effective_n
+
+
+def headline(profile_set: str, tasks: Tasks, alpha: float = ALPHA) -> Headline:
+    """The set's rate (tasks weighted equally), its interval (tasks as clusters), its floor."""
+    items = [i for t in tasks.values() for i in t.values()]
+    scores = [fmean(i.score for i in t.values() if i.exercised)
+              for t in tasks.values() if any(i.exercised for i in t.values())]
+    exercised = _sum(i.exercised for i in items)
+    passed = _sum(i.passed for i in items)
+    priced = [i for i in items if i.arms > i.unpriced]
+    h = Headline(profile_set, None, None, TASK, len(scores), len(tasks), len(items),
+                 _sum(i.arms for i in items), exercised, passed,
+                 _sum(i.blocked for i in items),
+                 fmean(fmean(i.floor for i in t.values()) for t in tasks.values() if t)
+                 if items else None,
+                 sum(i.spent for i in priced) if priced else None,
+                 _sum(i.unpriced for i in items))
+    if not scores:
+        return h
+    h.rate = fmean(scores)
+    if len(scores) == 1:  # one task: its samples are the units, or one item's repeats
+        (task,) = [t for t in tasks.values() if any(i.exercised for i in t.values())]
+        scores = [i.score for i in task.values() if i.exercised]
+        if len(scores) == 1:
+            h.level, h.units, h.interval = ARM, exercised, stats.wilson(passed, exercised)
+            h.effective_n = float(exercised)
+            return h
+        h.level, h.units = SAMPLE, len(scores)
+    h.interval, h.effective_n = stats.clustered_rate(scores, exercised, alpha)
+    return h
+
+
+def headlines(cells: list["Cell"], alpha: float = ALPHA) -> list[Headline]:
+    """Every profile set's headline, by name."""
+    names = sorted({c.profile_set for c in cells})
+    return [headline(name, tasks_of(cells, name), alpha) for name in names]
+
+
+# -- a pair of profile sets --------------------------------------------------------------------
+@dataclass
+class Needed:
+    """How much more to run to detect `delta` at 80% power, 5% two-sided, if new units
+    and repeats vary as these did."""
+    delta: float
+    level: str                     # the units to add (TASK, SAMPLE), or ARM: repeats per set
+    units: int | None              # units needed in all; None: no spread to plan from
+    units_now: int
+    repeats: int | None = None     # repeats per item needed with today's units
+    repeats_now: float = 0.0       # today's, per item and set, on average
+    repeats_cannot: bool = False   # the units differ more than any number of repeats undoes
+
+
+@dataclass
+class Pair:
+    """B − A: profile set `b` against `a` on the items both exercised."""
+    a: str
+    b: str
+    level: str = TASK
+    units: int = 0
+    diff: float | None = None
+    interval: Interval | None = None
+    p: float | None = None
+    better: int = 0                # items whose score is higher under b
+    worse: int = 0
+    same: int = 0
+    left_items: int = 0            # items without an exercised arm on one side, or absent
+    left_arms: int = 0             # their arms, both sides
+    cost_a: float | None = None    # the mean cost of an exercised arm, over paired items
+    cost_b: float | None = None
+    needed: Needed | None = None
+    diffs: list[float] = field(default_factory=list)  # each unit's difference
+
+    @property
+    def decided(self) -> bool:
+        """The interval leaves 0 out."""
+        return self.interval is not None and (self.interval[0] > 0 or self.interval[1] < 0)
+
+    def below(self, margin: float = 0.0) -> bool:
+        """B is worse than A by more than `margin`, whatever the noise: the interval lies
+        wholly under -margin."""
+        return self.interval is not None and self.interval[1] < -margin
+
+
+def _mean_cost(items: Iterable[Item]) -> float | None:
+    items = list(items)
+    n = _sum(i.exercised_priced for i in items)
+    return sum(i.exercised_spent for i in items) / n if n else None
+
+
+def pair(a_name: str, a: Tasks, b_name: str, b: Tasks, alpha: float = ALPHA,
+         detect: float | None = None) -> Pair:
+    """B − A over the items both sets exercised (tasks as clusters); the items only one
+    side exercised are left out and counted."""
+    out = Pair(a_name, b_name)
+    paired: dict[str, list[tuple[Item, Item]]] = {}
+    for task in sorted(set(a) | set(b)):
+        ia, ib = a.get(task, {}), b.get(task, {})
+        for key in sorted(set(ia) | set(ib)):
+            x, y = ia.get(key), ib.get(key)
+            if x is not None and y is not None and x.exercised and y.exercised:
+                paired.setdefault(task, []).append((x, y))
+                out.better += y.score > x.score
+                out.worse += y.score < x.score
+                out.same += y.score == x.score
+            else:
+                out.left_items += 1
+                out.left_arms += (x.arms if x else 0) + (y.arms if y else 0)
+    couples = [c for cs in paired.values() for c in cs]
+    out.cost_a = _mean_cost(x for x, _ in couples)
+    out.cost_b = _mean_cost(y for _, y in couples)
+    if not couples:
+        return out
+    if len(paired) >= 2:
+        units = list(paired.values())
+    elif len(couples) >= 2:
+        out.level, units = SAMPLE, [[c] for c in couples]
+    else:
+        ((x, y),) = couples
+        out.level, out.units = ARM, x.exercised + y.exercised
+        out.diff, out.interval = stats.newcombe_difference(
+            x.passed, x.exercised, y.passed, y.exercised, NormalDist().inv_cdf(1 - alpha / 2))
+        out.p = stats.newcombe_p(x.passed, x.exercised, y.passed, y.exercised)
+        if not out.decided:
+            out.needed = _needed_arms(out, x, y, detect)
+        return out
+    out.units = len(units)
+    out.diffs = [fmean(y.score for _, y in cs) - fmean(x.score for x, _ in cs) for cs in units]
+    out.diff, out.interval, out.p = stats.paired_difference(out.diffs, alpha)
+    if not out.decided:
+        out.needed = _needed_units(out, units, detect)
+    return out
+
+
+def _delta(diff: float, detect: float | None) -> float:
+    """The difference to plan for: the one asked, else the one seen (ten points when
+    under one)."""
+    if detect is not None:
+        return detect
+    return abs(diff) if abs(diff) >= MIN_SHOWN_DIFFERENCE else DEFAULT_DETECT
+
+
+def _needed_units(p: Pair, units: list[list[tuple[Item, Item]]],
+                  detect: float | None) -> Needed:
+    delta = _delta(p.diff, detect)
+    total = variance(p.diffs)
+    repeats_now = fmean((x.exercised + y.exercised) / 2 for cs in units for x, y in cs)
+    need = Needed(delta, p.level, stats.units_needed(total, delta), p.units,
+                  repeats_now=repeats_now)
+    if total <= 0:
+        return need
+    # Each unit's difference is a mean of item scores: its variance from the repeats alone
+    # is the items' noise over the unit's items squared (both sides independent).
+    noises = [[x.noise, y.noise] for cs in units for x, y in cs]
+    if any(n is None for ns in noises for n in ns):
+        return need  # one repeat somewhere: the repeats' share of the spread is unknown
+    within = fmean(sum(x.noise + y.noise for x, y in cs) / len(cs) ** 2 for cs in units)
+    factor = stats.repeats_factor(total, within, p.units, delta)
+    if factor is None:
+        need.repeats_cannot = True
+    else:
+        need.repeats = max(1, math.ceil(factor * repeats_now))
+    return need
+
+
+def _needed_arms(p: Pair, x: Item, y: Item, detect: float | None) -> Needed:
+    delta = _delta(p.diff, detect)
+    return Needed(delta, ARM, None, 0,
+                  repeats=stats.two_sample_size(x.score, y.score, delta),
+                  repeats_now=(x.exercised + y.exercised) / 2)
+
+
+def pairs(cells: list["Cell"], alpha: float = ALPHA, detect: float | None = None) -> list[Pair]:
+    """Every pair of profile sets, B − A with A the first by name."""
+    names = sorted({c.profile_set for c in cells})
+    tasks = {name: tasks_of(cells, name) for name in names}
+    return [pair(a, tasks[a], b, tasks[b], alpha, detect)
+            for i, a in enumerate(names) for b in names[i + 1:]]
+
+
+def of_cells(base: Mapping[str, "Cell"], new: Mapping[str, "Cell"], name: str,
+             alpha: float = ALPHA, detect: float | None = None) -> Pair:
+    """NEW − BASE for one profile set across two stores: `base` and `new` map each task to
+    its cell of that set."""
+    return pair(name, tasks_of(base.values()), name, tasks_of(new.values()), alpha, detect)
