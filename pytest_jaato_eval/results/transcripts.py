@@ -270,10 +270,11 @@ def write(store: Path | str, name: str, data: bytes) -> Path:
     return path
 
 
-def follow(store: Path, moved_to: Path) -> None:
+def follow(store: Path, moved_to: Path, folder=folder_of) -> None:
     """The store was set aside as `moved_to`: its transcripts go with it (an older copy
-    under that name, replaced by the store, takes its transcripts along)."""
-    src, dst = folder_of(store), folder_of(moved_to)
+    under that name, replaced by the store, takes its transcripts along). `folder`: the
+    store's folder of another kind (its snapshots)."""
+    src, dst = folder(store), folder(moved_to)
     try:  # never the store's failure: at worst the new run's files join the old ones
         if dst.is_symlink() or dst.is_file():
             dst.unlink()
