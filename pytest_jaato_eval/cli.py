@@ -164,11 +164,11 @@ def cmd_compare(args) -> int:
             say(f"note: {name} is only in the new store")
         elif g.new is None:
             say(f"note: {name} is only in the base store")
-    flips = grader_flips(base, new, changes)
-    if flips:
+    by_grader = grader_flips(base, new, changes)
+    if by_grader:
         say("")
         say("grader by grader (each arm whose verdict or a grader's verdict changed):")
-        for flip in flips:
+        for flip in by_grader:
             for line in flip_lines(flip):
                 say(line)
     both = sum(g.in_both for g in changes)
