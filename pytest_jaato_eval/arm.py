@@ -106,6 +106,7 @@ class Snapshot:
 
     name: str | None = None
     note: str | None = None
+    noted: bool = False  # the note is also said beside the verdict (the record's notes)
 
 
 def owned_config(task: Task, settings: ArmSettings) -> Path:
@@ -174,6 +175,8 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
     if not run.blocked_reason and ws is not None:  # the agent's run is over; no grader ran yet
         snapshot = keep_snapshot(arm, settings, run, ledger, ws, cascade_id, tampered, planted,
                                  config)
+        if snapshot.noted:
+            caveats.append(str(snapshot.note))
     verdicts, grader_runs = grade(arm, settings, run, ledger, ws, config, modules, socket,
                                   cascade_id, tampered, planted)
     return arm_record(arm, settings, run, verdicts, ws, caveats, on_arrival,
@@ -501,8 +504,11 @@ def carried(source: ArmRecord, settings: ArmSettings) -> dict:
     """A regraded record's keys from the record it graded again, and where that was."""
     line = source.to_dict()
     regrade = settings.regrade
+    before = source.regraded if isinstance(source.regraded, dict) else {}
     return {**{key: line.get(key) for key in CARRIED},
-            "regraded": {"run_id": source.run_id, "arm_id": source.arm_id,
+            # `agent_run_id`: where the agent ran, through a regrade of a regraded store
+            "regraded": {"agent_run_id": before.get("agent_run_id") or source.run_id,
+                         "run_id": source.run_id, "arm_id": source.arm_id,
                          "store": str(regrade.store) if regrade else None,
                          "finished_at": source.finished_at,
                          "task_hash": source.task_hash, "grader_side": source.grader_side,
@@ -580,9 +586,9 @@ def keep_snapshot(arm: Arm, settings: ArmSettings, run: AgentRun, ledger: Ledger
     try:
         snapshots.take(ws, facts, staging / name, cap)
     except snapshots.LeftOut as exc:
-        return Snapshot(note=f"snapshot left out: {exc}")
+        return Snapshot(note=f"snapshot left out: {exc}", noted=True)
     except (OSError, ValueError, TypeError) as exc:  # never the arm's failure
-        return Snapshot(note=f"snapshot left out: {type(exc).__name__}: {exc}")
+        return Snapshot(note=f"snapshot left out: {type(exc).__name__}: {exc}", noted=True)
     settings.pending_snapshots[arm.id] = (name, staging / name, True)
     return Snapshot(name=name)
 

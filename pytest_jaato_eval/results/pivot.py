@@ -360,7 +360,7 @@ def _regraded_from(regraded: Any) -> str | None:
     """The run a regraded record's agent ran in (its `regraded`), or None."""
     if type(regraded) is not dict:
         return None
-    run = regraded.get("run_id")
+    run = regraded.get("agent_run_id") or regraded.get("run_id")
     return run if type(run) is str else "an unknown run"
 
 
@@ -558,7 +558,8 @@ def regrade_notes(cells: list[Cell]) -> list[str]:
     return textwrap.wrap(
         f"regraded: {regraded} of {plural(total, 'arm')} graded again from the snapshots of "
         f"run {shown} (--jaato-regrade): no agent ran; cost and tokens are the agents' in "
-        f"that run, judge cost the regrade's own", 80, subsequent_indent="  ")
+        f"that run, judge cost the regrade's own", 80, subsequent_indent="  ",
+        break_on_hyphens=False)
 
 
 def cell_row(c: Cell, k: int | None, judged: bool = False) -> dict[str, str]:

@@ -155,7 +155,8 @@ def take(workspace: Path, facts: dict[str, Any], dest: Path, cap: int) -> Taken:
                       separators=(",", ":")).encode("utf-8", "surrogatepass")
     if len(data) > cap:
         raise LeftOut(over_cap(len(data), cap))
-    entries, total = _walk(workspace, cap - len(data))
+    entries, _ = _walk(workspace, cap - len(data))
+    budget = [cap - len(data)]  # what the files may still hold, as they are read
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_name(f".{dest.name}.partial")
     try:
@@ -168,15 +169,16 @@ def take(workspace: Path, facts: dict[str, Any], dest: Path, cap: int) -> Taken:
             root = os.lstat(workspace)
             tar.addfile(_info(ROOT, root, tarfile.DIRTYPE))
             for rel, st in entries:
-                _add(tar, workspace, rel, st)
+                _add(tar, workspace, rel, st, budget, cap)
         os.replace(partial, dest)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
-    return Taken(dest, len(entries), total + len(data), dest.stat().st_size)
+    return Taken(dest, len(entries), cap - budget[0], dest.stat().st_size)
 
 
-def _add(tar: tarfile.TarFile, workspace: Path, rel: str, st: os.stat_result) -> None:
+def _add(tar: tarfile.TarFile, workspace: Path, rel: str, st: os.stat_result,
+         budget: list[int], cap: int) -> None:
     name, path = f"{ROOT}/{rel}", os.path.join(workspace, rel)
     if stat.S_ISDIR(st.st_mode):
         tar.addfile(_info(name, st, tarfile.DIRTYPE))
@@ -194,18 +196,20 @@ def _add(tar: tarfile.TarFile, workspace: Path, rel: str, st: os.stat_result) ->
     except OSError as exc:  # replaced by a link since it was listed, or unreadable
         raise LeftOut(f"{_shown(rel)!r} cannot be opened as a regular file: "
                       f"{exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as fh:
+    with os.fdopen(fd, "rb") as fh:  # buffered: read(n) reads until n bytes or the end
         now = os.fstat(fd)
-        if not stat.S_ISREG(now.st_mode) or now.st_size != st.st_size:
-            raise LeftOut(f"{_shown(rel)!r} changed while the snapshot was taken")
+        if not stat.S_ISREG(now.st_mode):
+            raise LeftOut(f"{_shown(rel)!r} is no longer a regular file")
         os.set_blocking(fd, True)
-        info = _info(name, now, tarfile.REGTYPE)
-        info.size = now.st_size
-        try:
-            tar.addfile(info, fh)
-        except OSError as exc:  # shorter than it said: written to while read
-            raise LeftOut(f"{_shown(rel)!r} changed while the snapshot was taken "
-                          f"({exc})") from None
+        # Read whole, then written: the daemon may still append to its log in the
+        # workspace, and the file is kept as it was read.
+        content = fh.read(budget[0] + 1)
+    if len(content) > budget[0]:
+        raise LeftOut(over_cap(cap - budget[0] + len(content), cap))
+    budget[0] -= len(content)
+    info = _info(name, now, tarfile.REGTYPE)
+    info.size = len(content)
+    tar.addfile(info, io.BytesIO(content))
 
 
 # -- the folder -------------------------------------------------------------------------------
