@@ -561,8 +561,8 @@ def snapshot_cap(task: Task, settings: ArmSettings) -> int:
 def keep_snapshot(arm: Arm, settings: ArmSettings, run: AgentRun, ledger: Ledger, ws: Path,
                   cascade_id: str | None, tampered: str | None, planted: list[str],
                   config: Path) -> Snapshot:
-    """Snapshot what the graders are about to grade, staged for the store's writer. Never
-    the arm's failure: a snapshot that cannot be kept is a note."""
+    """R4: snapshot what the graders are about to grade, staged for the store's writer.
+    Never the arm's failure: a snapshot that cannot be kept is a note."""
     task = arm.task
     if not task.graders:
         return Snapshot(note="an arm written in Python is graded by its test, not regraded")
@@ -599,7 +599,7 @@ def needs_daemon(task: Task) -> bool:
 
 
 def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, ws: Path) -> ArmRecord:
-    """Grade an arm again from its snapshot in the store being regraded (--jaato-regrade),
+    """R5: grade an arm again from its snapshot in the store being regraded (--jaato-regrade),
     with the task's current graders, by the live arm's own grading path (`grade`), in
     `ws`: no agent runs. BLOCKED, never graded, when the arm kept no snapshot or its
     agent's side changed since (naming what changed). Never raises for an arm-level fault."""

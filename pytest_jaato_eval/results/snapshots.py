@@ -1,5 +1,5 @@
-"""An arm's snapshot: what its graders graded, kept beside the store so that it can be
-graded again without running the agent again (docs/regrading.md).
+"""An arm's snapshot (R4): what its graders graded, kept beside the store so that it can be
+graded again without running the agent again (R5, docs/regrading.md).
 
 One gzip-compressed tar file per arm in `<store stem>.snapshots/` beside the store
 (`results.jsonl` -> `results.snapshots/`); the record's `snapshot` names the file. It

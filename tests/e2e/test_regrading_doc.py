@@ -118,6 +118,7 @@ def test_a_fixed_grader_is_regraded_without_an_agent_as_the_page_says(project, o
         "greeting@echo#0": "FAIL", "answer@echo#0": "PASS", "answer@echo#1": "PASS"}
     script, judge = "script:checks/greeting.py", "judge:critic"
     assert verdicts(before["greeting@echo#0"])[script] == ("FAIL", "exit 1, expected 0")
+    assert verdicts(before["greeting@echo#0"])[judge] == ("PASS", "score 0.9")
     opened = sessions_opened(index)  # three agents and one judge, each in its workspace
     assert len(opened) == 4 and sum("-judge" in ws for ws in opened.values()) == 1, opened
     assert all(r["snapshot"] for r in before.values()), [r["snapshot_note"] for r in before.values()]
