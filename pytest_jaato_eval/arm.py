@@ -87,6 +87,8 @@ class ArmSettings:
     pending_snapshots: dict[str, tuple[str, Path, bool]] = field(default_factory=dict)
     # --jaato-regrade: the store whose arms are graded again instead of run (regrade_arm).
     regrade: "RegradeSource | None" = None
+    # --jaato-no-grade: the agents run and their snapshots are kept; no grader runs.
+    grade: bool = True
 
 
 @dataclass(frozen=True)
@@ -177,11 +179,21 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
                                  config)
         if snapshot.noted:
             caveats.append(str(snapshot.note))
-    verdicts, grader_runs = grade(arm, settings, run, ledger, ws, config, modules, socket,
-                                  cascade_id, tampered, planted)
+    verdicts: list = []
+    grader_runs: list = []
+    if settings.grade or run.agent_fault or tampered or planted:  # the agent's act: said now
+        verdicts, grader_runs = grade(arm, settings, run, ledger, ws, config, modules, socket,
+                                      cascade_id, tampered, planted)
+    elif not run.blocked_reason and ws is not None:
+        run.blocked_reason = NOT_GRADED + (
+            "" if snapshot.name else f"; and no snapshot was kept ({snapshot.note})")
     return arm_record(arm, settings, run, verdicts, ws, caveats, on_arrival,
                       discard=owns_workspace, grader_runs=grader_runs, ledger=ledger,
                       ceiling=ceiling, snapshot=snapshot)
+
+
+NOT_GRADED = ("not graded (--jaato-no-grade): its snapshot waits for a regrade "
+              "(--jaato-regrade STORE)")
 
 
 def grade(arm: Arm, settings: ArmSettings, run: AgentRun, ledger: Ledger, ws: Path | None,

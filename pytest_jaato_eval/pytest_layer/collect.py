@@ -47,7 +47,8 @@ def arm_param_id(arm: Arm) -> str:
     return f"{sample}{_node_safe(arm.set_name)}-r{arm.repeat}"
 
 
-def identity_of_nodeid(rootpath, nodeid: str, settings) -> dict[str, str] | None:
+def identity_of_nodeid(rootpath, nodeid: str, settings,
+                       regraded: dict | None = None) -> dict[str, str] | None:
     """The identity of the task.yaml arm a node id names, read again from its manifest:
     for an arm whose worker died before it sent a single report."""
     path, sep, name = nodeid.partition("::")
@@ -57,7 +58,7 @@ def identity_of_nodeid(rootpath, nodeid: str, settings) -> dict[str, str] | None
         task = load_task(rootpath / path)
     except Exception:  # noqa: BLE001 - changed or unreadable since collection: no identity
         return None
-    for arm in task_arms(task, settings, {}):
+    for arm in task_arms(task, settings, regraded or {}):
         if name == f"{_node_safe(task.id)}[{arm_param_id(arm)}]":
             return outcome.identity(arm)
     return None

@@ -130,7 +130,8 @@ class Controller:
         arm = self.arms.get(crashitem)  # the identity that came with the arm's own reports
         if arm is None:  # it died before its first report: a task.yaml arm is found again
             from .collect import identity_of_nodeid  # pydantic: only for a crashed arm
-            arm = identity_of_nodeid(sched.config.rootpath, crashitem, self.settings)
+            arm = identity_of_nodeid(sched.config.rootpath, crashitem, self.settings,
+                                     self.context.regraded)
         if arm is not None:  # arms only
             outcome.block_crashed(report, crashitem, arm, self.context.run_id)
 

@@ -67,6 +67,11 @@ def add_options(parser) -> None:
                     help="grade the arms of STORE again from their snapshots with the tasks' "
                          "current graders, running no agent (docs/regrading.md); the new "
                          "store is --jaato-out, by default STORE's name with .regraded")
+    group.addoption("--jaato-no-grade", dest="jaato_no_grade", action="store_true",
+                    default=False,
+                    help="run the agents and keep their snapshots, but run no grader: every "
+                         "arm is BLOCKED 'not graded'; grade the store later with "
+                         "--jaato-regrade (docs/regrading.md)")
     group.addoption("--jaato-html", dest="jaato_html", default=None, metavar="PATH",
                     help="also write a self-contained HTML report (pivot, chart, one row per arm)")
     group.addoption("--jaato-pdf", dest="jaato_pdf", default=None, metavar="PATH",
@@ -123,6 +128,7 @@ class Settings:
     snapshots: bool = True  # each arm's snapshot beside the store (results/snapshots.py)
     snapshot_max_mb: float | None = None  # ini jaato_snapshot_max_mb; None: the default
     regrade: Path | None = None  # --jaato-regrade: the store whose arms are graded again
+    grade: bool = True  # --jaato-no-grade: agents and snapshots, no grader
 
 
 def _path(value: str, rootdir: Path) -> Path:
@@ -180,7 +186,7 @@ def read_settings(config) -> Settings:
         keep_previous="all" if opt.jaato_keep_previous else "one",
         transcripts=bool(getattr(opt, "jaato_transcripts", True)),
         snapshots=bool(getattr(opt, "jaato_snapshots", True)),
-        snapshot_max_mb=_snapshot_max_mb(ini), regrade=regrade,
+        snapshot_max_mb=_snapshot_max_mb(ini), regrade=regrade, grade=_grade(opt),
     )
 
 
@@ -252,6 +258,19 @@ def _regrade(opt, store: Path) -> Path | None:
         raise UsageError("--jaato-regrade does not combine with --resume or --retry-blocked: "
                          "a regrade runs no agent; grade the store again whole")
     return path
+
+
+def _grade(opt) -> bool:
+    """--jaato-no-grade keeps what a later regrade grades: never without snapshots."""
+    if not getattr(opt, "jaato_no_grade", False):
+        return True
+    if not getattr(opt, "jaato_snapshots", True):
+        raise UsageError("--jaato-no-grade with --no-jaato-snapshots would keep nothing to grade "
+                         "later: drop one")
+    if getattr(opt, "jaato_regrade", None):
+        raise UsageError("--jaato-no-grade with --jaato-regrade: a regrade runs graders and no "
+                         "agent; drop one")
+    return False
 
 
 def _snapshot_max_mb(ini) -> float | None:

@@ -88,7 +88,7 @@ class Worker:
                 workspace_root=root, keep_workspaces=self.settings.keep_workspaces,
                 ceiling=self.settings.ceiling, run_id=self.context.run_id,
                 transcripts=self.settings.transcripts,
-                snapshots=self.settings.snapshots,
+                snapshots=self.settings.snapshots, grade=self.settings.grade,
                 snapshot_max_mb=self.settings.snapshot_max_mb,
                 staging=self.run_dir / "snapshots",
                 regrade=RegradeSource(self.settings.regrade, self.context.regraded)

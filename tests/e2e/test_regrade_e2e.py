@@ -62,3 +62,20 @@ def test_what_the_agent_leaves_is_kept_as_it_is_or_left_out_saying_why(project, 
                for n in again["linkout"]["notes"]) == 2
     assert not (project.root / "out.txt").exists()
     result.stdout.fnmatch_lines(["*BLOCKED*fifo*no snapshot kept*"])
+
+
+def test_a_run_that_grades_nothing_is_graded_later_by_a_regrade(project):
+    project.task("plain", graders=READY, repeats=2)
+    result = project.run("tasks", "--jaato-no-grade")
+    assert result.ret == 2, result.stdout.str()
+    ungraded = project.records()
+    assert [r["state"] for r in ungraded] == ["BLOCKED", "BLOCKED"]
+    assert all(r["blocked_reason"].startswith("not graded (--jaato-no-grade)") and
+               r["verdicts"] == [] and r["snapshot"] for r in ungraded)
+    graded = project.root / "graded.jsonl"
+    result = project.run("tasks", f"--jaato-regrade={project.store}", f"--jaato-out={graded}")
+    assert result.ret == 0, result.stdout.str()
+    records = [json.loads(line) for line in graded.read_text().splitlines()]
+    assert [(r["state"], [v["state"] for v in r["verdicts"]]) for r in records] == [
+        ("PASS", ["PASS"]), ("PASS", ["PASS"])]
+    assert [r["usage"] for r in records] == [r["usage"] for r in ungraded]
