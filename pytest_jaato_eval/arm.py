@@ -469,7 +469,7 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
     if ceiling is ...:
         ceiling = budget_ceiling(arm, settings.owned.get(Path(task.config_root).resolve(),
                                                          task.config_root))
-    snapshot = snapshot or Snapshot()
+    snapshot = snapshot or Snapshot(note=ENDED_EARLY if task.graders else PYTHON_ARM)
     extra = {"run_id": settings.run_id, "task_hash": task.content_hash,
              **({"sample_id": arm.sample_id} if arm.sample is not None else {}),
              "termination_reason": run.termination_reason,
@@ -565,6 +565,10 @@ def keep_regraded_transcript(arm: Arm, settings: ArmSettings, source: ArmRecord,
 
 
 # -- snapshots and regrades (docs/regrading.md) ----------------------------------------------
+PYTHON_ARM = "an arm written in Python is graded by its test, which runs its agent: not regraded"
+ENDED_EARLY = "the arm ended before its graders ran"
+
+
 def snapshot_cap(task: Task, settings: ArmSettings) -> int:
     return snapshots.max_bytes(task.snapshot.max_mb if task.snapshot else None,
                                settings.snapshot_max_mb)
@@ -577,7 +581,7 @@ def keep_snapshot(arm: Arm, settings: ArmSettings, run: AgentRun, ledger: Ledger
     Never the arm's failure: a snapshot that cannot be kept is a note."""
     task = arm.task
     if not task.graders:
-        return Snapshot(note="an arm written in Python is graded by its test, not regraded")
+        return Snapshot(note=PYTHON_ARM)
     if not settings.snapshots:
         return Snapshot(note="snapshots were off (--no-jaato-snapshots)")
     cap = snapshot_cap(task, settings)
