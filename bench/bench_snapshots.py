@@ -92,17 +92,8 @@ def main(argv=None) -> int:
     with bk.scratch("jaato-bench-snapshots-") as scratch:
         tasks = scratch / "tasks"
         bk.echo_task(tasks, "sweep", repeats=args.arms)
-        runs: dict[str, list[dict]] = {"on": [], "off": []}
-        # Alternating, each side first in turn: load drift falls on both sides alike.
-        for i in range(args.runs):
-            for side in (("off", "on") if i % 2 == 0 else ("on", "off")):
-                runs[side].append(one_run(tasks, scratch, side, i))
-        for side, rs in runs.items():
-            summary[side] = {"wall_s": bk.median(r["wall"] for r in rs),
-                             "per_arm_s": bk.median(r["per_arm"] for r in rs),
-                             "bytes_per_arm": bk.median(r["bytes"] / max(r["arms"], 1)
-                                                        for r in rs), "runs": rs}
-        summary["regrade"] = regrade(tasks, scratch, runs["on"][-1]["store"])
+        summary.update(bk.on_off(args.runs, lambda side, i: one_run(tasks, scratch, side, i)))
+        summary["regrade"] = regrade(tasks, scratch, summary["on"]["runs"][-1]["store"])
         kept = one_run(tasks, scratch, "kept", 0, "--keep-workspaces", "--jaato-repeats=1")
         echo_ws = next(Path(p) for p in (scratch / "tmp-kept-0").glob("jaato-eval-*/workspaces/*")
                        if not p.name.startswith("."))

@@ -93,44 +93,38 @@ def _shown(rel: str) -> str:
 
 
 def _walk(workspace: Path, budget: int) -> tuple[list[tuple[str, os.stat_result]], int]:
-    """(relative path, lstat) of every entry below the workspace, folders before what they
-    hold, in name order; and the regular files' bytes. Raises LeftOut on a special file,
-    past MAX_ENTRIES, or past `budget` bytes."""
+    """(relative path, lstat) of every entry below the workspace, each folder before what
+    it holds (never a link's), in name order; and the regular files' bytes. Raises LeftOut
+    on a special file, past MAX_ENTRIES, or past `budget` bytes."""
     out: list[tuple[str, os.stat_result]] = []
     total = 0
-    todo = [""]
-    while todo:
-        rel = todo.pop()
-        try:
-            with os.scandir(os.path.join(workspace, rel) if rel else workspace) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError as exc:
-            raise LeftOut(f"the workspace's folder {_shown(rel or '.')!r} cannot be listed: "
-                          f"{exc.strerror or exc}") from None
-        folders = []
-        for entry in entries:
-            path = os.path.join(rel, entry.name) if rel else entry.name
+
+    def unlistable(exc: OSError) -> None:
+        raise LeftOut(f"the workspace's folder {_shown(str(exc.filename))!r} cannot be "
+                      f"listed: {exc.strerror or exc}")
+
+    for folder, dirs, files in os.walk(workspace, onerror=unlistable):  # never into a link
+        dirs.sort()
+        here = os.path.relpath(folder, workspace)
+        for name in sorted(dirs + files):
+            rel = name if here == os.curdir else os.path.join(here, name)
             try:
-                st = entry.stat(follow_symlinks=False)
+                mode = (st := os.lstat(os.path.join(folder, name))).st_mode
             except OSError as exc:
-                raise LeftOut(f"{_shown(path)!r} cannot be inspected: "
+                raise LeftOut(f"{_shown(rel)!r} cannot be inspected: "
                               f"{exc.strerror or exc}") from None
-            mode = st.st_mode
-            if stat.S_ISDIR(mode):
-                folders.append(path)
-            elif stat.S_ISREG(mode):
+            if stat.S_ISREG(mode):
                 total += st.st_size
-            elif not stat.S_ISLNK(mode):
-                kind = next((name for test, name in _KINDS if test(mode)), "special file")
-                raise LeftOut(f"the workspace holds a {kind}, {_shown(path)!r}: a snapshot "
+            elif not (stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+                kind = next((k for test, k in _KINDS if test(mode)), "special file")
+                raise LeftOut(f"the workspace holds a {kind}, {_shown(rel)!r}: a snapshot "
                               f"keeps files, folders and links only")
-            out.append((path, st))
+            out.append((rel, st))
             if len(out) > MAX_ENTRIES:
                 raise LeftOut(f"the workspace holds more than {MAX_ENTRIES:,} files, folders "
                               f"and links")
             if total > budget:
                 raise LeftOut(over_cap(total, budget))
-        todo.extend(reversed(folders))
     return out, total
 
 
@@ -218,10 +212,7 @@ def put(store: Path | str, name: str, source: Path, move: bool) -> Path:
     or (a regrade) linked or copied from another store's folder. Whole or not at all."""
     if not valid_name(name):
         raise ValueError(f"not a snapshot file name: {name!r}")
-    folder = folder_of(store)
-    folder.mkdir(parents=True, exist_ok=True)
-    if folder.is_symlink():  # the folder is ours to make: a link there is somebody's plant
-        raise ValueError(f"{folder}: is a link; no snapshot is written through it")
+    folder = transcripts.own_folder(store, folder_of, "snapshot")
     st = os.lstat(source)
     if not stat.S_ISREG(st.st_mode):
         raise ValueError(f"{source}: not a regular file")
