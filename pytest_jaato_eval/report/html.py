@@ -22,7 +22,8 @@ from markupsafe import Markup
 
 from ..render import safe_text
 from ..results.pins import pins_of, pins_summary
-from ..results.pivot import Cell, Pivot, digest, pivot_notes, pivot_rows, row_id
+from ..results.pivot import (Cell, Pivot, digest, pivot_notes, pivot_rows, regrade_notes,
+                             row_id)
 from ..results.record import ArmRecord
 from ..verdict import PASS
 from . import arms, chart, pdf, tables
@@ -93,7 +94,7 @@ class PivotView:
 def pivot_view(cells: list[Cell], k: int | None = None) -> PivotView:
     """The same values as the terminal pivot, with its legend and blocked-reason digest."""
     header, rows = pivot_rows(cells, k)
-    return PivotView(header, rows, pivot_notes(header, rows),
+    return PivotView(header, rows, pivot_notes(header, rows) + regrade_notes(cells),
                      [(row_id(c), n, reason) for c, reason, n in digest(cells)])
 
 

@@ -547,7 +547,7 @@ def pivot_notes(header: list[str], rows: list[dict[str, str]]) -> list[str]:
 
 def regrade_notes(cells: list[Cell]) -> list[str]:
     """A regraded store says so under its pivot: which arms were graded again, from which
-    runs, and whose cost its columns show."""
+    runs, and whose cost its columns show (one sentence; the terminal wraps it)."""
     regraded = sum(c.regraded for c in cells)
     if not regraded:
         return []
@@ -555,11 +555,9 @@ def regrade_notes(cells: list[Cell]) -> list[str]:
                    if a.regraded_from})
     shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
     total = sum(c.arms_total for c in cells)
-    return textwrap.wrap(
-        f"regraded: {regraded} of {plural(total, 'arm')} graded again from the snapshots of "
-        f"run {shown} (--jaato-regrade): no agent ran; cost and tokens are the agents' in "
-        f"that run, judge cost the regrade's own", 80, subsequent_indent="  ",
-        break_on_hyphens=False)
+    return [f"regraded: {regraded} of {plural(total, 'arm')} graded again from the snapshots of "
+            f"run {shown} (--jaato-regrade): no agent ran; cost and tokens are the agents' in "
+            f"that run, judge cost the regrade's own"]
 
 
 def cell_row(c: Cell, k: int | None, judged: bool = False) -> dict[str, str]:
@@ -616,7 +614,8 @@ def render_pivot(cells: list[Cell], k: int | None = None) -> list[str]:
                         right={h for h in header if h not in ("task", "profile set")})
     lines.append("")
     lines.extend(pivot_notes(header, rows))
-    lines.extend(regrade_notes(cells))
+    for note in regrade_notes(cells):  # 80 columns
+        lines += textwrap.wrap(note, 80, subsequent_indent="  ", break_on_hyphens=False)
     rows_digest = digest(cells)
     if rows_digest:
         lines.append("")

@@ -14,7 +14,8 @@ from pytest_jaato_eval.cli import flip_lines, main
 from pytest_jaato_eval.contamination import graders_own
 from pytest_jaato_eval.results import snapshots
 from pytest_jaato_eval.results.compare import compare_groups, grader_flips
-from pytest_jaato_eval.results.pivot import Pivot, render_pivot
+from pytest_jaato_eval.report.html import pivot_view
+from pytest_jaato_eval.results.pivot import Pivot, markdown, render_pivot
 from pytest_jaato_eval.task import sides
 from pytest_jaato_eval.task.arms import arms_of
 from pytest_jaato_eval.task.load import load_task
@@ -128,6 +129,9 @@ def test_compare_lists_each_flip_grader_by_grader(tmp_path, capsys):
     assert "regraded: 2 of 2 arms graded again from the snapshots of run run1" in "\n".join(
         lines).replace("\n  ", " ")
     assert all(len(line) <= 80 for line in lines if line.startswith(("regraded", "  ")))
+    # the same sentence under the HTML report's pivot and the Markdown one
+    assert any(n.startswith("regraded: 2 of 2 arms") for n in pivot_view(after.cells).notes)
+    assert "regraded: 2 of 2 arms" in markdown(after.cells)
 
 
 def test_a_changed_grader_under_the_same_state_is_listed_on_a_regraded_store():
