@@ -7,7 +7,9 @@ holds `snapshot.json` (the run's facts a grader reads: the agent's run as the en
 observed it — payload, history, usage, how it ended, a driver's exit and output —, the
 tool-call ledger, the cascade id, the parameters, the sample, the agent's side of the
 arm) and `workspace/`, the workspace as the agent left it, taken after the agent's run
-ended and before the first grader ran.
+ended and before the first grader ran. The daemon may still write its own files there (a
+session record renamed into place, a log appended to): a file is kept as it was read, and one
+gone since it was listed is not kept.
 
 The workspace is the agent's, so it is read as an adversary's: walked without following
 a link (a link is kept as a link, its target as written), every file opened with
@@ -100,6 +102,8 @@ def _walk(workspace: Path, budget: int) -> tuple[list[tuple[str, os.stat_result]
     total = 0
 
     def unlistable(exc: OSError) -> None:
+        if isinstance(exc, FileNotFoundError):  # gone since its folder was listed
+            return
         raise LeftOut(f"the workspace's folder {_shown(str(exc.filename))!r} cannot be "
                       f"listed: {exc.strerror or exc}")
 
@@ -110,6 +114,8 @@ def _walk(workspace: Path, budget: int) -> tuple[list[tuple[str, os.stat_result]
             rel = name if here == os.curdir else os.path.join(here, name)
             try:
                 mode = (st := os.lstat(os.path.join(folder, name))).st_mode
+            except FileNotFoundError:  # the daemon's own files come and go (a .tmp renamed)
+                continue
             except OSError as exc:
                 raise LeftOut(f"{_shown(rel)!r} cannot be inspected: "
                               f"{exc.strerror or exc}") from None
@@ -181,12 +187,16 @@ def _add(tar: tarfile.TarFile, workspace: Path, rel: str, st: os.stat_result,
         info = _info(name, st, tarfile.SYMTYPE)
         try:
             info.linkname = os.readlink(path)
+        except FileNotFoundError:
+            return
         except OSError as exc:
             raise LeftOut(f"the link {_shown(rel)!r} cannot be read: {exc.strerror}") from None
         tar.addfile(info)
         return
     try:
         fd = os.open(path, _OPEN)
+    except FileNotFoundError:  # gone since it was listed: not in the workspace any more
+        return
     except OSError as exc:  # replaced by a link since it was listed, or unreadable
         raise LeftOut(f"{_shown(rel)!r} cannot be opened as a regular file: "
                       f"{exc.strerror or exc}") from None

@@ -102,15 +102,17 @@ def test_over_the_cap_the_snapshot_is_left_out_with_a_line_naming_the_keys(tmp_p
     assert snapshots.max_bytes(None, 0) == 0
 
 
-def test_a_file_that_grows_while_read_is_kept_as_read(tmp_path, monkeypatch):
+def test_a_file_that_grows_or_goes_while_read_is_kept_as_read(tmp_path, monkeypatch):
     ws = workspace(tmp_path)
     log = ws / "daemon.log"
     log.write_text("one line\n")
+    (ws / "session.json.tmp").write_text("{}")
     walk = snapshots._walk
 
-    def grows(*args):  # the daemon appends to its log after the walk saw it
-        listed = walk(*args)
+    def grows(*args):  # the daemon appends to its log, and renames its record into place,
+        listed = walk(*args)  # after the walk saw them
         log.write_text("one line\n" * 50)
+        (ws / "session.json.tmp").rename(ws / "session.json")
         return listed
     monkeypatch.setattr(snapshots, "_walk", grows)
     path = take(ws, tmp_path)
@@ -118,6 +120,7 @@ def test_a_file_that_grows_while_read_is_kept_as_read(tmp_path, monkeypatch):
     out.mkdir()
     snapshots.restore(path, out)
     assert (out / "daemon.log").read_text() == "one line\n" * 50
+    assert not (out / "session.json.tmp").exists()  # gone when read: not kept
 
 
 def hostile(tmp_path: Path, *members: tuple[tarfile.TarInfo, bytes | None],
