@@ -91,17 +91,7 @@ def main(argv=None) -> int:
     with bk.scratch("jaato-bench-transcripts-") as scratch:
         tasks = scratch / "tasks"
         bk.echo_task(tasks, "sweep", repeats=args.arms)
-        runs: dict[str, list[dict]] = {"on": [], "off": []}
-        # Alternating, each side first in turn: load drift, and whatever a run leaves the
-        # next one (its daemon's last writes), fall on both sides alike.
-        for i in range(args.runs):
-            for side in (("off", "on") if i % 2 == 0 else ("on", "off")):
-                runs[side].append(one_run(tasks, scratch, side, i))
-        for side, rs in runs.items():
-            summary[side] = {"wall_s": bk.median(r["wall"] for r in rs),
-                             "per_arm_s": bk.median(r["per_arm"] for r in rs),
-                             "bytes_per_arm": bk.median(r["bytes"] / max(r["arms"], 1)
-                                                        for r in rs), "runs": rs}
+        summary.update(bk.on_off(args.runs, lambda side, i: one_run(tasks, scratch, side, i)))
         with tempfile.TemporaryDirectory(dir=scratch) as folder:
             summary["in_process"] = [
                 in_process("echo arm", history(1, 40, 10), args.in_process_arms, Path(folder)),

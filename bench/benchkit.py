@@ -126,6 +126,21 @@ def ratio(a: Any, b: Any) -> float | None:
     return a / b if ok and b else None
 
 
+def on_off(runs: int, one_run: Callable[[str, int], dict]) -> dict[str, dict]:
+    """A feature measured against itself switched off: `one_run(side, i)` for the sides "on"
+    and "off", `runs` times each, alternating and each side first in turn (load drift, and
+    whatever a run leaves the next one, fall on both sides alike). Per side: the median wall,
+    the median time between two stored arms, the median `bytes` per arm, and its runs."""
+    rs: dict[str, list[dict]] = {"on": [], "off": []}
+    for i in range(runs):
+        for side in (("off", "on") if i % 2 == 0 else ("on", "off")):
+            rs[side].append(one_run(side, i))
+    return {side: {"wall_s": median(r["wall"] for r in done),
+                   "per_arm_s": median(r["per_arm"] for r in done),
+                   "bytes_per_arm": median(r["bytes"] / max(r["arms"], 1) for r in done),
+                   "runs": done} for side, done in rs.items()}
+
+
 def fmt(x: Any, digits: int = 2) -> str:
     if x is None:
         return "—"

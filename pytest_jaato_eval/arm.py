@@ -4,6 +4,7 @@ No pytest here: the collector turns the record into an outcome.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
@@ -11,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import EllipsisType
-from typing import Protocol
+from typing import Mapping, Protocol
 
 from . import contamination, processes, workspace
 from .task.arms import Arm
@@ -26,9 +27,10 @@ from .engine.session import AgentRun, Ceiling, SessionArmSpec, run_session_arm
 from .graders import run_graders
 from .graders.context import GraderContext
 from .graders.ledger import Ledger, ledger_of
+from .task import sides
 from .task.load import content_hash
-from .task.model import DRIVER, Task
-from .results import transcripts
+from .task.model import DRIVER, JudgeGrader, Task
+from .results import snapshots, transcripts
 from .results.record import ArmRecord, build_record
 from .redact import Redactor
 from .verdict import BLOCKED, FAIL, Verdict, roll_up
@@ -76,6 +78,37 @@ class ArmSettings:
     # waits here, by arm id, until its report takes it to the store's writer.
     transcripts: bool = True
     pending_transcripts: dict[str, tuple[str, bytes]] = field(default_factory=dict)
+    # Keep each arm's snapshot (results/snapshots.py), staged in `staging` (a folder no
+    # agent sees) until its report takes it to the store's writer: (name, file, move it).
+    # `snapshot_max_mb`: the ini's cap (a task's own `snapshot.max_mb` wins).
+    snapshots: bool = True
+    snapshot_max_mb: float | None = None
+    staging: Path | None = None
+    pending_snapshots: dict[str, tuple[str, Path, bool]] = field(default_factory=dict)
+    # --jaato-regrade: the store whose arms are graded again instead of run (regrade_arm).
+    regrade: "RegradeSource | None" = None
+    # --jaato-no-grade: the agents run and their snapshots are kept; no grader runs.
+    grade: bool = True
+
+
+@dataclass(frozen=True)
+class RegradeSource:
+    """The store a regrade grades again: its path and its latest record per arm."""
+
+    store: Path
+    records: Mapping[str, ArmRecord]
+
+    def record_of(self, arm: Arm) -> ArmRecord | None:
+        return next((self.records[i] for i in arm.ids if i in self.records), None)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What an arm kept of what its graders graded: its file's name, or why none."""
+
+    name: str | None = None
+    note: str | None = None
+    noted: bool = False  # the note is also said beside the verdict (the record's notes)
 
 
 def owned_config(task: Task, settings: ArmSettings) -> Path:
@@ -137,11 +170,41 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
                         f"copy, taken before. Restore the checkout (git status) before the "
                         f"next run")
 
-    verdicts: list = []
-    grader_runs: list = []
     ledger = ledger_of(run.history)  # read once: by the graders, then by the contamination rule
     planted = workspace.special_files(ws, settings.hidden, settings.readable) if (
         not run.blocked_reason and ws is not None) else []
+    snapshot = Snapshot(note="the agent's run was blocked: there was nothing to grade")
+    if not run.blocked_reason and ws is not None:  # the agent's run is over; no grader ran yet
+        snapshot = keep_snapshot(arm, settings, run, ledger, ws, cascade_id, tampered, planted,
+                                 config)
+        if snapshot.noted:
+            caveats.append(str(snapshot.note))
+    verdicts: list = []
+    grader_runs: list = []
+    if settings.grade or run.agent_fault or tampered or planted:  # the agent's act: said now
+        verdicts, grader_runs = grade(arm, settings, run, ledger, ws, config, modules, socket,
+                                      cascade_id, tampered, planted)
+    elif not run.blocked_reason and ws is not None:
+        run.blocked_reason = NOT_GRADED + (
+            "" if snapshot.name else f"; and no snapshot was kept ({snapshot.note})")
+    return arm_record(arm, settings, run, verdicts, ws, caveats, on_arrival,
+                      discard=owns_workspace, grader_runs=grader_runs, ledger=ledger,
+                      ceiling=ceiling, snapshot=snapshot)
+
+
+NOT_GRADED = ("not graded (--jaato-no-grade): its snapshot waits for a regrade "
+              "(--jaato-regrade STORE)")
+
+
+def grade(arm: Arm, settings: ArmSettings, run: AgentRun, ledger: Ledger, ws: Path | None,
+          config: Path, modules: Path | None, socket: str | None, cascade_id: str | None,
+          tampered: str | None, planted: list[str]) -> tuple[list, list]:
+    """(verdicts, the sessions graders opened) on what the agent left: the one path a live
+    arm and a regrade share. An act of the agent's the harness saw is its FAIL, and no
+    grader runs on it; else the task's graders, in order."""
+    task = arm.task
+    verdicts: list = []
+    grader_runs: list = []
     if run.agent_fault:
         verdicts = [Verdict.failed("sandbox", "the agent leaves its daemon running",
                                    run.agent_fault)]
@@ -164,9 +227,7 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
         grader_runs = ctx.grader_runs
         # a judge's sessions are the harness's own: never taken for the next agent's
         settings.sessions.extend((sid, ws) for _, r in grader_runs for sid in r.session_ids)
-    return arm_record(arm, settings, run, verdicts, ws, caveats, on_arrival,
-                      discard=owns_workspace, grader_runs=grader_runs, ledger=ledger,
-                      ceiling=ceiling)
+    return verdicts, grader_runs
 
 
 def budget_ceiling(arm: Arm, config: Path) -> dict | None:
@@ -354,33 +415,49 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
                ws: Path | None, caveats: list[str], on_arrival: dict | None = None, *,
                discard: bool = True, grader_runs: list | None = None,
                ledger: Ledger | None = None, ceiling: dict | None | EllipsisType = ...,
+               snapshot: Snapshot | None = None, source: ArmRecord | None = None,
                ) -> ArmRecord:
     """Roll the verdicts up and build the arm's one record; keep or discard its workspace.
 
     `grader_runs`: (grader id, run) of the sessions graders opened (a judge's): their
     spend is the record's `judge_usage`, never the agent's `usage`. `ledger` and `ceiling`:
-    as the arm's run already read them (the ceiling `...`: not read yet, read here)."""
+    as the arm's run already read them (the ceiling `...`: not read yet, read here).
+    `snapshot`: what the arm kept for a regrade. `source`: the record a regrade graded
+    again, whose agent's facts the new record carries (regrade_arm)."""
     task = arm.task
     caveats = [*run.caveats, *caveats]  # what the engine did comes first
     state, blocked_reason = roll_up(verdicts, run.blocked_reason)
     if run.error and not run.blocked_reason:
         blocked_reason = None  # S8: an unsigned arm carries `error`; its graders say the rest
-    contaminated, contamination_evidence = None, []  # no agent run, nothing to check
-    if ws is not None and run.session_id:
+    contaminated: object = None  # no agent run, nothing to check
+    contamination_evidence: list = []
+    nudges = None
+    if source is not None:  # what the agent did was found when it ran: it stands
+        verdicts = list(verdicts)
+        caveats = [*source.notes, *caveats]
+        contaminated = source.extra.get("contaminated")
+        contamination_evidence = source.extra.get("contamination_evidence") or []
+        if contaminated is True and verdicts:
+            state, blocked_reason = contamination.apply(
+                contamination.Finding(True, [str(e) for e in contamination_evidence]),
+                task.contamination, state, blocked_reason, caveats, verdicts)
+    elif ws is not None and run.session_id:
         verdicts = list(verdicts)
         finding, state, blocked_reason = contamination.assess(
             task, ws, ledger or ledger_of(run.history), state, blocked_reason, caveats, verdicts)
         contaminated, contamination_evidence = finding.contaminated, finding.evidence
-
-    nudges = count_nudges(ws, run.session_id, run.completion_gap) if (
-        ws is not None and run.session_id) else None
-    if run.session_id and nudges is None:
-        caveats.append("completion nudges unknown: the session's log has no DEBUG lines")
-    if run.session_id and run.history is None and task.harness.kind != DRIVER:
-        caveats.append("history absent: the daemon did not answer the history request")
+    if source is None:
+        nudges = count_nudges(ws, run.session_id, run.completion_gap) if (
+            ws is not None and run.session_id) else None
+        if run.session_id and nudges is None:
+            caveats.append("completion nudges unknown: the session's log has no DEBUG lines")
+        if run.session_id and run.history is None and task.harness.kind != DRIVER:
+            caveats.append("history absent: the daemon did not answer the history request")
 
     transcript = None
-    if settings.transcripts and (run.session_id or grader_runs):  # before the workspace goes
+    if source is not None:
+        transcript = keep_regraded_transcript(arm, settings, source, grader_runs or [])
+    elif settings.transcripts and (run.session_id or grader_runs):  # before the workspace goes
         transcript = keep_transcript(arm, settings, run, grader_runs or [], ws)
     kept = None
     if ws is not None:
@@ -392,6 +469,19 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
     if ceiling is ...:
         ceiling = budget_ceiling(arm, settings.owned.get(Path(task.config_root).resolve(),
                                                          task.config_root))
+    snapshot = snapshot or Snapshot(note=ENDED_EARLY if task.graders else PYTHON_ARM)
+    extra = {"run_id": settings.run_id, "task_hash": task.content_hash,
+             **({"sample_id": arm.sample_id} if arm.sample is not None else {}),
+             "termination_reason": run.termination_reason,
+             "contaminated": contaminated,
+             "contamination_evidence": contamination_evidence,
+             "workspace": kept, "finished_at": time.time(), "sandbox": settings.sandbox,
+             "judge_usage": summed_usage(r.usage for _, r in grader_runs) if grader_runs
+             else None, "transcript": transcript,
+             "snapshot": snapshot.name, "snapshot_note": snapshot.note,
+             **arm_sides(arm, settings)}
+    if source is not None:
+        extra.update(carried(source, settings))
     # The one choke point: the store, JUnit, the failure text and the reports all read
     # this record, so a secret a grader printed is masked before any of them sees it.
     return build_record(
@@ -399,15 +489,42 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
         state=state, blocked_reason=blocked_reason, verdicts=verdicts, run=run,
         notes=caveats, completion_nudges=nudges, budget_ceiling=ceiling,
         pool_limits=task.budget.limits() if task.budget else None,
-        pool_on_arrival=on_arrival,
-        extra={"run_id": settings.run_id, "task_hash": task.content_hash,
-               **({"sample_id": arm.sample_id} if arm.sample is not None else {}),
-               "termination_reason": run.termination_reason,
-               "contaminated": contaminated,
-               "contamination_evidence": contamination_evidence,
-               "workspace": kept, "finished_at": time.time(), "sandbox": settings.sandbox,
-               "judge_usage": summed_usage(r.usage for _, r in grader_runs) if grader_runs
-               else None, "transcript": transcript}, mask=settings.redact)
+        pool_on_arrival=on_arrival, extra=extra, mask=settings.redact)
+
+
+def arm_sides(arm: Arm, settings: ArmSettings) -> dict[str, dict | None]:
+    """The record's `agent_side` and `grader_side` (task/sides.py), from the config root
+    the arm's session and graders were given. An arm written in Python has no graders of
+    the task's to regrade it with: it has neither."""
+    task = arm.task
+    if not task.graders:
+        return {"agent_side": None, "grader_side": None}
+    config = settings.owned.get(Path(task.config_root).resolve(), task.config_root)
+    own = contamination.graders_own(task)
+    return {"agent_side": sides.agent_side(arm, config, own),
+            "grader_side": sides.grader_side(arm, config, own)}
+
+
+# What a regraded record keeps of the record it graded again: the agent's run, as it was.
+CARRIED = ("usage", "duration_seconds", "turns", "finish_reason", "payload_hash", "error",
+           "session_id", "session_ids", "model", "provider", "upstream_provider",
+           "native_finish_reason", "completion_nudges", "budget_ceiling", "pool_limits",
+           "pool_on_arrival", "termination_reason", "sandbox", "agent_side")
+
+
+def carried(source: ArmRecord, settings: ArmSettings) -> dict:
+    """A regraded record's keys from the record it graded again, and where that was."""
+    line = source.to_dict()
+    regrade = settings.regrade
+    before = source.regraded if isinstance(source.regraded, dict) else {}
+    return {**{key: line.get(key) for key in CARRIED},
+            # `agent_run_id`: where the agent ran, through a regrade of a regraded store
+            "regraded": {"agent_run_id": before.get("agent_run_id") or source.run_id,
+                         "run_id": source.run_id, "arm_id": source.arm_id,
+                         "store": str(regrade.store) if regrade else None,
+                         "finished_at": source.finished_at,
+                         "task_hash": source.task_hash, "grader_side": source.grader_side,
+                         "judge_usage": source.judge_usage}}
 
 
 def keep_transcript(arm: Arm, settings: ArmSettings, run: AgentRun, grader_runs: list,
@@ -421,3 +538,160 @@ def keep_transcript(arm: Arm, settings: ArmSettings, run: AgentRun, grader_runs:
     name = transcripts.file_name(arm.id, settings.run_id)
     settings.pending_transcripts[arm.id] = (name, transcripts.encode(settings.redact(document)))
     return name
+
+
+def keep_regraded_transcript(arm: Arm, settings: ArmSettings, source: ArmRecord,
+                             grader_runs: list) -> str | None:
+    """A regraded arm's transcript: the agent's sessions from the record it graded again,
+    and the sessions this regrade's graders opened (a judge's)."""
+    if not settings.transcripts:
+        return None
+    store = settings.regrade.store if settings.regrade else None
+    try:
+        before = transcripts.read(store, source.transcript) if store else None
+    except transcripts.TranscriptUnreadable:
+        before = None
+    if before is None and not grader_runs:
+        return None
+    document = transcripts.build(arm_id=arm.id, task_id=arm.task.id, run_id=settings.run_id,
+                                 run=AgentRun(), driver=False, grader_runs=grader_runs)
+    if before is not None:
+        document["sessions"] = [s for s in before["sessions"] if isinstance(s, dict)
+                                and s.get("role") != "judge"] + document["sessions"]
+        document["cuts"] = [*(before.get("cuts") or []), *document["cuts"]]
+    name = transcripts.file_name(arm.id, settings.run_id)
+    settings.pending_transcripts[arm.id] = (name, transcripts.encode(settings.redact(document)))
+    return name
+
+
+# -- snapshots and regrades (docs/regrading.md) ----------------------------------------------
+PYTHON_ARM = "an arm written in Python is graded by its test, which runs its agent: not regraded"
+ENDED_EARLY = "the arm ended before its graders ran"
+
+
+def snapshot_cap(task: Task, settings: ArmSettings) -> int:
+    return snapshots.max_bytes(task.snapshot.max_mb if task.snapshot else None,
+                               settings.snapshot_max_mb)
+
+
+def keep_snapshot(arm: Arm, settings: ArmSettings, run: AgentRun, ledger: Ledger, ws: Path,
+                  cascade_id: str | None, tampered: str | None, planted: list[str],
+                  config: Path) -> Snapshot:
+    """R4: snapshot what the graders are about to grade, staged for the store's writer.
+    Never the arm's failure: a snapshot that cannot be kept is a note."""
+    task = arm.task
+    if not task.graders:
+        return Snapshot(note=PYTHON_ARM)
+    if not settings.snapshots:
+        return Snapshot(note="snapshots were off (--no-jaato-snapshots)")
+    cap = snapshot_cap(task, settings)
+    if cap <= 0:
+        return Snapshot(note="snapshots are off for this task (snapshot max_mb 0)")
+    name = snapshots.file_name(arm.id, settings.run_id)
+    sample = arm.sample
+    facts = settings.redact({
+        "format": snapshots.FORMAT, "arm_id": arm.id, "task_id": task.id,
+        "run_id": settings.run_id, "run": dataclasses.asdict(run),
+        "ledger": {"entries": list(ledger.entries), "faithful": ledger.faithful,
+                   "reason": ledger.reason},
+        "cascade_id": cascade_id, "tampered": tampered, "planted": list(planted),
+        "params": dict(arm.grader_params), "profile_set": arm.profile_set,
+        "sample": None if sample is None else {"id": sample.id, "fields": dict(sample.fields)},
+        "agent_side": sides.agent_side(arm, config, contamination.graders_own(task))})
+    staging = settings.staging or Path(settings.workspace_root).parent / "snapshots"
+    try:
+        snapshots.take(ws, facts, staging / name, cap)
+    except snapshots.LeftOut as exc:
+        return Snapshot(note=f"snapshot left out: {exc}", noted=True)
+    except (OSError, ValueError, TypeError) as exc:  # never the arm's failure
+        return Snapshot(note=f"snapshot left out: {type(exc).__name__}: {exc}", noted=True)
+    settings.pending_snapshots[arm.id] = (name, staging / name, True)
+    return Snapshot(name=name)
+
+
+def needs_daemon(task: Task) -> bool:
+    """A regrade starts a daemon only for a judge: every other grader runs without one."""
+    return any(isinstance(g, JudgeGrader) for g in task.graders)
+
+
+def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, ws: Path) -> ArmRecord:
+    """R5: grade an arm again from its snapshot in the store being regraded (--jaato-regrade),
+    with the task's current graders, by the live arm's own grading path (`grade`), in
+    `ws`: no agent runs. BLOCKED, never graded, when the arm kept no snapshot or its
+    agent's side changed since (naming what changed). Never raises for an arm-level fault."""
+    task = arm.task
+    regrade = settings.regrade
+    assert regrade is not None
+    source = regrade.record_of(arm)
+    run, notes = AgentRun(), []
+    verdicts: list = []
+    grader_runs: list = []
+    if source is None:
+        run.blocked_reason = f"regrade: {regrade.store} holds no record of this arm"
+        return arm_record(arm, settings, run, [], ws, [], discard=False, ceiling=None)
+    try:
+        config = owned_config(task, settings)
+        modules = owned_fixture(task, settings)
+    except workspace.WorkspaceError as exc:
+        run.blocked_reason = str(exc)
+        return arm_record(arm, settings, run, [], ws, [], discard=False, ceiling=None,
+                          source=source, snapshot=Snapshot(note=source.snapshot_note))
+    now = sides.agent_side(arm, config, contamination.graders_own(task))
+    changed = sides.changed(source.agent_side, now)
+    kept = Snapshot(note=source.snapshot_note)
+    if source.snapshot is not None:  # the new store keeps what its record names
+        try:
+            path = snapshots.path_of(regrade.store, source.snapshot)
+            if path.is_file() and not path.is_symlink():
+                kept = Snapshot(name=source.snapshot)
+                settings.pending_snapshots[arm.id] = (source.snapshot, path, False)
+        except snapshots.Unreadable:
+            pass
+    if source.snapshot is None:
+        run.blocked_reason = "no snapshot kept" + (
+            f" ({source.snapshot_note})" if source.snapshot_note else
+            " (the record is from a run that kept none)")
+    elif changed:
+        run.blocked_reason = (
+            f"regrade refused: {sides.said(changed)} changed since run {source.run_id}; "
+            f"what its agent left answers another task: run the arm again")
+    else:
+        try:
+            workspace.remove_tree(ws)
+            ws.mkdir()
+            restored = snapshots.restore(snapshots.path_of(regrade.store, source.snapshot), ws)
+        except (snapshots.Unreadable, OSError) as exc:
+            run.blocked_reason = f"snapshot unreadable: {exc}"
+        else:
+            run, ledger, facts = _restored_run(restored.facts)
+            notes += restored.notes
+            planted = facts.get("planted") or workspace.special_files(
+                ws, settings.hidden, settings.readable)
+            socket = None
+            if needs_daemon(task) and daemon is not None:
+                try:
+                    socket = daemon.ensure()
+                except DaemonError as exc:
+                    run.blocked_reason = str(exc)
+            if not run.blocked_reason:
+                verdicts, grader_runs = grade(
+                    arm, settings, run, ledger, ws, config, modules, socket,
+                    facts.get("cascade_id"), facts.get("tampered"), list(planted))
+    return arm_record(arm, settings, run, verdicts, ws, notes, discard=False,
+                      grader_runs=grader_runs, ceiling=source.budget_ceiling, source=source,
+                      snapshot=kept)
+
+
+_RUN_FIELDS = {f.name for f in dataclasses.fields(AgentRun)}
+
+
+def _restored_run(facts: dict) -> tuple[AgentRun, Ledger, dict]:
+    """The agent's run and ledger as a snapshot kept them (its engine notes are the
+    record's already)."""
+    kept = facts.get("run") if isinstance(facts.get("run"), dict) else {}
+    run = AgentRun(**{k: v for k, v in kept.items() if k in _RUN_FIELDS})
+    run.caveats = []
+    told = facts.get("ledger") if isinstance(facts.get("ledger"), dict) else {}
+    ledger = Ledger(entries=list(told.get("entries") or []),
+                    faithful=told.get("faithful") is True, reason=told.get("reason"))
+    return run, ledger, facts

@@ -33,9 +33,9 @@ from . import kept_daemon
 from .render import safe_text
 from .report import html, pdf
 from .report.arms import cost_text, evidence_tail
-from .results import transcripts
-from .results.compare import (cell_text, compare_groups, compare_sets, cost_delta_text,
-                               delta_text)
+from .results import snapshots, transcripts
+from .results.compare import (ArmFlip, cell_text, compare_groups, compare_sets, cost_delta_text,
+                               delta_text, grader_flips)
 from .results.pins import pin_differences, pin_notes, pins_of
 from .results.pivot import (FORMATS, RENDERERS, Cell, open_stores, pair_lines, plural,
                             points, render_pivot, table_lines)
@@ -136,7 +136,11 @@ def cmd_compare(args) -> int:
         say(note, file=sys.stderr)
     say(f"base: {base.source} ({plural(base.arm_count, 'arm')})")
     say(f"new:  {new.source} ({plural(new.arm_count, 'arm')})")
-    for w in pin_differences(pins_of(base), pins_of(new)):
+    base_pins = pins_of(base)
+    runs = set(base_pins.get("run_id") or ())
+    regraded = {c.task_id for c in new.cells if c.regraded and all(
+        a.regraded_from in runs for a in c.arms if a.regraded_from)}
+    for w in pin_differences(base_pins, pins_of(new), regraded):
         say(f"warning: pins differ: {w}")
     paired: list[str] = []
     margin = args.margin / 100
@@ -165,6 +169,13 @@ def cmd_compare(args) -> int:
             say(f"note: {name} is only in the new store")
         elif g.new is None:
             say(f"note: {name} is only in the base store")
+    by_grader = grader_flips(base, new, changes)
+    if by_grader:
+        say("")
+        say("grader by grader (each arm whose verdict or a grader's verdict changed):")
+        for flip in by_grader:
+            for line in flip_lines(flip):
+                say(line)
     both = sum(g.in_both for g in changes)
     one_side = len(changes) - both
     if both > 1:
@@ -206,6 +217,29 @@ def cmd_compare(args) -> int:
     say(f"no group regressed ({plural(both, 'group')} in both stores compared{tail}); "
         f"no profile set regressed ({plural(len(sets), 'set')}): no interval lies {below}")
     return EXIT_OK
+
+
+DETAIL_WIDTH = 72
+
+
+def flip_lines(flip: ArmFlip) -> list[str]:
+    """An arm's flip, grader by grader: each grader's old and new state, and its old and new
+    detail where it changed (a line of its own each, to fit 80 columns)."""
+    arm = safe_text(flip.arm_id, 120, collapse=False)
+    lines = [f"{arm}: {flip.before} → {flip.after}" if flip.before != flip.after
+             else f"{arm}: {flip.after} (graders changed)"]
+    for gid, b, n in flip.graders:
+        name = safe_text(gid, 60)
+        bs, ns = (b or {}).get("state", "absent"), (n or {}).get("state", "absent")
+        bd = safe_text((b or {}).get("detail") or "", DETAIL_WIDTH)
+        nd = safe_text((n or {}).get("detail") or "", DETAIL_WIDTH)
+        if bs == ns and bd == nd:
+            lines.append(f"  {name}: {ns}, unchanged" + (f" ({nd})" if nd else ""))
+            continue
+        lines.append(f"  {name}: {bs} → {ns}")
+        lines.append(f"    was: {bd or '—'}")
+        lines.append(f"    now: {nd or '—'}")
+    return lines
 
 
 # -- validate -------------------------------------------------------------------------------
@@ -293,13 +327,18 @@ def cmd_merge(args) -> int:
         say(f"warning: {note}", file=sys.stderr)
     kept = write_merged(out, merged)
     if kept is not None:
-        transcripts.follow(out, kept)  # the old OUT's transcripts go with it
-    missing = 0  # each counted record's transcript, copied beside OUT
+        transcripts.follow(out, kept)  # the old OUT's transcripts and snapshots go with it
+        snapshots.follow(out, kept)
+    missing = lost = 0  # each counted record's transcript and snapshot, copied beside OUT
     for index, position in merged.chosen:
         store = merged.stores[index]
-        name = store.records[position].transcript
+        record = store.records[position]
+        name = record.transcript
         if name is not None and not transcripts.copy(store.path, out, name):
             missing += 1
+        if record.snapshot is not None and not snapshots.copy(store.path, out,
+                                                              record.snapshot):
+            lost += 1
     total = sum(len(s.records) for s in stores)
     say(f"{out}: {len(merged.records)} arms from {len(stores)} stores ({total} records read"
         + (f", {len(merged.replaced)} arms in more than one store" if merged.replaced else "")
@@ -309,6 +348,9 @@ def cmd_merge(args) -> int:
     if missing:
         say(f"warning: {missing} record(s) name a transcript their input's folder does not "
             f"hold; the merged store names it all the same", file=sys.stderr)
+    if lost:
+        say(f"warning: {lost} record(s) name a snapshot their input's folder does not hold; "
+            f"a regrade of the merged store blocks those arms", file=sys.stderr)
     return EXIT_OK
 
 

@@ -21,7 +21,7 @@ import pytest
 from .pytest_layer.controller import Controller
 from .pytest_layer.fence import MANIFEST, ignored, is_task_dir
 from .pytest_layer.fixtures import (  # noqa: F401 - pytest finds fixtures in the plugin module
-    end_guard, jaato_arm, jaato_daemon, jaato_workspace, scripted_model)
+    end_guard, jaato_arm, jaato_daemon, jaato_regrade, jaato_workspace, scripted_model)
 from .pytest_layer.heap import HEAP_KEY, install as install_heap
 from .pytest_layer.options import UsageError, add_options, read_settings
 from .pytest_layer.outcome import label, on_report

@@ -20,7 +20,7 @@ import pytest
 
 from . import outcome
 from ..task import preflight
-from ..task.arms import Arm, arms_of
+from ..task.arms import DEFAULT_SET, Arm, arms_of
 from ..engine.budget import ceiling_warning
 from ..task.load import ManifestError, load_task
 from .fence import MANIFEST
@@ -47,7 +47,8 @@ def arm_param_id(arm: Arm) -> str:
     return f"{sample}{_node_safe(arm.set_name)}-r{arm.repeat}"
 
 
-def identity_of_nodeid(rootpath, nodeid: str, settings) -> dict[str, str] | None:
+def identity_of_nodeid(rootpath, nodeid: str, settings,
+                       regraded: dict | None = None) -> dict[str, str] | None:
     """The identity of the task.yaml arm a node id names, read again from its manifest:
     for an arm whose worker died before it sent a single report."""
     path, sep, name = nodeid.partition("::")
@@ -57,10 +58,27 @@ def identity_of_nodeid(rootpath, nodeid: str, settings) -> dict[str, str] | None
         task = load_task(rootpath / path)
     except Exception:  # noqa: BLE001 - changed or unreadable since collection: no identity
         return None
-    for arm in arms_of(task, settings.profile_sets, settings.repeats, settings.samples):
+    for arm in task_arms(task, settings, regraded or {}):
         if name == f"{_node_safe(task.id)}[{arm_param_id(arm)}]":
             return outcome.identity(arm)
     return None
+
+
+def task_arms(task, settings, regraded: dict) -> list[Arm]:
+    """The task's arms (X2). A regrade collects the arms of the store it grades again: the
+    profile sets and repeats its records name for the task, unless given on the command
+    line."""
+    sets, repeats = settings.profile_sets, settings.repeats
+    if settings.regrade is not None and regraded:
+        stored = [r for r in regraded.values() if r.task_id == task.id]
+        if sets is None and stored:
+            own = task.harness.profile_set  # jaato-eval's `default` is the task's own set
+            named = sorted({own if r.set_name == DEFAULT_SET else r.set_name for r in stored},
+                           key=lambda n: n or "")
+            sets = None if named == [own] else named
+        if repeats is None and stored:
+            repeats = max(task.repeats, 1 + max(r.repeat or 0 for r in stored))
+    return arms_of(task, sets, repeats, settings.samples)
 
 
 class TaskFile(pytest.File):
@@ -96,10 +114,12 @@ class TaskFile(pytest.File):
         # fixture closure: computed for the first arm, shared by the rest (as pytest shares
         # one function's closure between its parametrised items).
         fixtureinfo = None
-        for arm in arms_of(task, settings.profile_sets, settings.repeats, settings.samples):
+        regrade = settings.regrade is not None
+        for arm in task_arms(task, settings, worker.context.regraded):
             param = arm_param_id(arm)
             item = ArmItem.from_parent(
-                self, name=f"{name}[{param}]", originalname=name, callobj=run_task_arm,
+                self, name=f"{name}[{param}]", originalname=name,
+                callobj=regrade_task_arm if regrade else run_task_arm,
                 callspec=arm_callspec(param), arm=arm, fixtureinfo=fixtureinfo)
             fixtureinfo = getattr(item, "_fixtureinfo", None)  # pytest's own; none: each computes
             if (worker.may_start_early and arm.id not in worker.context.done
@@ -135,6 +155,11 @@ class PreflightBlocked(Exception):
 def run_task_arm(jaato_arm) -> None:
     """The test of a task.yaml arm: its manifest's agent, then its graders."""
     jaato_arm.run_task()
+
+
+def regrade_task_arm(jaato_regrade) -> None:
+    """The test of a task.yaml arm under --jaato-regrade: its snapshot, its graders."""
+    jaato_regrade.regrade_task()
 
 
 class ArmItem(pytest.Function):

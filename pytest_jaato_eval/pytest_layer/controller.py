@@ -56,6 +56,7 @@ class Controller:
         self.finished: set[str] = set()   # node ids of the arms that wrote their record
         self.stopped = False              # interrupted, or stopped early (-x, --maxfail)
         self.transcript_errors: list[str] = []  # transcripts that could not be written
+        self.snapshot_errors: list[str] = []  # snapshots that could not be brought beside it
         self._worker_root: Path | None = None
         self.sigterm = SigtermAsInterrupt()  # under -n: the workers' folders are swept at the end
 
@@ -129,7 +130,8 @@ class Controller:
         arm = self.arms.get(crashitem)  # the identity that came with the arm's own reports
         if arm is None:  # it died before its first report: a task.yaml arm is found again
             from .collect import identity_of_nodeid  # pydantic: only for a crashed arm
-            arm = identity_of_nodeid(sched.config.rootpath, crashitem, self.settings)
+            arm = identity_of_nodeid(sched.config.rootpath, crashitem, self.settings,
+                                     self.context.regraded)
         if arm is not None:  # arms only
             outcome.block_crashed(report, crashitem, arm, self.context.run_id)
 
@@ -148,6 +150,9 @@ class Controller:
         carried = outcome.transcript_of(report)
         if carried is not None:
             self._write_transcript(record, *carried)
+        snapshot = outcome.snapshot_of(report)
+        if snapshot is not None:
+            self._put_snapshot(record, *snapshot)
         if record.state == BLOCKED:
             self.blocked.append((report.nodeid, record.blocked_why or ""))
 
@@ -162,6 +167,17 @@ class Controller:
             transcripts.write(self.store.path, name, data)
         except (OSError, ValueError) as exc:
             self.transcript_errors.append(f"{record.arm_id}: {exc}")
+
+    def _put_snapshot(self, record, name: str, path: str, move: bool) -> None:
+        """Beside the store, after its record, as a transcript is; a snapshot that cannot
+        be brought there is said at the end, never a lost arm."""
+        from ..results import snapshots  # tarfile: only once an arm is stored
+        try:
+            if name != record.snapshot:
+                raise ValueError(f"the report's snapshot {name!r} is not the record's")
+            snapshots.put(self.store.path, name, Path(path), move)
+        except (OSError, ValueError) as exc:
+            self.snapshot_errors.append(f"{record.arm_id}: {exc}")
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
@@ -260,6 +276,10 @@ class Controller:
             errors = self.transcript_errors
             tr.write_line(f"error: {len(errors)} transcript(s) not written, e.g. {errors[0]}",
                           red=True)
+        if self.snapshot_errors:
+            errors = self.snapshot_errors
+            tr.write_line(f"error: {len(errors)} snapshot(s) not kept beside the store, e.g. "
+                          f"{errors[0]}", red=True)
         settings = self.settings  # P4: the documents show what the pivot shows
         for line in write_documents(pivot, settings.html, settings.pdf, str(store.path)):
             tr.write_line(line, red=line.startswith("error:"))

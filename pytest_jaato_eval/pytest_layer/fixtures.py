@@ -76,6 +76,19 @@ def jaato_arm(request, jaato_daemon, jaato_workspace) -> "ArmHandle":
     return handle
 
 
+@pytest.fixture
+def jaato_regrade(request, jaato_workspace) -> "ArmHandle":
+    """A task.yaml arm under ``--jaato-regrade``: its handle, whose ``regrade_task()``
+    grades the arm's snapshot with the task's current graders (docs/regrading.md). The
+    daemon (``jaato_daemon``) is asked for only when a judge grades the task."""
+    arm = _arm(request)
+    from ..arm import needs_daemon  # the SDK: only when an arm runs
+    socket = request.getfixturevalue("jaato_daemon") if needs_daemon(arm.task) else None
+    handle = ArmHandle(arm, jaato_workspace, socket, worker_of(request.config))
+    request.node.stash[HANDLE_KEY] = handle
+    return handle
+
+
 @pytest.fixture(name="scripted_model")
 def scripted_model():
     """A scripted OpenAI-compatible model on 127.0.0.1 (docs/scripted-model.md): yields
@@ -227,6 +240,14 @@ class ArmHandle:
         """A file the agent left, as text: its first `limit` bytes, or None when it is
         missing, not a regular file, or a link out of the workspace. Never blocks."""
         return read_text_bounded(self.workspace / relpath, limit, root=self.workspace)
+
+    def regrade_task(self) -> None:
+        """A task.yaml arm under --jaato-regrade: its snapshot graded again, no agent."""
+        from ..arm import regrade_arm
+        daemon = _Daemon(self.socket, self._worker) if self.socket else None
+        self.record = regrade_arm(self.arm, daemon, self._worker.arm_settings(),
+                                  self.workspace)
+        raise_for(self.record)
 
     def run_task(self) -> None:
         """A task.yaml arm: its manifest's session or driver, then its graders."""

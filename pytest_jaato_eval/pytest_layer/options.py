@@ -59,6 +59,19 @@ def add_options(parser) -> None:
     group.addoption("--no-jaato-transcripts", dest="jaato_transcripts", action="store_false",
                     default=True, help="keep no transcripts beside the store (default: each "
                                        "arm's, compressed, in <store>.transcripts/)")
+    group.addoption("--no-jaato-snapshots", dest="jaato_snapshots", action="store_false",
+                    default=True, help="keep no snapshots beside the store (default: each "
+                                       "arm's final workspace and run facts, compressed, in "
+                                       "<store>.snapshots/, for --jaato-regrade)")
+    group.addoption("--jaato-regrade", dest="jaato_regrade", default=None, metavar="STORE",
+                    help="grade the arms of STORE again from their snapshots with the tasks' "
+                         "current graders, running no agent (docs/regrading.md); the new "
+                         "store is --jaato-out, by default STORE's name with .regraded")
+    group.addoption("--jaato-no-grade", dest="jaato_no_grade", action="store_true",
+                    default=False,
+                    help="run the agents and keep their snapshots, but run no grader: every "
+                         "arm is BLOCKED 'not graded'; grade the store later with "
+                         "--jaato-regrade (docs/regrading.md)")
     group.addoption("--jaato-html", dest="jaato_html", default=None, metavar="PATH",
                     help="also write a self-contained HTML report (pivot, chart, one row per arm)")
     group.addoption("--jaato-pdf", dest="jaato_pdf", default=None, metavar="PATH",
@@ -77,6 +90,9 @@ def add_options(parser) -> None:
     parser.addini("jaato_workspaces", "default for --jaato-workspaces", default="")
     parser.addini("jaato_keep_workspaces", "never | failed | always", default="never")
     parser.addini("jaato_out", "default for --jaato-out", default="")
+    parser.addini("jaato_snapshot_max_mb", "the largest arm snapshot kept, in MB before "
+                  "compression (default 32; 0 keeps none; a task's snapshot: {max_mb: N} "
+                  "wins)", default="")
     parser.addini("jaato_daemon_env", "the only variables the private daemon (and so the "
                   "agent's runner) gets beyond a basic set: names, or NAME* patterns; blank: "
                   "the whole environment", type="linelist", default=[])
@@ -109,6 +125,10 @@ class Settings:
     daemon_env: tuple[str, ...] = ()  # jaato_daemon_env: what the daemon gets; () = everything
     rootdir: Path | None = None  # hidden from a confined agent, with the checkout in it
     transcripts: bool = True  # each arm's transcript beside the store (results/transcripts.py)
+    snapshots: bool = True  # each arm's snapshot beside the store (results/snapshots.py)
+    snapshot_max_mb: float | None = None  # ini jaato_snapshot_max_mb; None: the default
+    regrade: Path | None = None  # --jaato-regrade: the store whose arms are graded again
+    grade: bool = True  # --jaato-no-grade: agents and snapshots, no grader
 
 
 def _path(value: str, rootdir: Path) -> Path:
@@ -140,6 +160,9 @@ def read_settings(config) -> Settings:
     ws = opt.jaato_workspaces or str(ini("jaato_workspaces")).strip() or None
     store = opt.jaato_out or str(ini("jaato_out")).strip() or DEFAULT_STORE
     store_path = _path(store, rootdir) if not opt.jaato_out else _path(store, Path.cwd())
+    regrade = _regrade(opt, store_path)
+    if regrade is not None and not opt.jaato_out:  # never the store it grades again
+        store_path = regrade.with_name(f"{regrade.stem}.regraded{regrade.suffix}")
     if store_path.is_dir():  # before --resume reads it
         raise UsageError(f"--jaato-out {store_path}: is a directory, expected a JSONL result "
                          f"store (a file)")
@@ -162,6 +185,8 @@ def read_settings(config) -> Settings:
         shard=shard, samples=opt.jaato_samples, narrowed=narrowed_by(config),
         keep_previous="all" if opt.jaato_keep_previous else "one",
         transcripts=bool(getattr(opt, "jaato_transcripts", True)),
+        snapshots=bool(getattr(opt, "jaato_snapshots", True)),
+        snapshot_max_mb=_snapshot_max_mb(ini), regrade=regrade, grade=_grade(opt),
     )
 
 
@@ -215,6 +240,51 @@ def _shard(opt) -> Shard | None:
                          "of this machine's last failures, and every machine must split the "
                          "same collection; run the shard again (--resume keeps what it finished)")
     return shard
+
+
+def _regrade(opt, store: Path) -> Path | None:
+    """--jaato-regrade STORE: a readable store, never the one this run writes."""
+    if not getattr(opt, "jaato_regrade", None):
+        return None
+    path = _path(opt.jaato_regrade, Path.cwd())
+    if not path.is_file():
+        raise UsageError(f"--jaato-regrade {path}: no such store (a JSONL result store "
+                         f"written by a run that kept snapshots)")
+    if opt.jaato_out and store.resolve() == path.resolve():
+        raise UsageError(f"--jaato-out {store}: is the store --jaato-regrade grades again; a "
+                         f"regrade writes a store of its own: name another, or leave "
+                         f"--jaato-out out ({path.stem}.regraded{path.suffix})")
+    if opt.jaato_resume or opt.jaato_retry_blocked:
+        raise UsageError("--jaato-regrade does not combine with --resume or --retry-blocked: "
+                         "a regrade runs no agent; grade the store again whole")
+    return path
+
+
+def _grade(opt) -> bool:
+    """--jaato-no-grade keeps what a later regrade grades: never without snapshots."""
+    if not getattr(opt, "jaato_no_grade", False):
+        return True
+    if not getattr(opt, "jaato_snapshots", True):
+        raise UsageError("--jaato-no-grade with --no-jaato-snapshots would keep nothing to grade "
+                         "later: drop one")
+    if getattr(opt, "jaato_regrade", None):
+        raise UsageError("--jaato-no-grade with --jaato-regrade: a regrade runs graders and no "
+                         "agent; drop one")
+    return False
+
+
+def _snapshot_max_mb(ini) -> float | None:
+    raw = str(ini("jaato_snapshot_max_mb")).strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        raise UsageError(f"ini jaato_snapshot_max_mb: expected a number of MB >= 0 (0 keeps "
+                         f"none), got {raw!r}")
+    return value
 
 
 def _sandbox(opt, ini) -> str:

@@ -30,6 +30,7 @@ EXIT_BLOCKED = 2
 EXIT_STORE_FORGED = 6  # the store was written into during the run: set aside, written afresh
 RECORD_ATTR = "jaato_record"
 TRANSCRIPT_ATTR = "jaato_transcript"
+SNAPSHOT_ATTR = "jaato_snapshot"
 EVIDENCE_LINES = 40  # per verdict in the failure text: the tail is where a failure shows
 
 
@@ -255,6 +256,7 @@ def on_report(item: Any, call: Any, report: Any, worker: Any) -> None:
     mark_report(report, item, record)
     mask_report(report, worker.arm_settings().redact.text)
     carry_transcript(report, worker, record.arm_id)
+    carry_snapshot(report, worker, record.arm_id)
 
 
 def mask_report(report: Any, mask: Any) -> None:
@@ -291,6 +293,24 @@ def transcript_of(report: Any) -> tuple[str, bytes] | None:
         return str(carried.get("name")), base64.b64decode(carried["data"], validate=True)
     except (binascii.Error, ValueError):
         return None
+
+
+def carry_snapshot(report: Any, worker: Any, arm_id: str) -> None:
+    """Where the arm's snapshot waits (a file this run's worker staged, or for a regrade the
+    graded store's): its report names it to the store's writer, who brings it beside the
+    store. A name and a path, never the bytes: a report is kept until the run ends."""
+    pending = worker.arm_settings().pending_snapshots.pop(arm_id, None)
+    if pending is not None:
+        setattr(report, SNAPSHOT_ATTR, {"name": pending[0], "path": str(pending[1]),
+                                        "move": bool(pending[2])})
+
+
+def snapshot_of(report: Any) -> tuple[str, str, bool] | None:
+    """(file name, where it is, whether it is moved) carried by an arm's report, or None."""
+    carried = getattr(report, SNAPSHOT_ATTR, None)
+    if not isinstance(carried, dict) or not isinstance(carried.get("path"), str):
+        return None
+    return str(carried.get("name")), carried["path"], carried.get("move") is True
 
 
 def xfail_of(item: Any) -> dict[str, Any] | None:

@@ -33,8 +33,9 @@ def seconds(value: Any) -> str:
 
 
 def arm_facts(record: ArmRecord, duration: float | None) -> str:
-    """`$0.0100 (judge $0.0020) · 3.2 s`: what an arm cost and how long it took."""
-    cost = money(record.cost)
+    """`$0.0100 (judge $0.0020) · 3.2 s`: what an arm cost and how long it took. A regraded
+    arm's agent cost nothing in this run: `regraded (judge $0.0020) · 0.4 s`."""
+    cost = money(record.cost) if record.regraded is None else "regraded"
     if record.judge_usage is not None:
         cost += f" (judge {money(record.judge_cost)})"
     return f"{cost} · {seconds(duration)}"

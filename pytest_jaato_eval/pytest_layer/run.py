@@ -58,6 +58,14 @@ class RunContext:
         return {arm: r for arm, r in self.resumed.items() if r.state != BLOCKED}
 
     @functools.cached_property
+    def regraded(self) -> dict[str, ArmRecord]:
+        """With --jaato-regrade, the arms of the store graded again: each arm's latest
+        record; read once, on first use."""
+        if self.settings.regrade is None:
+            return {}
+        return latest_by_arm(read_records(self.settings.regrade))
+
+    @functools.cached_property
     def resumed_hashes(self) -> dict[str, set[str]]:
         """Task id -> the task hashes its stored arms carry: R3's check, one lookup per
         task instead of a pass over the whole store per task."""
@@ -100,6 +108,24 @@ def deselect_resumed(config, items, done: dict) -> None:
     for item in items:
         arm = arm_of(item)
         (dropped if arm is not None and any(i in done for i in arm.ids) else kept).append(item)
+    if dropped:
+        items[:] = kept
+        config.hook.pytest_deselected(items=dropped)
+
+
+def deselect_unregraded(config, items, regraded: dict) -> None:
+    """With --jaato-regrade, only the task.yaml arms the store holds are graded again: the
+    others are deselected (said by pytest as deselected)."""
+    if not config.option.jaato_regrade:
+        return
+    kept: list = []
+    dropped: list = []
+    for item in items:
+        arm = arm_of(item)
+        # An arm written in Python is graded by its test body, which runs its agent.
+        unregraded = arm is not None and (not arm.task.graders
+                                          or not any(i in regraded for i in arm.ids))
+        (dropped if unregraded else kept).append(item)
     if dropped:
         items[:] = kept
         config.hook.pytest_deselected(items=dropped)

@@ -26,7 +26,7 @@ from ..engine.daemon import DaemonError, ExternalDaemon, PrivateDaemon, StartAba
 from ..engine.sandbox import (Confinement, hideable, probe, python_folders,
                                seal_interpreter)
 from .run import (CONTEXT_KEY, WORKER_KEY, RunContext, arm_of, deselect_resumed,
-                  has_kept_workspaces, own_folder)
+                  deselect_unregraded, has_kept_workspaces, own_folder)
 from .progress import DaemonClock
 from .sigterm import SigtermAsInterrupt
 
@@ -78,7 +78,7 @@ class Worker:
 
     def arm_settings(self):
         if self._arm_settings is None:
-            from ..arm import ArmSettings  # the SDK: only when an arm runs
+            from ..arm import ArmSettings, RegradeSource  # the SDK: only when an arm runs
             processes.set_run(self.context.run_id)  # the trees this process starts carry its name
             root = self.settings.workspaces or (self.run_dir / "workspaces")
             if self.settings.workspaces and self.context.worker_id:
@@ -88,6 +88,11 @@ class Worker:
                 workspace_root=root, keep_workspaces=self.settings.keep_workspaces,
                 ceiling=self.settings.ceiling, run_id=self.context.run_id,
                 transcripts=self.settings.transcripts,
+                snapshots=self.settings.snapshots, grade=self.settings.grade,
+                snapshot_max_mb=self.settings.snapshot_max_mb,
+                staging=self.run_dir / "snapshots",
+                regrade=RegradeSource(self.settings.regrade, self.context.regraded)
+                if self.settings.regrade else None,
                 owned_dir=self.run_dir / "owned", sandbox=self.sandbox_name(),
                 confinement=self._grader_confinement(), **self._trap_folders(root))
         return self._arm_settings
@@ -181,7 +186,9 @@ class Worker:
     @property
     def may_start_early(self) -> bool:
         """Whether start_daemon_early would still start anything (asked once per arm)."""
-        return not self.settings.socket and self._prestart is None
+        # A regrade runs no agent: a judge's first arm starts the daemon, nothing sooner.
+        return (not self.settings.socket and self._prestart is None
+                and self.settings.regrade is None)
 
     def start_daemon_early(self) -> None:
         """Start the private daemon in the background while pytest goes on collecting.
@@ -275,6 +282,7 @@ class Worker:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config, items) -> None:
         deselect_resumed(config, items, self.context.done)
+        deselect_unregraded(config, items, self.context.regraded)
 
     def pytest_collection_finish(self, session) -> None:
         # A collection error interrupts pytest, but not an xdist worker: the controller

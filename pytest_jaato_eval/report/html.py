@@ -25,7 +25,7 @@ from ..results.pins import pins_of, pins_summary
 from ..results import inference
 from ..results.pivot import (HEADLINE_HEADER, HEADLINE_NOTES, PAIR_NOTES, PAIRS_TITLE, Cell,
                              Pivot, digest, headline_row, pair_lines, pivot_notes, pivot_rows,
-                             row_id, shows_sweep)
+                             regrade_notes, row_id, shows_sweep)
 from ..results.record import ArmRecord
 from ..verdict import PASS
 from . import arms, chart, pdf, tables
@@ -96,7 +96,7 @@ class PivotView:
 def pivot_view(cells: list[Cell], k: int | None = None) -> PivotView:
     """The same values as the terminal pivot, with its legend and blocked-reason digest."""
     header, rows = pivot_rows(cells, k)
-    return PivotView(header, rows, pivot_notes(header, rows),
+    return PivotView(header, rows, pivot_notes(header, rows) + regrade_notes(cells),
                      [(row_id(c), n, reason) for c, reason, n in digest(cells)])
 
 

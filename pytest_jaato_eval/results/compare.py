@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import inference
-from .pivot import Cell, interval_text, pct, points
-from .record import DEFAULT_SET
+from .pivot import Cell, Pivot, interval_text, pct, points
+from .record import DEFAULT_SET, ArmRecord
 from .stats import ALPHA
 from ..verdict import BLOCKED, FAIL, PASS
 
@@ -156,3 +156,56 @@ def compare_sets(changes: list[GroupChange], margin: float = 0.0,
             out.append(SetChange(name, change, change.below(margin)))
     return out
 
+
+# -- grader by grader: what a grader change did (a regrade, docs/regrading.md) ---------------
+@dataclass
+class ArmFlip:
+    """One paired arm whose state, or some grader's verdict, differs between the stores:
+    every grader's verdict before and after (None: that side has no such grader)."""
+
+    arm_id: str
+    before: str | None
+    after: str | None
+    graders: list[tuple[str, dict | None, dict | None]] = field(default_factory=list)
+
+    @property
+    def changed(self) -> list[str]:
+        """The graders whose state differs."""
+        return [gid for gid, b, n in self.graders
+                if (b or {}).get("state") != (n or {}).get("state")]
+
+
+def grader_flips(base: Pivot, new: Pivot, changes: list[GroupChange]) -> list[ArmFlip]:
+    """The paired arms whose state flipped, and (when NEW holds regraded arms, whose
+    graders are the point) those whose graders' verdicts changed under the same state,
+    each with every grader's old and new verdict. Reads the whole records of those
+    groups' arms only."""
+    out = []
+    for g in changes:
+        if g.base is None or g.new is None:
+            continue
+        barms = {(a.sample_id or "", a.repeat): a for a in g.base.arms}
+        narms = {(a.sample_id or "", a.repeat): a for a in g.new.arms}
+        slots = sorted(set(barms) & set(narms))
+        flipped = {s for s in slots if barms[s].state != narms[s].state}
+        wanted = set(slots) if g.new.regraded else flipped
+        if not wanted:
+            continue
+        bids, nids = {barms[s].arm_id for s in wanted}, {narms[s].arm_id for s in wanted}
+        brecs = {r.arm_id: r for r in base.arms(g.base) if r.arm_id in bids}
+        nrecs = {r.arm_id: r for r in new.arms(g.new) if r.arm_id in nids}
+        for slot in sorted(wanted):
+            b, n = brecs.get(barms[slot].arm_id), nrecs.get(narms[slot].arm_id)
+            if b is None or n is None:
+                continue
+            flip = ArmFlip(n.arm_id, b.state, n.state, _paired_verdicts(b, n))
+            if slot in flipped or flip.changed:
+                out.append(flip)
+    return out
+
+
+def _paired_verdicts(b: ArmRecord, n: ArmRecord) -> list[tuple[str, dict | None, dict | None]]:
+    before = {v["grader_id"]: v for v in b.verdicts}
+    after = {v["grader_id"]: v for v in n.verdicts}
+    ids = list(after) + [gid for gid in before if gid not in after]
+    return [(gid, before.get(gid), after.get(gid)) for gid in ids]

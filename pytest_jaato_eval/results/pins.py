@@ -41,8 +41,12 @@ def _pins(arms: Iterable[ArmSummary]) -> dict[str, Any]:
     return result
 
 
-def pin_differences(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Warnings, one line each, for pins that differ between two stores."""
+def pin_differences(base: dict[str, Any], new: dict[str, Any],
+                    regraded: Iterable[str] = ()) -> list[str]:
+    """Warnings, one line each, for pins that differ between two stores. `regraded`: the
+    tasks whose arms in the new store graded the base's agents' runs again (a changed
+    task hash there is a grader change, which is what the regrade is for)."""
+    regraded = set(regraded)
     lines = []
     for key in PROVENANCE_PINS:
         b, n = base.get(key), new.get(key)
@@ -54,7 +58,11 @@ def pin_differences(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
                          f"cannot tell if it changed")
     bt, nt = base.get("task_hash", {}), new.get("task_hash", {})
     for task in sorted(set(bt) & set(nt)):
-        if bt[task] != nt[task]:
+        if bt[task] != nt[task] and task in regraded:
+            lines.append(f"task {task} changed between the runs; the new store is a regrade "
+                         f"of the base's runs (--jaato-regrade): an arm graded again kept "
+                         f"its agent's run, only its graders differ")
+        elif bt[task] != nt[task]:
             lines.append(f"task {task} changed between the runs (task_hash "
                          f"{', '.join(h[:12] for h in bt[task])} → "
                          f"{', '.join(h[:12] for h in nt[task])}): "

@@ -18,6 +18,7 @@ import csv
 import io
 import json
 import re
+import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,7 @@ class ArmSummary:
     judge_cost: float | None = None   # what it cost, when reported
     xfail: str | None = None          # ran under an xfail mark: "xfail", or "strict"
     sample_id: str | None = None      # the dataset row it ran on
+    regraded_from: str | None = None  # graded again (--jaato-regrade) from this run's snapshot
 
 
 @dataclass
@@ -83,12 +85,15 @@ class Cell:
     judge_cost_unknown: int = 0   # judged arms whose judge reported no cost
     expected_failures: int = 0    # FAIL arms that ran under an xfail mark: not the run's FAIL
     strict_passes: int = 0        # PASS arms under a strict xfail mark: the run's FAIL
+    regraded: int = 0             # arms graded again from an earlier run's snapshots
     # A dataset task's samples, each its own tally: pass@k, pass^k and det are about the
     # repeats of one input, so they are taken per sample and averaged over the samples.
     samples: dict[str, "SampleTally"] = field(default_factory=dict)
 
     def add(self, a: ArmSummary) -> None:
         self.arms.append(a)
+        if a.regraded_from is not None:
+            self.regraded += 1
         if a.sample_id is not None:
             self.samples.setdefault(a.sample_id, SampleTally()).add(a)
         if a.state == PASS:
@@ -292,7 +297,7 @@ _FIELDS = ("arm_id", "task_id", "profile_set", "repeat", "state", "blocked_reaso
            "payload_hash", "run_id", "task_hash")
 _read = fields_reader(_FIELDS)
 _LINE_FIELDS = _FIELDS + ("usage", "judge_usage", "provenance", "xfail",
-                          "sample_id")  # all `_summary` reads
+                          "sample_id", "regraded")  # all `_summary` reads
 _read_provenance = fields_reader(("arm_id", "provenance"))
 PROVENANCE_PINS = ("harness", "harness_version", "jaato_sdk_version", "jaato_sdk_path")
 
@@ -340,7 +345,8 @@ def _summary(data: dict, offset: int | None, intern: _Interned) -> ArmSummary:
     return ArmSummary(arm_id, str(task), pset or DEFAULT_SET,
                       repeat if repeat is not None else 0, state, reason, phash, cost, tokens,
                       run_id, thash, intern(data), offset, judged, judge_cost,
-                      **_marks(data.get("xfail"), data.get("sample_id")))
+                      **_marks(data.get("xfail"), data.get("sample_id")),
+                      regraded_from=_regraded_from(data.get("regraded")))
 
 
 def _marks(xfail: Any, sample: Any) -> dict[str, str | None]:
@@ -348,6 +354,14 @@ def _marks(xfail: Any, sample: Any) -> dict[str, str | None]:
     return {"xfail": ("strict" if xfail.get("strict") else "xfail")
             if type(xfail) is dict else None,
             "sample_id": sample if type(sample) is str else None}
+
+
+def _regraded_from(regraded: Any) -> str | None:
+    """The run a regraded record's agent ran in (its `regraded`), or None."""
+    if type(regraded) is not dict:
+        return None
+    run = regraded.get("agent_run_id") or regraded.get("run_id")
+    return run if type(run) is str else "an unknown run"
 
 
 def summarise(record: ArmRecord, intern: _Interned | None = None) -> ArmSummary:
@@ -362,7 +376,8 @@ def summarise(record: ArmRecord, intern: _Interned | None = None) -> ArmSummary:
                       record.task_hash,
                       (intern or _Interned())({"provenance": record.provenance}, typed=True),
                       None, record.judge_usage is not None, record.judge_cost,
-                      **_marks(record.extra.get("xfail"), record.extra.get("sample_id")))
+                      **_marks(record.extra.get("xfail"), record.extra.get("sample_id")),
+                      regraded_from=_regraded_from(record.regraded))
 
 
 class Pivot:
@@ -530,6 +545,21 @@ def pivot_notes(header: list[str], rows: list[dict[str, str]]) -> list[str]:
     return notes
 
 
+def regrade_notes(cells: list[Cell]) -> list[str]:
+    """A regraded store says so under its pivot: which arms were graded again, from which
+    runs, and whose cost its columns show (one sentence; the terminal wraps it)."""
+    regraded = sum(c.regraded for c in cells)
+    if not regraded:
+        return []
+    runs = sorted({safe_text(a.regraded_from, 40) for c in cells for a in c.arms
+                   if a.regraded_from})
+    shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
+    total = sum(c.arms_total for c in cells)
+    return [f"regraded: {regraded} of {plural(total, 'arm')} graded again from the snapshots of "
+            f"run {shown} (--jaato-regrade): no agent ran; cost and tokens are the agents' in "
+            f"that run, judge cost the regrade's own"]
+
+
 def cell_row(c: Cell, k: int | None, judged: bool = False) -> dict[str, str]:
     """The cell's values as text, keyed by column header (P1-P3). `judged`: some arm of
     the pivot was graded by a judge, so its bill has columns of its own."""
@@ -587,6 +617,8 @@ def render_pivot(cells: list[Cell], k: int | None = None,
                         right={h for h in header if h not in ("task", "profile set")})
     lines.append("")
     lines.extend(pivot_notes(header, rows))
+    for note in regrade_notes(cells):  # 80 columns
+        lines += textwrap.wrap(note, 80, subsequent_indent="  ", break_on_hyphens=False)
     rows_digest = digest(cells)
     if rows_digest:
         lines.append("")
@@ -626,7 +658,7 @@ def markdown(cells: list[Cell], *, k: int | None = None, source: str | None = No
     for row in rows:
         lines.append("| " + " | ".join(_md(row[h]) for h in header) + " |")
     lines.append("")
-    lines += [_md(note) + "  " for note in pivot_notes(header, rows)]
+    lines += [_md(note) + "  " for note in pivot_notes(header, rows) + regrade_notes(cells)]
     blocked = digest(cells)
     if blocked:
         lines += ["", "**Blocked reasons** (most frequent first):", ""]
@@ -650,6 +682,7 @@ def cell_json(c: Cell, k: int | None) -> dict[str, Any]:
         "judged_arms": c.judged, "judge_cost_usd": c.judge_cost,
         "judge_cost_unknown_arms": c.judge_cost_unknown, "total_cost_usd": c.total_cost,
         "tokens": c.tokens, "tokens_unknown_arms": c.tokens_unknown,
+        "regraded_arms": c.regraded,
         "blocked_reasons": [{"reason": reason, "count": n}
                             for reason, n in c.reasons.most_common()],
     }

@@ -224,6 +224,18 @@ class ArmRecord:
     judge_usage: dict | None = None
     # The arm's transcript: its file, relative to the store's folder (results/transcripts.py).
     transcript: str | None = None
+    # What the arm's graders graded: the workspace as the agent left it and the run's facts,
+    # a file in `<store>.snapshots/` (results/snapshots.py); null with `snapshot_note`
+    # saying why none was kept (over its cap, a special file, snapshots off).
+    snapshot: str | None = None
+    snapshot_note: str | None = None
+    # What the agent saw and what grades it, each part hashed apart (task/sides.py): a
+    # regrade is refused when the agent's side changed, and is what a grader change is.
+    agent_side: dict | None = None
+    grader_side: dict | None = None
+    # A record of a regrade (--jaato-regrade): the run and record it graded again; its
+    # `usage` is that run's agent's, its `judge_usage` the regrade's own judge spend.
+    regraded: dict | None = None
     # What confined the agent (engine/sandbox.py): "bwrap", or "none" where nothing did.
     sandbox: str | None = None
     # Keys this version does not declare, as read: a newer writer's fields survive a merge.

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterator
 
-from . import transcripts
+from . import snapshots, transcripts
 from .record import ArmRecord
 from .stores import TAMPERED, is_evidence, task_ids_in
 
@@ -169,6 +169,7 @@ class Store:
         os.replace(self.path, target)
         self.rotated_to = target
         transcripts.follow(self.path, target)
+        snapshots.follow(self.path, target)
 
     def append(self, record: ArmRecord) -> None:
         if self._fh is None:

@@ -254,14 +254,21 @@ def encode(transcript: dict[str, Any]) -> bytes:
 
 
 # -- the folder -------------------------------------------------------------------------------
+def own_folder(store: Path | str, folder=folder_of, what: str = "transcript") -> Path:
+    """The store's folder of `what`, made: ours to make, so a link there is somebody's plant
+    and nothing is written through it (ValueError)."""
+    folder = folder(store)
+    folder.mkdir(parents=True, exist_ok=True)
+    if folder.is_symlink():
+        raise ValueError(f"{folder}: is a link; no {what} is written through it")
+    return folder
+
+
 def write(store: Path | str, name: str, data: bytes) -> Path:
     """Write one arm's transcript beside the store; whole or not at all."""
     if not valid_name(name):
         raise ValueError(f"not a transcript file name: {name!r}")
-    folder = folder_of(store)
-    folder.mkdir(parents=True, exist_ok=True)
-    if folder.is_symlink():  # the folder is ours to make: a link there is somebody's plant
-        raise ValueError(f"{folder}: is a link; no transcript is written through it")
+    folder = own_folder(store, folder_of, "transcript")
     path = folder / name
     partial = folder / f".{name}.partial"
     with open(partial, "wb") as fh:
@@ -270,10 +277,11 @@ def write(store: Path | str, name: str, data: bytes) -> Path:
     return path
 
 
-def follow(store: Path, moved_to: Path) -> None:
+def follow(store: Path, moved_to: Path, folder=folder_of) -> None:
     """The store was set aside as `moved_to`: its transcripts go with it (an older copy
-    under that name, replaced by the store, takes its transcripts along)."""
-    src, dst = folder_of(store), folder_of(moved_to)
+    under that name, replaced by the store, takes its transcripts along). `folder`: the
+    store's folder of another kind (its snapshots)."""
+    src, dst = folder(store), folder(moved_to)
     try:  # never the store's failure: at worst the new run's files join the old ones
         if dst.is_symlink() or dst.is_file():
             dst.unlink()

@@ -9,7 +9,8 @@ from typing import Sequence
 
 from .pins import pin_notes
 from .pivot import plural
-from .record import record_problems
+from .record import ArmRecord, record_problems
+from .snapshots import folder_of, valid_name
 from .stores import Unusable, combine, no_record, read_store, readable, scan
 
 
@@ -18,6 +19,19 @@ def validate_across(paths: Sequence[Path]) -> tuple[list[str], list[str]]:
     stores = [read_store(p) for p in paths]
     merged = combine(stores)
     return merged.changed, merged.replaced + pin_notes(stores)
+
+
+def snapshot_warnings(path: Path, r: ArmRecord) -> list[str]:
+    """A record's snapshot, looked for beside its store: a name that is no file name, or a
+    file that is not there, is a warning (a regrade blocks that arm)."""
+    if r.snapshot is None:
+        return []
+    if not valid_name(r.snapshot):
+        return [f"snapshot {str(r.snapshot)[:80]!r} is not a file name; a regrade blocks "
+                f"this arm"]
+    if not (folder_of(path) / r.snapshot).is_file():
+        return [f"snapshot {r.snapshot} is not in {folder_of(path)}; a regrade blocks this arm"]
+    return []
 
 
 def validate_store(path: Path) -> tuple[list[str], list[str], str]:
@@ -40,6 +54,7 @@ def validate_store(path: Path) -> tuple[list[str], list[str], str]:
             r = line.record
             where.setdefault(r.arm_id, []).append((line.number, r.run_id))
             p, w = record_problems(r)
+            w = w + snapshot_warnings(path, r)
             problems += [f"{path}:{line.number}: {r.arm_id}: {m}" for m in line.problems + p]
             warnings += [f"{path}:{line.number}: {r.arm_id}: {m}" for m in w]
     except OSError as exc:

@@ -264,6 +264,16 @@ class Budget(Section):
         return self.limits() | ({} if self.degrade is None else {"degrade": self.degrade})
 
 
+class Snapshot(Section):
+    """What each arm keeps of what its graders graded (docs/regrading.md)."""
+
+    max_mb: Annotated[NonNegative, Field(description="the largest workspace (its files and "
+                                                     "the run's facts, in MB before "
+                                                     "compression) kept as a snapshot; 0 "
+                                                     "keeps none (default: ini "
+                                                     "jaato_snapshot_max_mb, else 32)")] = None
+
+
 class Task(Section):
     """A task: task.yaml (M3-M12), its sections as the file gives them, and what the
     loader resolved once it was valid. The arms read the shortcuts below (kind, profile,
@@ -287,6 +297,8 @@ class Task(Section):
                                          "Datasets)")] = None
     marks: Annotated[tuple[Mark, ...], a_list(), Expect("a list"),
                      Field(description="pytest marks: `smoke` or {name: arguments}")] = ()
+    snapshot: Annotated[Snapshot, Expect("a mapping"),
+                        Field(description="each arm's snapshot, for a regrade")] = None
     contamination: Annotated[Contamination, Field(description="block (default): an arm whose "
                                                               "agent reached the answer key "
                                                               "FAILS, the calls named; caveat: "

@@ -142,3 +142,38 @@ def _feed(h, path: str, kind: str) -> None:
                 h.update(chunk)
         except OSError:
             h.update(b"<unreadable>")
+
+
+def tree_digest(base: Path, leave_out: frozenset[str] = frozenset()) -> str:
+    """sha256 of a folder by the content hash's rules (each listed entry's path, then its
+    content; a link's target, never what it points at), without the entries whose path
+    relative to `base` is in `leave_out`. A folder that cannot be listed hashes as its
+    reason."""
+    h = hashlib.sha256()
+    try:
+        entries = list_tree(base, refuse_special=False)
+    except TreeError as exc:
+        h.update(f"<{exc}>".encode("utf-8", "backslashreplace"))
+        return h.hexdigest()
+    for rel, kind in entries:
+        if kind == "unreadable dir" or os.path.normpath(rel) in leave_out:
+            continue
+        h.update(os.fsencode(rel) + b"\0")
+        _feed(h, os.path.join(base, rel), kind)
+    return h.hexdigest()
+
+
+def files_digest(base: Path, names: list[str]) -> str:
+    """sha256 of the named files under `base` (paths relative to it), each by name then
+    content; a missing one counts as missing."""
+    h = hashlib.sha256()
+    for rel in sorted(names):
+        path = os.path.join(base, rel)
+        h.update(os.fsencode(rel) + b"\0")
+        if os.path.islink(path):
+            _feed(h, path, "link")
+        elif os.path.isfile(path):
+            _feed(h, path, "file")
+        else:
+            h.update(b"<missing>")
+    return h.hexdigest()

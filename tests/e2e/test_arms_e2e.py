@@ -1,6 +1,7 @@
 """Arms end to end against a real jaato daemon (echo provider): PASS, FAIL, BLOCKED."""
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -33,6 +34,17 @@ def test_shipped_tasks_pass_on_a_private_daemon(project):
         assert r["provenance"]["jaato_sdk_version"]
     result.stdout.fnmatch_lines(["*jaato-eval pivot*", "config-file*echo*100%*1*0*0*",
                                  "write-file*echo*100%*2*0*0*"])
+    # R5: graded again from their snapshots, in the same sandbox, every verdict is the same
+    # (the driver's, the processor's, the judge's and the scripts').
+    regraded = project.root / "regraded.jsonl"
+    again = project.run("tasks", f"--jaato-regrade={project.store}", f"--jaato-out={regraded}",
+                        shared_daemon=False)
+    assert again.ret == 0, again.stdout.str()
+    before = {r["arm_id"]: r for r in records}
+    for r in map(json.loads, regraded.read_text().splitlines()):
+        assert [(v["grader_id"], v["state"], v["detail"]) for v in r["verdicts"]] == [
+            (v["grader_id"], v["state"], v["detail"]) for v in before[r["arm_id"]]["verdicts"]]
+        assert r["usage"] == before[r["arm_id"]]["usage"] and r["regraded"]
     # The private daemon and its run folder are gone, and nothing else was left in TMPDIR
     # (the judge's view of the workspace included, which the daemon writes into late).
     assert project.run_dirs() == []

@@ -1,0 +1,143 @@
+"""An arm's two sides: what its agent saw, and what grades it, each part hashed apart.
+
+Every record carries both (`agent_side`, `grader_side`: part -> a 16-hex-digit digest).
+A regrade (--jaato-regrade, docs/regrading.md) runs a task's current graders on what an
+earlier run's agent left, so it is only honest when the agent of that run saw what the
+task gives an agent now: an arm whose agent side differs is refused, naming the parts
+that changed. The grader side is what a regrade is for, and is recorded so that `compare`
+can say what changed.
+
+The agent's side of an arm:
+
+- `fixture`: the fixture's files (the workspace the agent started from);
+- `prompt`: the prompt it was given (a driver arm: the `harness.run` command);
+- `agent`: the persona (`input.agent`);
+- `agent_params`: its parameters (a driver arm: `input.params`), rendered for its sample;
+- `harness`: the harness kind, the profile name, the profile set, what the driver is
+  passed of the environment;
+- `profile`: the profile file the session binds, from the set's folder or the regular tier;
+- `config`: every other file of the config root the agent's copy holds (all but the
+  graders' own files: a script grader's `file`, a processor, a judge's profile);
+- `sample`: which dataset row it ran on (a driver, which is handed the whole row: the
+  row too; a session agent sees the row only through its prompt and parameters).
+
+The graders' side: `graders` (every grader as declared, in order, and the contamination
+mode), `files` (the graders' own files in the config root) and `sample` (the row's fields,
+which graders read: a corrected answer key is a grader change).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from .arms import Arm
+from .model import DRIVER, Task
+from .preflight import PROFILE_SUFFIXES
+from .tree import files_digest, tree_digest
+
+DIGITS = 16
+
+# What each part is called when a regrade names what changed.
+AGENT_PARTS = {
+    "fixture": "the fixture",
+    "prompt": "the prompt",
+    "agent": "the agent persona (input.agent)",
+    "agent_params": "the agent's parameters",
+    "harness": "the harness (kind, profile, profile set)",
+    "profile": "the profile",
+    "config": "the config root the agent was given",
+    "sample": "the sample",
+}
+
+
+def _h(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:DIGITS]
+
+
+@functools.lru_cache(maxsize=4096)
+def _tree(base: str, leave_out: frozenset[str]) -> str:
+    """A folder's digest, once per process (a task's folders do not change in a run)."""
+    return tree_digest(Path(base), leave_out)[:DIGITS]
+
+
+@functools.lru_cache(maxsize=4096)
+def _files(base: str, names: frozenset[str]) -> str:
+    return files_digest(Path(base), sorted(names))[:DIGITS]
+
+
+def profile_files(config_root: Path, profile_set: str | None, profile: str | None) -> list[str]:
+    """The files (relative to the config root) that hold the profile a session binds:
+    `P.yaml|.yml|.json` in `profiles/<set>/`, else in `profiles/` (as the preflight finds
+    it); `S/P` pins the set. Empty when no file is named after the profile."""
+    if not profile:
+        return []
+    head, _, tail = profile.partition("/")
+    if head and tail and "/" not in tail:
+        profile_set, profile = head, tail
+    tiers = ([os.path.join("profiles", profile_set)] if profile_set else []) + ["profiles"]
+    for tier in tiers:
+        found = [os.path.join(tier, profile + s) for s in PROFILE_SUFFIXES
+                 if os.path.isfile(os.path.join(config_root, tier, profile + s))]
+        if found:
+            return found
+    return []
+
+
+def agent_side(arm: Arm, config_root: Path, graders_own: set[str],
+               prompt: str | None = None) -> dict[str, str]:
+    """What the arm's agent saw, part by part. `config_root`: the copy the arm's session is
+    given its own copy of; `graders_own`: its files only graders use (left out);
+    `prompt`: an arm written in Python passes the prompt it ran with."""
+    task: Task = arm.task
+    driver = task.harness.kind == DRIVER
+    harness = task.harness
+    bound = [] if driver else profile_files(config_root, arm.profile_set, harness.profile)
+    sample = arm.sample
+    return {
+        "fixture": _tree(str(task.fixture), frozenset()),
+        "prompt": _h(harness.run if driver else (prompt if prompt is not None else arm.prompt)),
+        "agent": _h(task.input.agent),
+        "agent_params": _h(_plain(arm.params if driver else arm.agent_params)),
+        "harness": _h([harness.kind, harness.profile, arm.set_name,
+                       list(harness.env_passthrough or ())]),
+        "profile": _files(str(config_root), frozenset(bound)) if bound else _h(None),
+        "config": _tree(str(config_root),
+                        frozenset(os.path.normpath(p) for p in [*graders_own, *bound])),
+        "sample": _h(None if sample is None else
+                     [sample.id, _plain(sample.fields) if driver else None]),
+    }
+
+
+def grader_side(arm: Arm, config_root: Path, graders_own: set[str]) -> dict[str, str]:
+    """What grades the arm, part by part."""
+    task: Task = arm.task
+    declared = [g.model_dump(mode="json") for g in task.graders]
+    sample = arm.sample
+    return {
+        "graders": _h([declared, task.contamination]),
+        "files": _files(str(config_root), frozenset(os.path.normpath(p) for p in graders_own)),
+        "sample": _h(None if sample is None else _plain(sample.fields)),
+    }
+
+
+def _plain(value: Mapping[str, Any] | None) -> Any:
+    return None if value is None else json.loads(json.dumps(dict(value), default=str))
+
+
+def changed(then: Any, now: Mapping[str, str]) -> list[str]:
+    """The agent-side parts that differ between a record's `then` and `now`, by name; a
+    part only one side knows counts as changed. `then` not a mapping: everything."""
+    if not isinstance(then, dict):
+        return list(now)
+    return [part for part in sorted(set(then) | set(now)) if then.get(part) != now.get(part)]
+
+
+def said(parts: list[str]) -> str:
+    """`the prompt and the fixture`: the changed parts as words."""
+    words = [AGENT_PARTS.get(p, repr(p)) for p in parts]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
