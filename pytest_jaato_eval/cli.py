@@ -157,6 +157,10 @@ def cmd_compare(args) -> int:
                      "REGRESSED" if g.regressed else ""))
     for line in table_lines(header, rows):
         say(line)
+    both = sum(g.in_both for g in changes)
+    if both > 1:  # the table's CI column, said under it
+        say(f"CI of a group: 95% for the {both} groups together (each at "
+            f"{100 - 5 / both:.4g}%, Bonferroni)")
     for g in changes:
         name = f"{g.task_id} @ {g.profile_set}"
         for arm in g.down:
@@ -176,11 +180,7 @@ def cmd_compare(args) -> int:
         for flip in by_grader:
             for line in flip_lines(flip):
                 say(line)
-    both = sum(g.in_both for g in changes)
     one_side = len(changes) - both
-    if both > 1:
-        say(f"CI of a group: 95% for the {both} groups together (each at "
-            f"{100 - 5 / both:.4g}%, Bonferroni)")
     sets = compare_sets(changes, margin, _share(args.detect))
     if sets:
         say("")
