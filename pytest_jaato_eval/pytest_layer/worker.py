@@ -79,10 +79,14 @@ class Worker:
         if self._arm_settings is None:
             from ..arm import ArmSettings  # the SDK: only when an arm runs
             processes.set_run(self.context.run_id)  # the trees this process starts carry its name
-            root = self.settings.workspaces or (self.run_dir / "workspaces")
-            if self.settings.workspaces and self.context.worker_id:
-                # a folder per worker: each worker's sandbox may write its own arms' alone
-                root = root / self.context.worker_id
+            root = self.run_dir / "workspaces"
+            if self.settings.workspaces:
+                # A folder of this run's own in the one given (and one per worker in that):
+                # the agents' sandbox writes it whole, so it holds nothing the run did not
+                # make (no earlier run's kept workspaces, no store beside them).
+                root = self.settings.workspaces / f"run-{self.context.run_id}"
+                if self.context.worker_id:
+                    root = root / self.context.worker_id
             self._arm_settings = ArmSettings(
                 workspace_root=root, keep_workspaces=self.settings.keep_workspaces,
                 ceiling=self.settings.ceiling, run_id=self.context.run_id,
@@ -348,6 +352,15 @@ class Worker:
             for ws in set(self._arm_settings.made) - set(self._arm_settings.kept):
                 workspace.discard(ws)
             sweep.remove_session_tmp(self._arm_settings.sessions)
+            if self.settings.workspaces:  # this run's folder in the one given, unless kept in
+                folder = self._arm_settings.workspace_root
+                while folder != self.settings.workspaces and folder.is_relative_to(
+                        self.settings.workspaces):
+                    try:
+                        folder.rmdir()
+                    except OSError:
+                        break
+                    folder = folder.parent
 
     def _end_trees(self) -> None:
         if self._arm_settings is not None or self._daemon is not None:
