@@ -376,7 +376,7 @@ _BOOT = ("import json, os, sys\n"
 
 def _handed_fd(value: dict) -> int:
     """An anonymous in-memory file holding `value` as JSON, read from its start."""
-    fd = os.memfd_create("jaato-daemon-start", 0)
+    fd = os.memfd_create("jaato-daemon-start")  # close-on-exec: only the start passes it
     os.write(fd, json.dumps(value).encode())
     os.lseek(fd, 0, os.SEEK_SET)
     return fd

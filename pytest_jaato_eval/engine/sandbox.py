@@ -41,6 +41,12 @@ Besides the files:
 - when the sandbox's first process ends, the kernel ends every process left in its namespace,
   so nothing the agent started outlives the daemon, whoever kills what.
 
+What it leaves open: the host's network (the internet, services on 127.0.0.1, abstract unix
+sockets, and `/proc/net/unix`'s list of the host's socket paths, though no socket with a path
+outside the allow-list can be reached); `~/.jaato`, read-only; `/etc/passwd`'s user names; the
+daemon's socket (a session the agent opens there is stopped after its run); the host's kernel.
+docs/security.md keeps the same list with the threats it answers.
+
 Where bubblewrap is missing or the kernel refuses its namespaces, there is no sandbox
 (`sandbox: none` in the header and in every record); docs/security.md says what an
 unconfined agent can do.
@@ -112,7 +118,7 @@ class Sandbox:
                                                      if path is None else path),
                    "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                    "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
-        fd = os.memfd_create("jaato-sandbox-args", 0)
+        fd = os.memfd_create("jaato-sandbox-args")  # close-on-exec: only a start that passes it
         try:
             os.write(fd, b"".join(os.fsencode(o) + b"\0" for o in options))
             os.lseek(fd, 0, os.SEEK_SET)
@@ -131,14 +137,8 @@ class Sandbox:
         A `hidden` folder that one of these would show (it lies inside one) is an empty,
         read-only folder there.
         """
-        args = ["--dev", "/dev", "--proc", "/proc"]
-        for name in SYSTEM_DIRS:
-            if os.path.islink(name):  # usrmerge: /bin -> usr/bin
-                args += ["--symlink", os.readlink(name), name]
-            elif os.path.isdir(name):
-                args += ["--ro-bind", name, name]
-        args += _etc()
-        args += ["--size", str(SHM_SIZE), "--tmpfs", "/dev/shm"]
+        args = ["--dev", "/dev", "--proc", "/proc", *_system(),
+                "--size", str(SHM_SIZE), "--tmpfs", "/dev/shm"]
         if tmp is None:
             args += ["--size", str(self.tmp_size), "--tmpfs", "/tmp"]
         else:
@@ -168,11 +168,18 @@ class Sandbox:
         return args + ["--remount-ro", "/dev", "--remount-ro", "/"]
 
 
-def _etc() -> list[str]:
-    """The `ETC` files, each as the host has it: a link into /usr or /proc stays a link
-    (/etc/localtime, /etc/mtab); a link elsewhere (/etc/resolv.conf into /run) is the file it
-    leads to, bound at the link's path; missing ones are left out."""
+@functools.cache
+def _system() -> tuple[str, ...]:
+    """The system's mounts, as the host has them (looked at once per process): each of
+    `SYSTEM_DIRS` (a usrmerge link stays a link), and the `ETC` files: a link into /usr or
+    /proc stays a link (/etc/localtime, /etc/mtab); a link elsewhere (/etc/resolv.conf into
+    /run) is the file it leads to, bound at the link's path; missing ones are left out."""
     args: list[str] = []
+    for name in SYSTEM_DIRS:
+        if os.path.islink(name):  # usrmerge: /bin -> usr/bin
+            args += ["--symlink", os.readlink(name), name]
+        elif os.path.isdir(name):
+            args += ["--ro-bind", name, name]
     for name in ETC:
         path = os.path.join("/etc", name)
         if os.path.islink(path):
@@ -185,7 +192,7 @@ def _etc() -> list[str]:
             path_from = path
         if os.path.exists(path_from):
             args += ["--ro-bind", path_from, path]
-    return args
+    return tuple(args)
 
 
 def shown(*, writable: Sequence[Path] = (), readable: Sequence[Path] = ()) -> tuple[Path, ...]:
@@ -198,18 +205,19 @@ def shown(*, writable: Sequence[Path] = (), readable: Sequence[Path] = ()) -> tu
     return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in paths if os.path.lexists(p)))
 
 
+@functools.lru_cache(maxsize=16)
 def confined_path(value: str) -> str:
     """`PATH` in the sandbox: the run's interpreter's folder first, so `python` (and `pip`,
     and what the venv installs) is the run's own as in an activated venv, then each of
     `value`'s entries the sandbox shows read-only from the system or the interpreter; an
     entry it does not show (a pyenv shim under HOME, a relative one) is left out."""
-    shown = [Path(os.path.realpath(p)) for p in (*SYSTEM_DIRS, *map(str, python_folders()))]
+    system = [Path(os.path.realpath(p)) for p in (*SYSTEM_DIRS, *map(str, python_folders()))]
     kept = [os.path.dirname(sys.executable)]
     for entry in value.split(os.pathsep):
         if not os.path.isabs(entry) or entry in kept:
             continue
         real = Path(os.path.realpath(entry))
-        if any(real.is_relative_to(s) for s in shown):
+        if any(real.is_relative_to(s) for s in system):
             kept.append(entry)
     return os.pathsep.join(kept)
 
@@ -329,7 +337,8 @@ def hideable(folders: list[Path]) -> list[Path]:
     return out
 
 
-def python_folders() -> list[Path]:
+@functools.cache
+def python_folders() -> tuple[Path, ...]:
     """What the run's interpreter (the daemon's) reads: the venv and the Python it was made
     from, the package folders on `sys.path` outside them (a user site, a distribution's
     dist-packages), and this plugin's own package where it lies outside them (installed
@@ -346,7 +355,7 @@ def python_folders() -> list[Path]:
         if os.path.isdir(folder) and not any(
                 Path(os.path.realpath(folder)).is_relative_to(os.path.realpath(k)) for k in kept):
             kept.append(Path(folder))
-    return kept
+    return tuple(kept)
 
 
 def seal_interpreter(folder: Path, python: str) -> tuple[Path, Path]:
