@@ -41,6 +41,11 @@ class Daemon(Protocol):
     def owned(self) -> Owned | None: ...  # the daemon's pid and marker when this run started it
 
 
+# An agent no sandbox confined (docs/security.md): said in its record's notes.
+UNCONFINED = ("unconfined (sandbox: none): the agent ran as you, able to read and write "
+              "whatever you can (docs/security.md)")
+
+
 class Pools(Protocol):
     def pool_for(self, task: Task) -> tuple[str | None, str | None]: ...
     def pool_reading(self, cid: str) -> dict | None: ...
@@ -426,6 +431,8 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
     again, whose agent's facts the new record carries (regrade_arm)."""
     task = arm.task
     caveats = [*run.caveats, *caveats]  # what the engine did comes first
+    if settings.sandbox == "none" and (run.session_id or run.session_ids):
+        caveats.append(UNCONFINED)  # in every record whose agent ran: nothing confined it
     state, blocked_reason = roll_up(verdicts, run.blocked_reason)
     if run.error and not run.blocked_reason:
         blocked_reason = None  # S8: an unsigned arm carries `error`; its graders say the rest

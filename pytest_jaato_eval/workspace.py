@@ -82,11 +82,13 @@ def materialise(root: Path, arm_id: str, fixture: Path, profile_set: str | None)
                 f"fixture: {fixture}/{special.special[0]} is a special file (FIFO, socket or "
                 f"device); a fixture holds regular files, folders and links only")
         env = dest / ".env"
-        if env.is_symlink():
+        if os.path.lexists(env):  # the fixture's own: ours replaces it, never written through
             env.unlink()
         # W3: the profile set and nothing else; credentials never go here.
-        env.write_text(f"JAATO_PROFILE_SET={profile_set}\n" if profile_set else "",
-                       encoding="utf-8")
+        fd = os.open(env, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(f"JAATO_PROFILE_SET={profile_set}\n" if profile_set else "")
     except WorkspaceError:
         raise
     except (OSError, shutil.Error) as exc:

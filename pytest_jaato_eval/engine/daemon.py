@@ -1,9 +1,15 @@
 """The jaato daemon an arm runs on: a private one we own, or a socket we were given.
 
-A private daemon gets its own socket, pid and log files in a run folder (the
+A private daemon gets its own socket and log in a folder of its own (the
 defaults are global and collide with any other daemon), is ready when a connect
 succeeds, and is stopped, runners and all, when the run ends. The SDK's
 auto-start is never used: it would leave a daemon on global paths behind.
+
+Confined, the daemon's folder is writable to the agent, so the harness keeps its own files
+about it (the daemon's output and the pid to signal) beside the folder, never in it, and
+opens them through `files.open_own` and `files.write_own` (no link followed, no FIFO
+waited on). What it reads from the folder (the daemon's log, for an error's last line) it
+reads through `files.read_tail`.
 """
 from __future__ import annotations
 
@@ -20,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import launch, processes
+from .files import open_own, read_tail, remove, write_own
 from .leftovers import Owned
-from .sandbox import PidsLimit, Sandbox, seal_interpreter
+from .sandbox import PidsLimit, Sandbox, confined_path, seal_interpreter
 
 
 class DaemonError(Exception):
@@ -135,8 +142,10 @@ class PrivateDaemon:
         self.refusal = refusal  # why it must not start at all (a sandbox required, missing)
         self._pids: PidsLimit | None = None
         self.socket_path = str(self.run_dir / "daemon.sock")
-        self.pid_file = self.run_dir / "daemon.pid"
-        self.log_file = self.run_dir / "daemon.log"
+        self.log_file = self.run_dir / "daemon.log"  # jaato's own, in its folder
+        # The harness's own: beside the daemon's folder, out of the agent's reach.
+        self.pid_file = pid_file_of(self.run_dir)
+        self.out_file = self.run_dir.with_name(self.run_dir.name + ".out")
         self.python = python
         self.ready_timeout = ready_timeout
         self.env = env
@@ -186,9 +195,14 @@ class PrivateDaemon:
             self._kill_group()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.run_dir.chmod(0o755)  # as we made it, whatever was done to it from inside
+        if self.sandbox is not None:
+            # Its agents could write it: whatever they left there (a FIFO where jaato opens
+            # its log or pid file would hold the start) goes, and the daemon starts on an
+            # empty folder.
+            for left in self.run_dir.iterdir():
+                remove(left)
         for stale in (self.socket_path, self.pid_file):
             Path(stale).unlink(missing_ok=True)
-        out = open(self.run_dir / "daemon.out", "ab")
         env = dict(os.environ if self.env is None else self.env)
         # Nothing of an outer eval run leaks into the daemon (C3 spirit).
         env = {k: v for k, v in env.items() if not k.startswith("JAATO_EVAL")}
@@ -201,45 +215,16 @@ class PrivateDaemon:
         env[processes.TREE_VAR] = self.marker = processes.run_prefix() + f"daemon-{os.getpid()}"
         argv = [self.python, "-m", "jaato_server", "--ipc-socket", self.socket_path,
                 "--pid-file", str(self.pid_file), "--log-file", str(self.log_file)]
-        preexec = functools.partial(launch.die_with_parent, signal.SIGTERM)
-        handed: int | None = None  # the descriptor the sandboxed daemon reads its environment from
-        if self.sandbox is not None:
-            self._pids = self._pids or PidsLimit.make(f"jaato-eval-{os.getpid()}-"
-                                                      f"{self.run_dir.parent.name}")
-            if self._pids is not None:
-                preexec = functools.partial(_start_held, self._pids)
-            # jaato writes the pid it has in the sandbox's namespace: never one to signal here.
-            argv[argv.index(str(self.pid_file))] = str(self.run_dir / "daemon.ns-pid")
-            tmp = Path(env.get("TMPDIR") or self.run_dir / "tmp")
-            tmp.mkdir(parents=True, exist_ok=True)
-            try:
-                sealed = seal_interpreter(self.run_dir.parent / "sealed", self.python)
-            except OSError as exc:
-                out.close()
-                raise DaemonError(f"daemon: could not seal {self.python} for the sandbox: {exc}") from exc
-            handed = _environment_fd(env)
-            argv = self.sandbox.command([self.python, "-c", _BOOT, str(handed), *argv[3:]],
-                                        writable=[self.run_dir, tmp, *self.writable],
-                                        hidden=list(self.hidden), tmp=tmp,
-                                        readable=list(self.readable), sealed=sealed)
-            # bubblewrap's own environment stays readable to all inside: it carries no secret
-            env = {"PATH": env.get("PATH", os.defpath), processes.TREE_VAR: env[processes.TREE_VAR]}
         try:
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                cwd=self.run_dir, env=env,
-                start_new_session=True,  # its own group: Ctrl-C reaches us, we stop it
-                preexec_fn=preexec, pass_fds=() if handed is None else (handed,),
-            )
+            out = open_own(self.out_file)
         except OSError as exc:
-            raise DaemonError(f"daemon: could not start {self.python} -m jaato_server: {exc}") from exc
+            raise DaemonError(f"daemon: could not open its log {self.out_file}: {exc}") from exc
+        try:
+            self.proc = self._spawn(argv, env, out)
         finally:
-            out.close()
-            if handed is not None:
-                os.close(handed)
+            os.close(out)
         if self.sandbox is not None:  # the pid a crashed owner's sweep may signal: the sandbox's
-            self.pid_file.write_text(f"{self.proc.pid}\n")
+            write_own(self.pid_file, f"{self.proc.pid}\n")
         self.starts += 1
         deadline = time.monotonic() + self.ready_timeout
         while time.monotonic() < deadline:
@@ -255,6 +240,50 @@ class PrivateDaemon:
         self._end_start()
         raise DaemonError(f"daemon: not ready after {self.ready_timeout:.0f} s; {self._log_tail()}")
 
+    def _spawn(self, argv: list[str], env: dict[str, str], out: int) -> subprocess.Popen:
+        """Start the daemon, writing to `out`: as it is, or confined (engine/sandbox.py)."""
+        preexec = functools.partial(launch.die_with_parent, signal.SIGTERM)
+        if self.sandbox is None:
+            return self._popen(argv, env, out, preexec, ())
+        self._pids = self._pids or PidsLimit.make(f"jaato-eval-{os.getpid()}-"
+                                                  f"{self.run_dir.parent.name}")
+        if self._pids is not None:
+            preexec = functools.partial(_start_held, self._pids)
+        # jaato writes the pid it has in the sandbox's namespace: never one to signal here.
+        argv[argv.index(str(self.pid_file))] = str(self.run_dir / "daemon.ns-pid")
+        # Inside: a private /tmp, and `python` the run's own (sandbox.confined_path).
+        env = {**env, "TMPDIR": "/tmp",
+               "PATH": confined_path(env.get("PATH", os.defpath))}
+        try:
+            sealed = seal_interpreter(self.run_dir.parent / "sealed", self.python)
+        except OSError as exc:
+            raise DaemonError(f"daemon: could not seal {self.python} for the sandbox: {exc}") from exc
+        # The daemon's arguments and environment arrive on a descriptor: the sandbox's first
+        # processes, whose command lines all inside can read, name no path and hold no key.
+        handed = _handed_fd({"argv": argv[1:], "env": env})
+        try:
+            with self.sandbox.command([self.python, "-c", _BOOT, str(handed)],
+                                      writable=[self.run_dir, *self.writable],
+                                      hidden=list(self.hidden),
+                                      readable=list(self.readable), sealed=sealed,
+                                      path=env["PATH"]) as boxed:
+                # bubblewrap's own environment stays readable to all inside: it carries no secret
+                return self._popen(boxed.argv, {"PATH": env["PATH"],
+                                                processes.TREE_VAR: env[processes.TREE_VAR]},
+                                   out, preexec, (handed, *boxed.pass_fds))
+        finally:
+            os.close(handed)
+
+    def _popen(self, argv, env, out: int, preexec, pass_fds) -> subprocess.Popen:
+        try:
+            return subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                cwd=self.run_dir, env=env,
+                start_new_session=True,  # its own group: Ctrl-C reaches us, we stop it
+                preexec_fn=preexec, pass_fds=pass_fds)
+        except OSError as exc:
+            raise DaemonError(f"daemon: could not start {self.python} -m jaato_server: {exc}") from exc
+
     def _end_start(self) -> None:
         """End a daemon that never became ready, and the runners it already started (each in
         a session of its own, so outside its group)."""
@@ -269,13 +298,10 @@ class PrivateDaemon:
         self._abandoned.set()
 
     def _log_tail(self) -> str:
-        for name in ("daemon.out", "daemon.log"):
-            try:
-                lines = (self.run_dir / name).read_text(errors="replace").strip().splitlines()
-            except OSError:
-                continue
+        for path in (self.out_file, self.log_file):
+            lines = (read_tail(path) or "").strip().splitlines()
             if lines:
-                return f"last line of {name}: {lines[-1][:300]}"
+                return f"last line of {path.name}: {lines[-1][:300]}"
         return "it wrote no log"
 
     def request_stop(self) -> None:
@@ -338,21 +364,27 @@ class PrivateDaemon:
             pass
 
 
-# The sandbox's first Python: it takes the daemon's environment from a descriptor and execs
-# the daemon with it through the sealed interpreter, so that environment is only ever in
-# processes whose /proc the agent's tools cannot read (sandbox.seal_interpreter).
+# The sandbox's first Python: it takes the daemon's arguments and environment from a
+# descriptor and execs the daemon with them through the sealed interpreter, so that
+# environment is only ever in processes whose /proc the agent's tools cannot read
+# (sandbox.seal_interpreter).
 _BOOT = ("import json, os, sys\n"
          "with os.fdopen(int(sys.argv[1]), 'rb') as handed:\n"
-         "    env = json.load(handed)\n"
-         "os.execve(sys.executable, [sys.executable, '-m', 'jaato_server', *sys.argv[2:]], env)\n")
+         "    given = json.load(handed)\n"
+         "os.execve(sys.executable, [sys.executable, *given['argv']], given['env'])\n")
 
 
-def _environment_fd(env: dict[str, str]) -> int:
-    """An anonymous in-memory file holding `env`, read from its start."""
-    fd = os.memfd_create("jaato-daemon-env", 0)
-    os.write(fd, json.dumps(env).encode())
+def _handed_fd(value: dict) -> int:
+    """An anonymous in-memory file holding `value` as JSON, read from its start."""
+    fd = os.memfd_create("jaato-daemon-start")  # close-on-exec: only the start passes it
+    os.write(fd, json.dumps(value).encode())
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
+
+
+def pid_file_of(run_dir: Path) -> Path:
+    """Where the harness notes the pid of the daemon whose folder is `run_dir`: beside it."""
+    return Path(run_dir).with_name(Path(run_dir).name + ".pid")
 
 
 def _start_held(pids: PidsLimit) -> None:
@@ -365,12 +397,12 @@ def reap_orphan_daemon(run_dir: Path, marker: str, wait: float = 15.0) -> None:
     """Wait for (then kill) a daemon whose owner died: a crashed xdist worker's.
 
     Its parent-death signal already asked it to shut down; it may still be writing into its
-    folder, which must not be removed under it. The pid file is in a folder its agents could
-    write, so the pid is signalled only when that process carries this run's `marker`.
+    folder, which must not be removed under it. Unconfined, its agents could have written the
+    pid file, so the pid is signalled only when that process carries this run's `marker`.
     """
     try:
-        pid = int((Path(run_dir) / "daemon.pid").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
+        pid = int((read_tail(pid_file_of(run_dir), 64) or "").split()[0])
+    except (ValueError, IndexError):
         return
     ident = processes.Ident.of(pid)
     if ident is None or not processes.marked(marker, [ident]):

@@ -1,12 +1,15 @@
-"""Reading files the agent could have written: bounded, regular files only, never out.
+"""Files the agent could have touched: read bounded, regular files only, never out; and the
+harness's own files, never written through anything planted at their paths.
 
 A workspace is the agent's: any file in it may be a FIFO (an open() that never
 returns), a device, a link to somewhere else, or gigabytes. The engine reads
-such files only through here.
+such files only through here, and opens its own files (a daemon's log and pid file)
+only through `open_own` and `write_own`.
 """
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -62,3 +65,80 @@ def read_bounded(path: Path, limit: int = LOG_CAP, root: Path | None = None) -> 
 def read_text_bounded(path: Path, limit: int = LOG_CAP, root: Path | None = None) -> str | None:
     raw = read_bounded(path, limit, root)
     return None if raw is None else raw.decode("utf-8", errors="replace")
+
+
+_OWN = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def open_own(path: Path, mode: int = 0o600) -> int:
+    """A descriptor on the harness's own file at `path`, for appending.
+
+    Never through a link, never a FIFO or a device: what is found there is opened without
+    following a link and without waiting for a writer, kept only when it is a regular file
+    of this user's; anything else is removed and the file made anew, exclusively (O_EXCL),
+    so nothing can be slipped in between.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | _OWN)
+    except FileNotFoundError:
+        pass
+    except OSError:  # a link (ELOOP), a FIFO without a reader (ENXIO), a folder...
+        remove(path)
+    else:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid():
+            os.set_blocking(fd, True)
+            return fd
+        os.close(fd)
+        remove(path)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | _OWN, mode)
+    os.set_blocking(fd, True)
+    return fd
+
+
+def write_own(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write the harness's own small file at `path` whole: made anew beside it, exclusively,
+    then renamed over whatever is there (a rename replaces a link, never follows it)."""
+    part = Path(path).with_name(f".{Path(path).name}.{os.getpid()}.part")
+    remove(part)
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _OWN, mode)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+    try:
+        os.replace(part, path)
+    except OSError:  # a folder there
+        remove(path)
+        os.replace(part, path)
+
+
+def read_tail(path: Path, limit: int = 64 * 1024) -> str | None:
+    """The last `limit` bytes of a regular file, as text; None for anything else (missing,
+    a FIFO, a link, a device), which is never waited on."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _OWN)
+    except (OSError, ValueError):
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        os.lseek(fd, max(0, st.st_size - limit), os.SEEK_SET)
+        return os.read(fd, limit).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def remove(path: Path) -> None:
+    """Whatever is at `path` gone, as far as it can be: a file, a link (never followed), a
+    FIFO, or a folder and all in it. Never raises: what stays makes the next O_EXCL fail."""
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+    except (OSError, RecursionError):
+        pass

@@ -1,20 +1,51 @@
 """The agent's confinement: the private daemon, and so every runner and tool below it, in a
-bubblewrap sandbox.
+bubblewrap sandbox that shows it only what it needs.
 
 jaato runs the agent's tools in runner processes its daemon forks (from one warm template),
-so the unit we can confine without reaching into jaato is the daemon's whole tree. Inside it:
+so the unit we can confine without reaching into jaato is the daemon's whole tree. The
+sandbox is an allow-list: its root is an empty file system of bubblewrap's, made read-only
+once these, and nothing else, are mounted in it, each at its own path:
 
-- the file system is the host's, read-only, with the folders that hold secrets or answers
-  hidden under empty tmpfs mounts (the pytest rootdir with the checkout, the task folders,
-  the store's folder, HOME) and only the daemon's own folder, the arms' folder and a private
-  /tmp writable: the agent writes its workspace and nothing the harness grades with;
+- the system, read-only: `/usr`, and `/bin`, `/sbin`, `/lib*` as the host has them (links into
+  /usr where /usr is merged, folders where not);
+- the few `/etc` files a program reads to run (`ETC`): name resolution and the network's
+  names, TLS roots (the certificates only, never `ssl/private`), users and groups (no
+  password hashes: `shadow` is not among them), the loader's cache, the time zone, Debian's
+  alternatives, os-release;
+- the run's interpreter and the packages it runs from, read-only: the venv (`sys.prefix`),
+  the Python it was made from (`sys.base_prefix`), the package folders on `sys.path` outside
+  them, and this plugin's own package where it is installed from a checkout; each bound
+  alone, so a venv inside a checkout shows the venv, not the checkout;
+- what its caller names: the folders the agent writes (the arms' folder, the daemon's own
+  folder: its socket and log), and folders it may read (`~/.jaato`, whose provider logins
+  and user profiles the daemon reads);
+- a private `/tmp` of bounded size (`TMP_SIZE`, `/var/tmp` the same) and `/dev/shm`, fresh
+  `/dev` and `/proc`.
+
+So the checkout, the task folders, the store, HOME, the host's `/tmp`, other workers' and
+other users' folders are not there at all, whatever their paths: nothing is hidden, because
+nothing is shown but these. Bubblewrap reads this list from a descriptor (`--args`), so the
+sandbox's first process, whose command line every process inside can read, names no path.
+`PATH` inside puts the run's interpreter's folder first (`python` is the run's own, as in an
+activated venv) and keeps only the host's entries the sandbox shows.
+
+Besides the files:
+
 - a pid namespace of its own: pytest, the graders, other workers' daemons and every other
   process on the machine are invisible and out of reach of a signal; `/proc/<ancestor>/environ`
   names nothing outside the sandbox;
 - no capabilities: root inside is an ordinary user to the kernel (no ptrace of the daemon, no
   mounts, no reading other users' files);
+- the host's network: the daemon calls the model's provider from inside (docs/security.md
+  says what else that reaches);
 - when the sandbox's first process ends, the kernel ends every process left in its namespace,
   so nothing the agent started outlives the daemon, whoever kills what.
+
+What it leaves open: the host's network (the internet, services on 127.0.0.1, abstract unix
+sockets, and `/proc/net/unix`'s list of the host's socket paths, though no socket with a path
+outside the allow-list can be reached); `~/.jaato`, read-only; `/etc/passwd`'s user names; the
+daemon's socket (a session the agent opens there is stopped after its run); the host's kernel.
+docs/security.md keeps the same list with the threats it answers.
 
 Where bubblewrap is missing or the kernel refuses its namespaces, there is no sandbox
 (`sandbox: none` in the header and in every record); docs/security.md says what an
@@ -26,6 +57,7 @@ import contextlib
 import functools
 import os
 import shutil
+import site
 import subprocess
 import sys
 import tempfile
@@ -36,8 +68,33 @@ from typing import Iterator, Sequence
 BWRAP = "bwrap"
 NONE = "none"
 PROBE_WAIT = 30.0  # s: one bwrap start, on a loaded machine
+TMP_SIZE = 1 << 30  # bytes: the sandbox's /tmp (a tmpfs: memory, used as it fills)
+SHM_SIZE = 64 << 20  # bytes: its /dev/shm (POSIX semaphores and shared memory)
 _SYSTEM = tuple(Path(p) for p in ("/", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc",
                                    "/proc", "/dev", "/sys", "/var", "/opt"))
+# The system's programs and libraries: /usr, and the usrmerge links (or folders) beside it.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# What of /etc a program reads to run, each named (missing ones are skipped).
+ETC = (
+    # name resolution and the network's names
+    "resolv.conf", "hosts", "host.conf", "gai.conf", "nsswitch.conf", "services", "protocols",
+    # TLS roots: the certificates and OpenSSL's configuration, never a private key
+    "ssl/certs", "ssl/cert.pem", "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf",
+    "pki/tls/certs", "pki/tls/cert.pem", "pki/tls/openssl.cnf", "pki/ca-trust",
+    # users and groups (`id`, git, Python's getpass): names and homes, no password hashes
+    "passwd", "group",
+    # the loader, the time zone, Debian's alternatives (/usr/bin/awk -> /etc/alternatives/awk)
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "alternatives",
+    "os-release", "mime.types", "locale.alias")
+
+
+@dataclass(frozen=True)
+class Boxed:
+    """A command as bubblewrap starts it: its argv, and the descriptor bubblewrap reads the
+    sandbox's description from (`--args`), which the start must pass. Started once."""
+
+    argv: list[str]
+    pass_fds: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -45,32 +102,124 @@ class Sandbox:
     """A working bubblewrap: `command` wraps a program's argv in it."""
 
     bwrap: str
+    tmp_size: int = TMP_SIZE
     name = BWRAP
 
-    def command(self, argv: list[str], *, writable: list[Path], hidden: list[Path],
-                tmp: Path, readable: Sequence[Path] = (),
-                sealed: tuple[Path, Path] | None = None) -> list[str]:
-        """`argv` run confined: `writable` folders read-write at their own paths, `tmp` as
-        /tmp, `hidden` folders empty and read-only, everything else read-only; the Python
-        that runs it and its packages, and `readable`, stay readable under a hidden folder;
-        `sealed` is (an execute-only copy, the program it stands in for): `seal_interpreter`."""
-        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        hidden = _outermost([Path("/tmp"), *hidden])[1:]  # /tmp is the private one already
-        for folder in _parents_first(hidden):
-            args += ["--tmpfs", str(folder)]
-        args += ["--bind", str(tmp), "/tmp"]
-        # after the private /tmp: an interpreter (a checkout's venv) may live under /tmp
-        for folder in _parents_first([*python_folders(), *readable]):
-            args += ["--ro-bind", str(folder), str(folder)]
+    @contextlib.contextmanager
+    def command(self, argv: list[str], *, writable: Sequence[Path], hidden: Sequence[Path] = (),
+                tmp: Path | None = None, readable: Sequence[Path] = (),
+                sealed: tuple[Path, Path] | None = None,
+                path: str | None = None) -> Iterator[Boxed]:
+        """`argv` run confined, for as long as the block lasts: what `mounts` shows, with
+        `PATH` (default: this process's) as `confined_path` makes it."""
+        options = [*self.mounts(writable=writable, hidden=hidden, tmp=tmp, readable=readable,
+                                sealed=sealed),
+                   "--setenv", "PATH", confined_path(os.environ.get("PATH", os.defpath)
+                                                     if path is None else path),
+                   "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                   "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
+        fd = os.memfd_create("jaato-sandbox-args")  # close-on-exec: only a start that passes it
+        try:
+            os.write(fd, b"".join(os.fsencode(o) + b"\0" for o in options))
+            os.lseek(fd, 0, os.SEEK_SET)
+            yield Boxed([self.bwrap, "--args", str(fd), "--", *argv], (fd,))
+        finally:
+            os.close(fd)
+
+    def mounts(self, *, writable: Sequence[Path], hidden: Sequence[Path] = (),
+               tmp: Path | None = None, readable: Sequence[Path] = (),
+               sealed: tuple[Path, Path] | None = None) -> list[str]:
+        """bubblewrap's options for the allow-list (the module's docstring), in order.
+
+        `writable` folders are bound read-write and `readable` ones read-only, at their own
+        paths; `tmp`, a host folder bound as /tmp (None: a tmpfs of `tmp_size` bytes);
+        `sealed` is (an execute-only copy, the program it stands in for): `seal_interpreter`.
+        A `hidden` folder that one of these would show (it lies inside one) is an empty,
+        read-only folder there.
+        """
+        args = ["--dev", "/dev", "--proc", "/proc", *_system(),
+                "--size", str(SHM_SIZE), "--tmpfs", "/dev/shm"]
+        if tmp is None:
+            args += ["--size", str(self.tmp_size), "--tmpfs", "/tmp"]
+        else:
+            args += ["--bind", str(tmp), "/tmp"]
+        args += ["--dir", "/var", "--symlink", "../tmp", "/var/tmp"]
+        shown: dict[Path, tuple[str, str]] = {}  # where -> (option, what)
+        for option, folders in (("--ro-bind", [*python_folders(), *readable]),
+                                ("--bind", writable)):
+            for folder in folders:
+                real = os.path.realpath(folder)  # at the path given and, if links differ, the real one
+                for where in {Path(os.path.abspath(folder)), Path(real)}:
+                    shown[where] = (option, real)
+        masked = [h for h in map(Path, hidden)
+                  if any(h != f and h.is_relative_to(f) for f in shown)]
+        # parents before what is inside them; a mask before what is mounted inside it
+        for folder in _parents_first([*shown, *masked]):
+            if folder in shown and folder not in masked:
+                option, what = shown[folder]
+                args += [option, what, str(folder)]
+            else:
+                args += ["--tmpfs", str(folder)]
         if sealed is not None:
             args += ["--ro-bind", str(sealed[0]), str(sealed[1])]
-        for folder in _parents_first(writable):
-            args += ["--bind", str(folder), str(folder)]
-        for folder in _parents_first(hidden):  # once what is mounted inside them is in place
+        for folder in _parents_first(masked):  # once what is mounted inside them is in place
             args += ["--remount-ro", str(folder)]
-        args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-                 "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--"]
-        return args + argv
+        # nothing but the mounts above is writable: not the root bubblewrap made, nor /dev
+        return args + ["--remount-ro", "/dev", "--remount-ro", "/"]
+
+
+@functools.cache
+def _system() -> tuple[str, ...]:
+    """The system's mounts, as the host has them (looked at once per process): each of
+    `SYSTEM_DIRS` (a usrmerge link stays a link), and the `ETC` files: a link into /usr or
+    /proc stays a link (/etc/localtime, /etc/mtab); a link elsewhere (/etc/resolv.conf into
+    /run) is the file it leads to, bound at the link's path; missing ones are left out."""
+    args: list[str] = []
+    for name in SYSTEM_DIRS:
+        if os.path.islink(name):  # usrmerge: /bin -> usr/bin
+            args += ["--symlink", os.readlink(name), name]
+        elif os.path.isdir(name):
+            args += ["--ro-bind", name, name]
+    for name in ETC:
+        path = os.path.join("/etc", name)
+        if os.path.islink(path):
+            target, real = os.readlink(path), os.path.realpath(path)
+            if real.startswith(("/usr/", "/proc/")):
+                args += ["--symlink", target, path]
+                continue
+            path_from = real
+        else:
+            path_from = path
+        if os.path.exists(path_from):
+            args += ["--ro-bind", path_from, path]
+    return tuple(args)
+
+
+def shown(*, writable: Sequence[Path] = (), readable: Sequence[Path] = ()) -> tuple[Path, ...]:
+    """What of the host the sandbox shows, every link resolved: the system's folders, the
+    `ETC` files, the interpreter's folders, and `readable` and `writable`. A link an agent
+    leaves to anything else leads to what it could not see (its own /tmp, /proc and /dev
+    included: a grader's are others)."""
+    paths = [*SYSTEM_DIRS, *(os.path.join("/etc", name) for name in ETC),
+             *map(str, python_folders()), *map(str, readable), *map(str, writable)]
+    return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in paths if os.path.lexists(p)))
+
+
+@functools.lru_cache(maxsize=16)
+def confined_path(value: str) -> str:
+    """`PATH` in the sandbox: the run's interpreter's folder first, so `python` (and `pip`,
+    and what the venv installs) is the run's own as in an activated venv, then each of
+    `value`'s entries the sandbox shows read-only from the system or the interpreter; an
+    entry it does not show (a pyenv shim under HOME, a relative one) is left out."""
+    system = [Path(os.path.realpath(p)) for p in (*SYSTEM_DIRS, *map(str, python_folders()))]
+    kept = [os.path.dirname(sys.executable)]
+    for entry in value.split(os.pathsep):
+        if not os.path.isabs(entry) or entry in kept:
+            continue
+        real = Path(os.path.realpath(entry))
+        if any(real.is_relative_to(s) for s in system):
+            kept.append(entry)
+    return os.pathsep.join(kept)
 
 
 # The first process of a grader's sandbox: it runs the command and tells a signal's death
@@ -125,13 +274,14 @@ class Confinement:
         fds = (os.open(status, flags, 0o600), os.open(signalled, flags, 0o600))
         try:
             reported = [self.python, "-I", "-S", "-c", _REPORTER, str(fds[1]), *argv]
-            wrapped = self.sandbox.command(reported, writable=list(writable),
-                                           hidden=list(self.hidden), tmp=tmp,
-                                           readable=[*self.readable, *readable],
-                                           sealed=self.sealed)
-            # its /tmp is its own: a TMPDIR of the host's may be hidden from it, or missing
-            yield Wrapped([wrapped[0], "--json-status-fd", str(fds[0]),
-                           "--setenv", "TMPDIR", "/tmp", *wrapped[1:]], fds, status, signalled)
+            with self.sandbox.command(reported, writable=list(writable),
+                                      hidden=list(self.hidden), tmp=tmp,
+                                      readable=[*self.readable, *readable],
+                                      sealed=self.sealed) as boxed:
+                # its /tmp is its own: a TMPDIR of the host's may be hidden from it, or missing
+                yield Wrapped([boxed.argv[0], "--json-status-fd", str(fds[0]),
+                               "--setenv", "TMPDIR", "/tmp", *boxed.argv[1:]],
+                              (*fds, *boxed.pass_fds), status, signalled)
         finally:
             for fd in fds:
                 os.close(fd)
@@ -187,10 +337,25 @@ def hideable(folders: list[Path]) -> list[Path]:
     return out
 
 
-def python_folders() -> list[Path]:
-    """What the daemon's interpreter reads: the venv and the Python it was made from."""
-    return [Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}
-            if Path(p).is_dir()]
+@functools.cache
+def python_folders() -> tuple[Path, ...]:
+    """What the run's interpreter (the daemon's) reads: the venv and the Python it was made
+    from, the package folders on `sys.path` outside them (a user site, a distribution's
+    dist-packages), and this plugin's own package where it lies outside them (installed
+    editable from a checkout: the package, not the checkout). Each folder once, as Python
+    names it."""
+    sites = [*site.getsitepackages(), site.getusersitepackages()]
+    on_path = {os.path.realpath(p) for p in sys.path if p}
+    candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix,
+                  *(p for p in sites if os.path.realpath(p) in on_path),
+                  str(Path(__file__).resolve().parents[1])]
+    kept: list[Path] = []
+    for folder in candidates:
+        folder = os.path.abspath(folder)
+        if os.path.isdir(folder) and not any(
+                Path(os.path.realpath(folder)).is_relative_to(os.path.realpath(k)) for k in kept):
+            kept.append(Path(folder))
+    return tuple(kept)
 
 
 def seal_interpreter(folder: Path, python: str) -> tuple[Path, Path]:
@@ -311,16 +476,19 @@ def probe(wanted: str = "auto") -> tuple[Sandbox | None, str]:
     if exe is None:
         return None, ("none: bubblewrap (bwrap) is not installed; the agent runs as you "
                       "(apt-get install bubblewrap, or see docs/security.md)")
-    try:
-        done = subprocess.run(
-            [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
-             "--cap-drop", "ALL", "--die-with-parent", "--", "/bin/sh", "-c", "exit 0"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            timeout=PROBE_WAIT, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    sandbox = Sandbox(exe)
+    try:  # the sandbox as it will be made (an old bubblewrap lacks --args or --size)
+        with sandbox.command(["/bin/sh", "-c", "exit 0"], writable=[]) as boxed:
+            done = subprocess.run(
+                boxed.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, timeout=PROBE_WAIT, pass_fds=boxed.pass_fds,
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
     except (OSError, subprocess.SubprocessError) as exc:
         return None, f"none: bubblewrap could not start ({exc}); the agent runs as you"
     if done.returncode != 0:
         why = done.stderr.decode(errors="replace").strip().splitlines()
         return None, (f"none: bubblewrap is refused here ({why[-1] if why else done.returncode}:"
-                      f" user or pid namespaces unavailable); the agent runs as you")
-    return Sandbox(exe), f"{BWRAP}: the agent's tools see only their workspace and its daemon"
+                      f" user or pid namespaces unavailable, or a bubblewrap older than 0.8);"
+                      f" the agent runs as you")
+    return sandbox, (f"{BWRAP}: the agent's tools see only their workspace, their daemon and "
+                     f"the system's read-only parts")

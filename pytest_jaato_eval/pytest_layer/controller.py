@@ -319,8 +319,9 @@ class Controller:
 def sandbox_line(settings, seen: set | None = None) -> str:
     """`sandbox: ...`: what confined the agents (engine/sandbox.py), or why nothing did."""
     if settings.socket:
-        return ("sandbox: none: the daemon at --jaato-socket is not this run's; its agents "
-                "run as it does (docs/security.md)")
+        return ("sandbox: none: the daemon at --jaato-socket is not this run's, so nothing "
+                "confines its agents: they run as its user, you if you started it "
+                "(docs/security.md)")
     sandbox, line = probe(settings.sandbox)
     if seen and "none" in seen and sandbox is not None:
         return f"sandbox: {line}; some arms ran on a daemon that is not this run's: none"

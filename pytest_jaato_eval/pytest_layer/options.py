@@ -33,7 +33,8 @@ def add_options(parser) -> None:
                     help="use the jaato daemon at this socket (never auto-started); "
                          "default: a private daemon per run")
     group.addoption("--jaato-workspaces", dest="jaato_workspaces", default=None, metavar="DIR",
-                    help="where arm workspaces are made (default: a fresh temporary folder)")
+                    help="where arm workspaces are made, in a folder of the run's own, "
+                         "DIR/run-<run id> (default: a fresh temporary folder)")
     group.addoption("--keep-workspaces", dest="jaato_keep", action="store_const",
                     const="always", default=None, help="keep every arm's workspace")
     group.addoption("--keep-failed-workspaces", dest="jaato_keep", action="store_const",

@@ -23,8 +23,7 @@ from .. import processes, sweep, workspace
 from ..contract import curated_env
 from ..engine.budget import PoolError, PoolOwner
 from ..engine.daemon import DaemonError, ExternalDaemon, PrivateDaemon, StartAbandoned
-from ..engine.sandbox import (Confinement, hideable, probe, python_folders,
-                               seal_interpreter)
+from ..engine.sandbox import Confinement, hideable, probe, seal_interpreter, shown
 from .run import (CONTEXT_KEY, WORKER_KEY, RunContext, arm_of, deselect_resumed,
                   deselect_unregraded, has_kept_workspaces, own_folder)
 from .progress import DaemonClock
@@ -80,10 +79,14 @@ class Worker:
         if self._arm_settings is None:
             from ..arm import ArmSettings, RegradeSource  # the SDK: only when an arm runs
             processes.set_run(self.context.run_id)  # the trees this process starts carry its name
-            root = self.settings.workspaces or (self.run_dir / "workspaces")
-            if self.settings.workspaces and self.context.worker_id:
-                # a folder per worker: each worker's sandbox may write its own arms' alone
-                root = root / self.context.worker_id
+            root = self.run_dir / "workspaces"
+            if self.settings.workspaces:
+                # A folder of this run's own in the one given (and one per worker in that):
+                # the agents' sandbox writes it whole, so it holds nothing the run did not
+                # make (no earlier run's kept workspaces, no store beside them).
+                root = self.settings.workspaces / f"run-{self.context.run_id}"
+                if self.context.worker_id:
+                    root = root / self.context.worker_id
             self._arm_settings = ArmSettings(
                 workspace_root=root, keep_workspaces=self.settings.keep_workspaces,
                 ceiling=self.settings.ceiling, run_id=self.context.run_id,
@@ -142,14 +145,14 @@ class Worker:
         return env
 
     def _trap_folders(self, root: Path) -> dict[str, tuple[Path, ...]]:
-        """For the arms' trap check: what the sandbox hides, and everything it lets the
-        agent see under that (its workspaces, the daemon's folders, the interpreter)."""
+        """For the arms' trap check: what the sandbox hides (everything), and what it shows
+        the agent (engine/sandbox.py's allow-list: the system, the interpreter, ~/.jaato,
+        its workspaces, the daemon's folder)."""
         if self.sandbox_name() == "none":
             return {}
-        hidden, readable = self.sandbox_folders()
-        seen = (*readable, Path(root).resolve(), (self.run_dir / "daemon").resolve(),
-                (self.run_dir / "tmp").resolve(), *python_folders())
-        return {"hidden": hidden, "readable": seen}
+        _, readable = self.sandbox_folders()
+        return {"hidden": (Path("/"),),
+                "readable": shown(writable=(root, self.run_dir / "daemon"), readable=readable)}
 
     def sandbox_name(self) -> str:
         """What confines this process's agents: "bwrap", or "none" (a daemon that is not
@@ -161,8 +164,9 @@ class Worker:
 
     def confinement(self) -> dict[str, Any]:
         """The private daemon's sandbox (engine/sandbox.py): what its agents may write (the
-        arms' folder) and what they may not even read (the checkout, the store, HOME, the
-        rest of this run's folder)."""
+        arms' folder) and read besides the allow-list (~/.jaato), and what stays out of
+        sight even should a mount hold it (the checkout, the store, HOME, the rest of this
+        run's folder)."""
         sandbox, why = probe(self.settings.sandbox)
         if sandbox is None:  # --jaato-sandbox=bwrap: no arm runs unconfined
             return {"refusal": f"sandbox: {why} (--jaato-sandbox=bwrap)"} if (
@@ -174,10 +178,10 @@ class Worker:
                 "readable": readable}
 
     def sandbox_folders(self) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
-        """(what the agents' sandbox hides: the checkout, the store, HOME, the rest of this
-        run's folder; what stays readable under those: jaato's own folder, whose user
-        profiles and provider logins the daemon reads, and what the daemon can see has to
-        be)."""
+        """(what stays out of the agents' sandbox wherever a mount would show it: the
+        checkout, the store, HOME, the rest of this run's folder; what it may read besides
+        the allow-list: jaato's own folder, whose user profiles and provider logins the
+        daemon reads, and what the daemon can see has to be)."""
         hidden = [self.settings.rootdir, Path.cwd(), Path.home(), self.settings.store.parent,
                   self.run_dir]
         jaato_home = Path.home() / ".jaato"
@@ -356,6 +360,15 @@ class Worker:
             for ws in set(self._arm_settings.made) - set(self._arm_settings.kept):
                 workspace.discard(ws)
             sweep.remove_session_tmp(self._arm_settings.sessions)
+            if self.settings.workspaces:  # this run's folder in the one given, unless kept in
+                folder = self._arm_settings.workspace_root
+                while folder != self.settings.workspaces and folder.is_relative_to(
+                        self.settings.workspaces):
+                    try:
+                        folder.rmdir()
+                    except OSError:
+                        break
+                    folder = folder.parent
 
     def _end_trees(self) -> None:
         if self._arm_settings is not None or self._daemon is not None:

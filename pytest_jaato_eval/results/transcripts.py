@@ -26,6 +26,8 @@ import json
 import os
 import re
 import shutil
+import stat
+import tempfile
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
@@ -270,11 +272,20 @@ def write(store: Path | str, name: str, data: bytes) -> Path:
         raise ValueError(f"not a transcript file name: {name!r}")
     folder = own_folder(store, folder_of, "transcript")
     path = folder / name
-    partial = folder / f".{name}.partial"
-    with open(partial, "wb") as fh:
+    fd, partial = _partial(folder, name)
+    with os.fdopen(fd, "wb") as fh:
         fh.write(data)
-    os.replace(partial, path)
+    os.replace(partial, path)  # a rename replaces whatever is at the path, never follows it
     return path
+
+
+def _partial(folder: Path, name: str) -> tuple[int, str]:
+    """A new file of ours in `folder` to write `name` into before it is renamed over it:
+    made exclusively under a name nobody could have guessed, so no link or FIFO planted
+    there is ever opened."""
+    fd, partial = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder)
+    os.fchmod(fd, 0o644)  # as any other file of the store's
+    return fd, partial
 
 
 def follow(store: Path, moved_to: Path, folder=folder_of) -> None:
@@ -303,8 +314,9 @@ def copy(from_store: Path, to_store: Path, name: Any) -> bool:
         return False
     dst = folder_of(to_store)
     dst.mkdir(parents=True, exist_ok=True)
-    partial = dst / f".{name}.partial"
-    shutil.copyfile(src, partial)
+    fd, partial = _partial(dst, name)
+    with open(src, "rb") as given, os.fdopen(fd, "wb") as fh:
+        shutil.copyfileobj(given, fh)
     os.replace(partial, dst / name)
     return True
 
@@ -321,8 +333,11 @@ def read(store: Path | str, name: Any) -> dict[str, Any]:
         raise TranscriptUnreadable(f"the record's transcript {str(name)[:80]!r} is not a "
                                    f"file name; not read")
     path = folder_of(store) / name
-    try:
-        with open(path, "rb") as fh:
+    try:  # never through a link, never waiting on a FIFO somebody left in its place
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise TranscriptUnreadable(f"{path}: not a regular file; not read")
             raw = fh.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise TranscriptUnreadable(f"{path}: {exc.strerror or exc}") from None

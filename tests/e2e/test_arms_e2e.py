@@ -65,6 +65,7 @@ def test_discarded_workspaces_are_gone_and_a_failed_one_is_kept(project):
     states = {r["arm_id"]: (r["state"], r["workspace"]) for r in project.records()}
     (kept,) = [ws for state, ws in states.values() if state == "FAIL"]
     assert all(ws is None for state, ws in states.values() if state == "PASS")
+    root = root / f"run-{project.records()[0]['run_id']}"  # the run's own folder in it
     assert kept == str(root.resolve() / "bad@echo#0")
     assert (Path(kept) / "answer.txt").read_text() == "READY\n"
     assert (Path(kept) / "seed.txt").read_text() == "seed\n"

@@ -35,8 +35,8 @@ _stop = daemon.PrivateDaemon.stop
 
 def stop(self, *args, **kwargs):  # the run removes its folder: keep the daemon's log first
     done = _stop(self, *args, **kwargs)
-    if (self.run_dir / "daemon.out").exists():
-        shutil.copy(self.run_dir / "daemon.out", {dest!r})
+    if self.out_file.exists():
+        shutil.copy(self.out_file, {dest!r})
     return done
 
 

@@ -20,7 +20,10 @@ import pytest
 import yaml
 from jaato_project import WRITER, processes_mentioning, shell_agent
 
-from pytest_jaato_eval.engine.sandbox import PIDS_MAX, PidsLimit, probe
+from pytest_jaato_eval.arm import UNCONFINED
+from pytest_jaato_eval.engine.sandbox import (ETC, PIDS_MAX, SYSTEM_DIRS, PidsLimit, probe,
+                                              python_folders)
+from pytest_jaato_eval.results.transcripts import folder_of
 
 SECURITY_DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 
@@ -107,11 +110,135 @@ def test_a_confined_agent_changes_nothing_it_is_graded_with_and_sees_nothing_out
     assert not processes_mentioning("sandbox-leftover")
 
 
+LOOK = """\
+ls -A / > ls-root.txt
+ls -A /tmp > ls-tmp.txt
+cut -d' ' -f5 /proc/self/mountinfo > mounts.txt
+tr '\\0' '\\n' < /proc/1/cmdline > cmdline.txt
+for f in {files}; do cat "$f"; done > reads.txt 2>&1
+for d in {folders}; do ls -A "$d"; done > lists.txt 2>&1
+"""
+
+DAEMON_FILES = ("daemon.out", "daemon.pid", "daemon.log", "daemon.ns-pid")
+
+
+def test_the_agent_sees_only_the_allow_list_and_no_harness_file_opens_its_plants(project):
+    """The sandbox is an allow-list: with the rootdir elsewhere and two task trees whose
+    common ancestor is `/`, the agent lists `/`, the host's `/tmp`, HOME, the checkout, both
+    task trees, the rootdir and the store's folder, and reads the answer keys and the store:
+    it finds the system's parts, its interpreter and its own folders, nothing else; the
+    first process's command line names no path. Then it attacks the files the harness
+    keeps about its daemon: links from each to the checkout's conftest.py, then FIFOs, each
+    time removing the socket so the harness restarts the daemon. The checkout is untouched,
+    nothing hangs, and the arms after each attack run; so does an honest driver that says
+    `python -m pkg` while the host's PATH finds a `python` (a pyenv-like shim) the sandbox
+    does not show, graded by a `python -m` script grader."""
+    root = project.root  # the checkout, the store's folder and (pytester's) HOME
+    conftest = root / "conftest.py"
+    conftest.write_text("# the checkout's own conftest\n")
+    far = Path(tempfile.mkdtemp(prefix="jaato-eval-far-", dir="/var/tmp"))
+    elsewhere = Path(tempfile.mkdtemp(prefix="jaato-eval-rootdir-", dir="/var/tmp"))
+    host_tmp = Path(tempfile.mkdtemp(prefix="jaato-eval-host-", dir="/tmp"))
+    shims = root / ".pyenv" / "shims"  # a `python` the host finds first, under HOME
+    shims.mkdir(parents=True)
+    (shims / "python").write_text("#!/bin/sh\necho shim >&2\nexit 99\n")
+    (shims / "python").chmod(0o755)
+    project.monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
+    try:
+        keys = {root / "tasks/a-look/.jaato/KEY": "KEY-IN-THE-CHECKOUT",
+                far / "far/.jaato/KEY": "KEY-IN-THE-FAR-TREE",
+                elsewhere / "KEY": "KEY-IN-THE-ROOTDIR", host_tmp / "KEY": "KEY-IN-HOST-TMP"}
+        folders = [root, root / "tasks", far, far / "far", elsewhere, host_tmp, "$HOME"]
+        project.task("a-look", profile=shell_agent("look", "sh look.sh"),
+                     graders=[{"kind": "script", "run": "true"}])
+        project.write("tasks/a-look/fixture/look.sh", LOOK.format(
+            files=" ".join(str(k) for k in [*keys, project.store]),
+            folders=" ".join(str(f) for f in folders)))
+        project.task("far", directory="far")
+        shutil.move(root / "tasks" / "far", far / "far")
+        for path, key in keys.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(key + "\n")
+        plant = "\n".join(
+            ["d=$(cd ../../daemon && pwd)"]
+            + [f"rm -f $d/{f}; {{how}} $d/{f}" for f in DAEMON_FILES]
+            + [f"{{how}} ../../{f} 2>/dev/null" for f in DAEMON_FILES[:2]]  # the harness's
+            + ["rm -f $d/daemon.sock", ""])
+        project.task("b-links", profile=shell_agent("links", "sh plant.sh"))
+        project.write("tasks/b-links/fixture/plant.sh", plant.format(how=f"ln -s {conftest}"))
+        project.task("c-fifos", profile=shell_agent("fifos", "sh plant.sh"))
+        project.write("tasks/c-fifos/fixture/plant.sh", plant.format(how="mkfifo"))
+        project.task("d-honest")
+        project.write("tasks/e-driver/task.yaml", yaml.safe_dump({
+            "id": "e-driver", "environment": {"fixture": "fixture", "config_root": ".jaato"},
+            "harness": {"kind": "driver", "run": "python -m calc.drive answer.txt"},
+            "graders": [{"kind": "script", "run": "python -m calc.check answer.txt"}]}))
+        project.write("tasks/e-driver/fixture/calc/__init__.py", "")
+        project.write("tasks/e-driver/fixture/calc/drive.py", """
+            import sys
+            open(sys.argv[1], "w").write(sys.executable + "\\n")
+            """)
+        project.write("tasks/e-driver/fixture/calc/check.py", """
+            import sys
+            assert open(sys.argv[1]).read().strip() == sys.executable, "not the run's python"
+            """)
+        project.write("tasks/e-driver/.jaato/.keep", "")
+        result = project.run("tasks", str(far), f"--rootdir={elsewhere}", "--keep-workspaces",
+                             "--jaato-sandbox=bwrap", "-p", "no:randomly", shared_daemon=False)
+        by = {r["task_id"]: r for r in project.records()}
+        assert conftest.read_text() == "# the checkout's own conftest\n"
+        assert sorted(by) == ["a-look", "b-links", "c-fifos", "d-honest", "e-driver", "far"]
+        for task in ("a-look", "d-honest", "e-driver", "far"):
+            assert by[task]["state"] == "PASS", by[task]
+        for task in ("b-links", "c-fifos"):  # its own act: and the next arm ran
+            (verdict,) = by[task]["verdicts"]
+            assert (verdict["grader_id"], verdict["state"]) == ("sandbox", "FAIL"), by[task]
+            assert "the daemon's socket was removed" in verdict["detail"]
+        assert result.ret == 1
+        look = Path(by["a-look"]["workspace"])
+        seen = lambda name: (look / name).read_text()  # noqa: E731
+        tops = {Path(f).parts[1] for f in python_folders()}
+        allowed = {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "dev",
+                   "proc", "tmp", "var", *tops}
+        assert set(seen("ls-root.txt").split()) <= allowed, seen("ls-root.txt")
+        # every mount is one of the allow-list's (engine/sandbox.py), by name
+        exact = {"/", "/usr", "/tmp", "/dev", "/proc", *SYSTEM_DIRS,
+                 *(f"/etc/{name}" for name in ETC), *map(str, python_folders()),
+                 os.path.realpath(sys.executable)}  # the sealed interpreter, over the program
+        for mount in seen("mounts.txt").split():
+            assert mount in exact or mount.startswith(("/dev/", "/proc/")) or (
+                Path(mount).parent.parent == project.tmp
+                and Path(mount).name in ("workspaces", "daemon")), mount
+        # its /tmp is its own: the host's shows only as the path to the run's own folders
+        tmp = seen("ls-tmp.txt").split()
+        assert project.tmp.name in tmp and host_tmp.name not in tmp, tmp
+        for key in keys.values():
+            assert key not in seen("reads.txt")
+        assert '"arm_id"' not in seen("reads.txt")  # nor the store
+        assert seen("reads.txt").count("No such file or directory") == len(keys) + 1
+        # what the host's folders hold (HOME is the project's root here) is nowhere: a
+        # folder under /tmp may exist in the sandbox's own /tmp, holding the `.jaato` its
+        # daemon made there
+        host = {name for f in folders if f != "$HOME" for name in os.listdir(f)} - {".jaato"}
+        assert "conftest.py" in host and not host & set(seen("lists.txt").split()), (
+            seen("lists.txt"))
+        cmdline = seen("cmdline.txt")  # bubblewrap's: the program to start, no path of the box
+        assert "bwrap" in cmdline and "--args" in cmdline
+        for word in ("--bind", "--ro-bind", str(root), str(far), str(elsewhere),
+                     str(project.tmp), "sealed"):
+            assert word not in cmdline, (word, cmdline)
+    finally:
+        for folder in (far, elsewhere, host_tmp):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def test_the_sandbox_can_be_turned_off_and_the_records_say_so(project):
     project.task("plain", profile=WRITER)
     result = project.run("tasks", "--jaato-sandbox=none", shared_daemon=False)
-    assert [r["sandbox"] for r in project.records()] == ["none"]
-    assert "sandbox: none" in result.stdout.str()
+    (record,) = project.records()
+    assert record["sandbox"] == "none" and UNCONFINED in record["notes"], record
+    assert "sandbox: none: turned off (--jaato-sandbox=none); the agent runs as you" in (
+        result.stdout.str())
     assert result.ret == 0
 
 
@@ -276,25 +403,73 @@ def test_a_session_the_agent_opens_on_its_daemon_is_stopped_and_its_fail(project
     assert result.ret == 1
 
 
-def test_under_xdist_each_worker_makes_its_arms_in_a_folder_of_its_own(project):
-    """Each worker's sandbox may write its own arms' folder alone: an agent on one worker
-    cannot reach the workspaces of the other's arms."""
-    for name in ("one", "two", "three", "four"):
-        project.task(name)
-    ws = project.root / "ws"
-    result = project.run("tasks", "-n", "2", f"--jaato-workspaces={ws}", "--keep-workspaces",
-                         shared_daemon=False)
-    assert result.ret == 0, result.stdout.str()
-    folders = {Path(r["workspace"]).parent for r in project.records()}
-    assert folders == {ws / "gw0", ws / "gw1"}, folders
+PROBE = """\
+grep -o '/[^ ]*/daemon.sock' /proc/net/unix | sort -u > sockets.txt
+for s in $(cat sockets.txt); do  # the one socket there is in here is its own daemon's
+  if [ -S "$s" ]; then echo "$s" >> mine.txt; continue; fi
+  d=$(dirname "$s")
+  echo "== $s" >> seen.txt
+  ls -A "$d" "$(dirname "$d")" "$(dirname "$d")/workspaces" >> seen.txt 2>&1
+  cat "$(dirname "$d")"/owned/*/checks/* >> seen.txt 2>&1
+  python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1]); print("CONNECTED", sys.argv[1])
+except OSError as exc:
+    print("refused:", exc)' "$s" >> seen.txt 2>&1
+done
+touch seen.txt
+"""
+
+
+def test_under_xdist_no_worker_sees_another_workers_folder_or_socket(project):
+    """Each worker's arms go in a folder of their own, and each worker's sandbox shows no
+    other's, whatever TMPDIR is: here under /var/tmp, outside the /tmp a sandbox has of its
+    own. The agents find the other worker's daemon socket by its path (the host's unix
+    sockets are listed in /proc/net/unix) and try to list its folder, read its answer keys
+    and connect: none of it is there."""
+    try:
+        project.tmp = Path(tempfile.mkdtemp(prefix="jtp-", dir="/var/tmp"))
+    except OSError:
+        pytest.skip("no writable /var/tmp for the run's TMPDIR")
+    try:
+        for name in ("one", "two", "three", "four"):
+            project.task(name, profile=shell_agent("prober", "sh probe.sh"),
+                         graders=[{"kind": "script", "file": "checks/key.sh"}])
+            project.write(f"tasks/{name}/fixture/probe.sh", PROBE)
+            project.write(f"tasks/{name}/.jaato/checks/key.sh",
+                          "echo KEY-OF-THE-WORKER\n").chmod(0o755)
+        ws = project.root / "ws"
+        result = project.run("tasks", "-n", "2", f"--jaato-workspaces={ws}",
+                             "--keep-workspaces", "--jaato-sandbox=bwrap", shared_daemon=False)
+        records = project.records()
+        assert [r["state"] for r in records] == ["PASS"] * 4, result.stdout.str()
+        run = ws / f"run-{records[0]['run_id']}"
+        folders = {Path(r["workspace"]).parent for r in records}
+        assert folders == {run / "gw0", run / "gw1"}, folders
+        targeted = 0
+        for r in records:
+            # the workers' run folders are in the controller's: <it>/<worker's>/daemon/daemon.sock
+            (mine,) = (Path(r["workspace"]) / "mine.txt").read_text().split()
+            controller = Path(mine).parents[2]
+            assert controller.parent == project.tmp, mine
+            seen = (Path(r["workspace"]) / "seen.txt").read_text()
+            assert "CONNECTED" not in seen and "KEY-OF-THE-WORKER" not in seen, seen
+            for line in seen.splitlines():  # every listing and read failed: nothing is there
+                if not line.startswith(("== ", "refused:")):
+                    assert "No such file or directory" in line, line
+            targeted += f"== {controller}/" in seen  # the other worker's socket, by its path
+        assert targeted, "no agent found the other worker's socket to try"
+    finally:
+        shutil.rmtree(project.tmp, ignore_errors=True)
 
 
 def test_a_grader_writing_through_the_agents_link_writes_only_in_the_sandbox(project):
-    """The agent leaves `report.txt` as a link to a file outside everything the sandbox hides
-    (here under /var/tmp, writable by the developer); a script grader that writes the report
-    would write through it, as the developer. The grader runs in the agent's sandbox: the
-    write is refused, the file outside is untouched, and the grader's failure is the arm's
-    FAIL. A grader that runs the agent's own program runs it confined as well."""
+    """The agent leaves `report.txt` as a link to a file of the developer's (under /var/tmp);
+    a script grader that writes the report would write through it, as the developer. A link
+    to what the sandbox does not show is a trap: the arm FAILS before any grader runs. A
+    grader that runs the agent's own program (which writes that file) runs it confined, in a
+    sandbox where the file is not there; so does a driver."""
     try:
         outside = Path(tempfile.mkdtemp(prefix="jaato-eval-victim-", dir="/var/tmp"))
     except OSError:
@@ -321,10 +496,13 @@ def test_a_grader_writing_through_the_agents_link_writes_only_in_the_sandbox(pro
         by = {r["task_id"]: r for r in project.records()}
         assert victim.read_text() == "untouched\n"
         assert by["driver"]["state"] == "PASS", by["driver"]  # its write refused, so exit 0
-        for task in ("linker", "runner"):
-            (verdict,) = by[task]["verdicts"]
-            assert verdict["state"] == "FAIL" and "exit" in verdict["detail"], by[task]
-            assert any("Read-only file system" in line for line in verdict["evidence"]), verdict
+        (trap,) = by["linker"]["verdicts"]
+        assert (trap["grader_id"], trap["state"], trap["evidence"]) == (
+            "workspace", "FAIL", ["report.txt"]), trap
+        (verdict,) = by["runner"]["verdicts"]
+        assert verdict["state"] == "FAIL" and "exit" in verdict["detail"], by["runner"]
+        assert any("nonexistent" in line or "No such file" in line
+                   for line in verdict["evidence"]), verdict
         assert result.ret == 1
     finally:
         shutil.rmtree(outside, ignore_errors=True)
@@ -375,17 +553,37 @@ def test_an_agent_that_fills_its_pids_limit_fails_and_the_arms_after_it_run(proj
     assert result.ret == (1 if limit is not None else 0)
 
 
+PLANT_TRANSCRIPT = """\
+import os, sys
+from pytest_jaato_eval.results.transcripts import file_name, folder_of
+run_id = os.environ["PYTEST_JAATO_TREE"].split(":")[0]  # the run's marker, in its environment
+name = file_name(sys.argv[2], run_id)
+folder = folder_of(sys.argv[1])
+folder.mkdir(exist_ok=True)
+os.symlink(sys.argv[3], folder / f".{name}.partial")  # where the transcript was written first
+os.mkfifo(folder / f"{name}")                         # and where it goes
+"""
+
+
 def test_unconfined_an_agent_that_changes_the_checkout_fails_and_is_named(project):
     """Without a sandbox the agent can write the task's files in the checkout: this run
     grades with its own copy, but later runs would not. The checkout is hashed around each
     agent's run; a change FAILS that arm (verdict `checkout`), and the arms after it, whose
-    agents change nothing, are graded as usual."""
+    agents change nothing, are graded as usual. Every record and the summary say the agent
+    ran as you. An agent that plants a link to its task's manifest where its transcript is
+    written first, and a FIFO where it goes, changes nothing and holds nothing up."""
     project.task("a-tamper", profile=shell_agent("tamper", "sh tamper.sh"), repeats=2,
                  graders=[{"kind": "script", "run": "test -f tampered.txt"}])
     grader_copy = project.root / "tasks" / "a-tamper" / ".jaato" / "tampered-by-the-agent"
     project.write("tasks/a-tamper/fixture/tamper.sh",
                   f"test -e {grader_copy} || echo x > {grader_copy}\ntouch tampered.txt\n")
     project.task("b-honest")
+    manifest = project.task("c-planter", profile=shell_agent("planter", "sh plant.sh"),
+                            graders=[{"kind": "script", "run": "true"}])
+    before = manifest.read_bytes()
+    project.write("tasks/c-planter/fixture/plant.py", PLANT_TRANSCRIPT)
+    project.write("tasks/c-planter/fixture/plant.sh",
+                  f"{sys.executable} plant.py {project.store} c-planter@echo#0 {manifest}\n")
     result = project.run("tasks", "--jaato-sandbox=none", "-p", "no:randomly",
                          shared_daemon=False)
     by = {r["arm_id"]: r for r in project.records()}
@@ -395,4 +593,11 @@ def test_unconfined_an_agent_that_changes_the_checkout_fails_and_is_named(projec
     assert "changed during the agent's run" in first[0]["detail"]
     assert by["a-tamper@echo#1"]["state"] == "PASS"  # its agent found the change made
     assert by["b-honest@echo#0"]["state"] == "PASS"
+    planter = by["c-planter@echo#0"]
+    assert planter["state"] == "PASS" and manifest.read_bytes() == before, planter
+    written = folder_of(project.store) / planter["transcript"]
+    assert written.is_file() and not written.is_symlink()
+    assert all(UNCONFINED in r["notes"] for r in by.values())
+    assert "sandbox: none: turned off (--jaato-sandbox=none); the agent runs as you" in (
+        result.stdout.str())
     assert result.ret == 1

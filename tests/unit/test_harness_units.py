@@ -546,3 +546,43 @@ def test_children_are_read_whole_past_the_kernels_one_page_per_read():
     finally:
         os.killpg(parent.pid, signal.SIGKILL)
         parent.wait()
+
+
+@pytest.mark.parametrize("plant", ["link", "fifo", "folder", "nothing"])
+def test_the_harness_never_writes_its_own_file_through_what_was_left_at_its_path(
+        tmp_path, plant):
+    """The daemon's log and pid file, a transcript: a link there (to a checkout's
+    conftest.py), a FIFO (whose open would wait forever for a reader) or a folder is removed,
+    never written through or waited on, and the file is made anew."""
+    from pytest_jaato_eval.engine.files import open_own, read_tail, write_own
+    from pytest_jaato_eval.results import transcripts
+
+    victim = tmp_path / "conftest.py"
+    victim.write_text("# the checkout's\n")
+    store = tmp_path / "results.jsonl"
+    name = transcripts.file_name("a@echo#0", "run")
+    paths = [tmp_path / "daemon.out", tmp_path / "daemon.pid",
+             transcripts.folder_of(store) / f".{name}.partial"]  # where a transcript once went
+    paths[2].parent.mkdir()
+    for path in paths:
+        if plant == "link":
+            path.symlink_to(victim)
+        elif plant == "fifo":
+            os.mkfifo(path)
+        elif plant == "folder":
+            (path / "inside").mkdir(parents=True)
+    assert read_tail(paths[0]) is None  # nothing there is read, or waited on
+    fd = open_own(paths[0])
+    os.write(fd, b"daemon says\n")
+    os.close(fd)
+    write_own(paths[1], "123\n")
+    written = transcripts.write(store, name, b"transcript")
+    assert victim.read_text() == "# the checkout's\n"
+    assert read_tail(paths[0]) == "daemon says\n" and paths[1].read_text() == "123\n"
+    assert written.read_bytes() == b"transcript" and not written.is_symlink()
+    for path in paths[:2]:
+        assert path.is_file() and not path.is_symlink()
+    fd = open_own(paths[0])  # a regular file of ours: appended to
+    os.write(fd, b"again\n")
+    os.close(fd)
+    assert read_tail(paths[0], 6) == "again\n"

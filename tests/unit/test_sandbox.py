@@ -1,58 +1,100 @@
-"""The sandbox's command line (engine/sandbox.py), as bubblewrap reads it: in order."""
+"""The sandbox's description (engine/sandbox.py), as bubblewrap reads it: in order."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 from pytest_jaato_eval.engine.agent_run import AgentRun
-from pytest_jaato_eval.engine.sandbox import (Confinement, Sandbox, hideable, probe,
-                                              seal_interpreter)
+from pytest_jaato_eval.engine.sandbox import (TMP_SIZE, Confinement, Sandbox, confined_path,
+                                              hideable, probe, seal_interpreter)
 from pytest_jaato_eval.graders.context import GraderContext
 from pytest_jaato_eval.graders.script import grade_script
 from pytest_jaato_eval.task.model import ScriptGrader
 
 
-def ops(argv: list[str]) -> list[tuple[str, ...]]:
-    """bwrap's mount options as (option, path...) tuples, in order, up to `--`."""
-    out, i = [], 1
-    two = {"--ro-bind", "--bind"}
-    while argv[i] != "--":
-        if argv[i] in two:
-            out.append((argv[i], argv[i + 1], argv[i + 2]))
+def ops(args: list[str]) -> list[tuple[str, ...]]:
+    """bwrap's mount options as (option, path...) tuples, in order."""
+    out, i = [], 0
+    two = {"--ro-bind", "--bind", "--symlink", "--setenv"}
+    while i < len(args) and args[i] != "--":
+        if args[i] in two:
+            out.append((args[i], args[i + 1], args[i + 2]))
             i += 3
-        elif argv[i] in {"--tmpfs", "--remount-ro", "--dev", "--proc", "--cap-drop"}:
-            out.append((argv[i], argv[i + 1]))
+        elif args[i] in {"--tmpfs", "--remount-ro", "--dev", "--proc", "--cap-drop", "--size",
+                         "--dir"}:
+            out.append((args[i], args[i + 1]))
             i += 2
         else:
-            out.append((argv[i],))
+            out.append((args[i],))
             i += 1
     return out
 
 
-def test_hidden_folders_are_emptied_then_what_must_stay_is_mounted_back_then_made_read_only():
+def test_the_sandbox_shows_only_what_is_named_each_at_its_own_path(tmp_path):
     home, checkout = Path("/home/dev"), Path("/home/dev/project")
-    argv = Sandbox("bwrap").command(
-        ["python", "-m", "jaato_server"], writable=[Path("/tmp/run/ws"), Path("/tmp/run/d")],
-        hidden=[checkout, home, Path("/tmp/run")], tmp=Path("/tmp/run/tmp"),
-        readable=[home / ".jaato"])
-    assert argv[-3:] == ["python", "-m", "jaato_server"]
-    o = ops(argv)
-    assert o[:3] == [("--ro-bind", "/", "/"), ("--dev", "/dev"), ("--proc", "/proc")]
-    # /home/dev/project is inside /home/dev; /tmp/run is inside the private /tmp: one tmpfs
-    assert [x for x in o if x[0] == "--tmpfs"] == [("--tmpfs", "/home/dev")]
-    binds = [x for x in o if x[0] in ("--ro-bind", "--bind")][1:]
-    assert ("--ro-bind", "/home/dev/.jaato", "/home/dev/.jaato") in binds
-    assert ("--ro-bind", str(Path(sys.prefix).resolve()), str(Path(sys.prefix).resolve())) in binds
-    assert binds.index(("--bind", "/tmp/run/tmp", "/tmp")) < binds.index(
-        ("--bind", "/tmp/run/ws", "/tmp/run/ws"))  # the private /tmp first, then inside it
-    assert o.index(("--tmpfs", "/home/dev")) < o.index(
-        ("--ro-bind", "/home/dev/.jaato", "/home/dev/.jaato")) < o.index(
-        ("--remount-ro", "/home/dev"))
-    for flag in ("--unshare-pid", "--die-with-parent", "--new-session"):
-        assert (flag,) in o
-    assert ("--cap-drop", "ALL") in o
+    ws, daemon = tmp_path / "run" / "ws", tmp_path / "run" / "d"
+    o = ops(Sandbox("bwrap").mounts(
+        writable=[ws, daemon], hidden=[checkout, home, tmp_path / "run"],
+        readable=[home / ".jaato"]))
+    assert ("--ro-bind", "/", "/") not in o  # no host root: an allow-list
+    binds = {x[2]: x[0] for x in o if x[0] in ("--ro-bind", "--bind")}
+    assert binds["/usr"] == "--ro-bind"
+    for name in ("/bin", "/lib"):  # as the host has them: a link into /usr, or a folder
+        kind = "--symlink" if os.path.islink(name) else "--ro-bind"
+        assert any(x[0] == kind and x[-1] == name for x in o), name
+    assert binds[str(ws)] == binds[str(daemon)] == "--bind"
+    assert binds["/home/dev/.jaato"] == "--ro-bind"
+    prefix = str(Path(sys.prefix).absolute())
+    assert binds[prefix] == "--ro-bind"
+    assert binds.get("/etc/passwd") == "--ro-bind" and "/etc/shadow" not in binds
+    assert not any(p.startswith("/etc/ssl/private") for p in binds)
+    # only /etc files by name, never the folder; nothing of HOME, the checkout or /tmp's host
+    assert "/etc" not in binds and "/home/dev" not in binds and "/tmp" not in binds
+    assert not any(p == str(checkout) or p.startswith(str(checkout) + "/") for p in binds)
+    # a private /tmp of a bounded size; the root and /dev read-only once all is mounted
+    assert o[o.index(("--tmpfs", "/tmp")) - 1] == ("--size", str(TMP_SIZE))
+    assert o[-2:] == [("--remount-ro", "/dev"), ("--remount-ro", "/")]
+    # a hidden folder no mount holds needs no mask: nothing shows it
+    assert not any(x[0] == "--tmpfs" and x[1].startswith("/home") for x in o)
+
+
+def test_a_hidden_folder_inside_a_mount_is_masked_and_what_is_inside_it_mounted_back(tmp_path):
+    """Were the interpreter's folder to hold the checkout (a venv's parent given as one), the
+    checkout is an empty, read-only folder there, with what must be seen mounted back."""
+    ws = tmp_path / "shown"
+    o = ops(Sandbox("bwrap").mounts(writable=[ws / "hidden" / "ws"], hidden=[ws / "hidden"],
+                                    readable=[ws]))
+    at = {x: i for i, x in enumerate(o)}
+    assert at[("--ro-bind", str(ws), str(ws))] < at[("--tmpfs", str(ws / "hidden"))] < at[
+        ("--bind", str(ws / "hidden" / "ws"), str(ws / "hidden" / "ws"))] < at[
+        ("--remount-ro", str(ws / "hidden"))]
+
+
+def test_the_sandbox_description_is_read_from_a_descriptor_never_from_its_command_line():
+    """Everything inside can read the command line of the sandbox's first process: it names
+    the program to run, and no path of the sandbox's."""
+    with Sandbox("/usr/bin/bwrap").command(["python", "-c", "pass"], writable=[Path("/w")],
+                                           readable=[Path("/r")]) as boxed:
+        assert boxed.argv == ["/usr/bin/bwrap", "--args", str(boxed.pass_fds[0]), "--",
+                              "python", "-c", "pass"]
+        given = os.pread(boxed.pass_fds[0], 1 << 20, 0).split(b"\0")
+        assert b"/w" in given and b"/r" in given and b"--unshare-pid" in given
+        assert given[given.index(b"PATH") + 1].decode() == confined_path(os.environ["PATH"])
+    with pytest.raises(OSError):  # closed with the block
+        os.fstat(boxed.pass_fds[0])
+
+
+def test_python_in_the_sandbox_is_the_runs_own_and_paths_it_does_not_show_are_gone(tmp_path):
+    """A pyenv shim under HOME, a relative entry: gone; the run's interpreter's folder first,
+    as in an activated venv; the system's entries kept in order."""
+    shim = tmp_path / ".pyenv" / "shims"
+    shim.mkdir(parents=True)
+    path = confined_path(os.pathsep.join([str(shim), ".", "/usr/local/bin", "/usr/bin", "/bin"]))
+    assert path.split(os.pathsep) == [os.path.dirname(sys.executable), "/usr/local/bin",
+                                      "/usr/bin", "/bin"]
 
 
 def test_the_root_and_system_folders_are_never_hidden(tmp_path):
@@ -80,8 +122,8 @@ def test_special_files_are_found_behind_links_but_links_are_not_walked(tmp_path)
 def test_an_interpreter_under_tmp_is_mounted_after_the_private_tmp(monkeypatch):
     import pytest_jaato_eval.engine.sandbox as sandbox
     monkeypatch.setattr(sandbox, "python_folders", lambda: [Path("/tmp/clone/.venv")])
-    o = ops(Sandbox("bwrap").command(["python"], writable=[], hidden=[], tmp=Path("/tmp/t")))
-    assert o.index(("--bind", "/tmp/t", "/tmp")) < o.index(
+    o = ops(Sandbox("bwrap").mounts(writable=[]))
+    assert o.index(("--tmpfs", "/tmp")) < o.index(
         ("--ro-bind", "/tmp/clone/.venv", "/tmp/clone/.venv"))
 
 
@@ -91,8 +133,7 @@ def test_the_sealed_interpreter_is_an_execute_only_copy_bound_over_the_program(t
     assert copy.stat().st_mode & 0o777 == 0o111  # nobody may read it: its processes are not dumpable
     assert copy.stat().st_size == program.stat().st_size
     assert seal_interpreter(tmp_path / "sealed", sys.executable) == (copy, program)  # made once
-    o = ops(Sandbox("bwrap").command(["python"], writable=[], hidden=[], tmp=Path("/tmp/t"),
-                                     sealed=(copy, program)))
+    o = ops(Sandbox("bwrap").mounts(writable=[], sealed=(copy, program)))
     # over the interpreter's folder, which is mounted before it
     assert o.index(("--ro-bind", str(copy), str(program))) > max(
         i for i, x in enumerate(o)

@@ -93,7 +93,7 @@ def test_daemon_killed_mid_arm_blocks_that_arm_and_later_arms_run(project, scrip
 
     def kill_the_daemon():
         model.wait_for_chat_requests(1, timeout=120)
-        (pid_file,) = project.tmp.glob("jaato-eval-*/daemon/daemon.pid")
+        (pid_file,) = project.tmp.glob("jaato-eval-*/daemon.pid")
         os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
 
     killer = threading.Thread(target=kill_the_daemon, daemon=True)
@@ -233,7 +233,7 @@ def test_symlink_out_of_the_fixture_and_a_climbing_task_id_write_nothing_outside
     (r,) = project.records()
     assert r["state"] == "PASS" and result.ret == 0
     ws = Path(r["workspace"])
-    assert ws.parent == root.resolve(), "the workspace stays under the root"
+    assert ws.parent == root.resolve() / f"run-{r['run_id']}", "the workspace stays in the run's folder"
     assert os.readlink(ws / "escape") == str(outside), "the link was copied as a link"
     assert sorted(p.name for p in outside.iterdir()) == ["precious.txt"]
     assert (outside / "precious.txt").read_text() == "keep me\n"
