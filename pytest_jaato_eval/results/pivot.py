@@ -27,6 +27,8 @@ from . import stats
 from .record import DEFAULT_SET, ArmRecord, RecordError, coerce, fields_reader, number
 from .stores import (Unusable, combine, fields_loader, latest_by_arm, no_record, read_at,
                      read_store, readable)
+from .table import Column, fit, wrap
+from .table import table_lines  # noqa: F401 - the one fixed-width table, read from here too
 from ..render import safe_text
 from ..verdict import BLOCKED, FAIL, PASS, blocked_grader
 
@@ -187,10 +189,12 @@ class Cell:
 
     @property
     def det_text(self) -> str:
-        """`det` as shown: with how many answered when some exercised arm did not, a dash
-        included (`— (1 of 2 answered)`: it is a dash because one answered), as jaato-eval."""
+        """`det` as shown: with how many answered when some exercised arm did and some did
+        not, a dash included (`— (1 of 2 answered)`: it is a dash because one answered), as
+        jaato-eval. When none answered (an agent that never signs off with a payload), det
+        says nothing, and shows only the dash."""
         text = pct(self.det)
-        if self.unanswered:
+        if self.unanswered and self.answered:
             text += f" ({self.answered} of {self.exercised} answered)"
         return text
 
@@ -511,22 +515,64 @@ def build_cells(records: Iterable[ArmRecord | dict[str, Any]]) -> list[Cell]:
 # -- the pivot as text ------------------------------------------------------------------------
 ID_WIDTH = 80  # a task id or set name in a pivot row: long enough to tell ids apart
 
-LEGEND = ("CI: 95% Wilson interval · floor: pass rate counting BLOCKED as FAIL · "
-          "—: unknown, never 0",
-          "det: largest group of arms with one payload, over the arms exercised; — under "
-          "two answers · pass@k / pass^k: any / all of k attempts pass")
+# Each column: what the legend says of it, and its rank when a terminal is too narrow for
+# the whole table (results/table.py: 0 always shown; the highest dropped first). The most
+# read stay: the verdict counts and what an arm costs; the figures derived from others
+# (pass = n x pass rate), and det, go first.
+TEXT_COLUMNS = ("task", "profile set")
+_COLUMNS: dict[str, tuple[int, str | None]] = {
+    "task": (0, None), "profile set": (0, None),
+    "pass rate": (0, "pass rate: PASS / n, BLOCKED never in it"),
+    "95% CI": (0, "95% CI: its Wilson interval"),
+    "n": (0, "n: arms exercised, PASS + FAIL"),
+    "blocked": (0, "blocked: environment faults, reasons below"),
+    "total cost": (1, "total cost: agent and judge"),
+    "fail": (2, None),
+    "floor": (3, "floor: pass rate counting BLOCKED as FAIL"),
+    "pass@": (4, "pass@k / pass^k: any / all of k attempts pass"),
+    "pass^": (5, None),
+    "cost": (1, "cost: the agent's sessions"),
+    "tokens": (7, None),
+    "pass": (8, None),
+    "det": (9, "det: largest group of arms with one payload, over the arms exercised; "
+               "— under two answers"),
+    "judge cost": (10, "judge cost: the judge's own sessions"),
+}
+JUDGED_COST_RANK = 6  # beside a judge's, the agent's own cost is read after the total
+UNKNOWN_NOTE = "—: unknown, never 0"
 PARTIAL_NOTE = "+: some arms reported none; the sum covers the arms that did"
-JUDGE_NOTE = ("cost: the agent's sessions · judge cost: the judge's own sessions · "
-              "total cost: both")
+XFAIL_NOTE = "fail (N xfail): N failures an xfail mark expected, not failures of the run"
+ALL_COLUMNS = "-v or --jaato-pivot=all shows every column"
 
 
-def pivot_notes(header: list[str], rows: list[dict[str, str]]) -> list[str]:
-    """The legend under a pivot: what its columns mean, as far as they are there."""
-    notes = list(LEGEND)
-    if "judge cost" in header:
-        notes.append(JUDGE_NOTE)
-    if any(v.endswith("+") for r in rows for h, v in r.items() if "cost" in h or h == "tokens"):
+def _column_key(header: str) -> str:
+    return header[:5] if header.startswith(("pass@", "pass^")) else header
+
+
+def pivot_columns(header: Sequence[str]) -> list[Column]:
+    """The pivot's header as table columns: ids on the left, figures right-aligned,
+    each with its rank."""
+    judged = "judge cost" in header
+    columns = []
+    for h in header:
+        rank = _COLUMNS.get(_column_key(h), (1, None))[0]
+        if h == "cost" and judged:
+            rank = JUDGED_COST_RANK
+        columns.append(Column(h, right=h not in TEXT_COLUMNS, rank=rank,
+                              text=h in TEXT_COLUMNS))
+    return columns
+
+
+def pivot_notes(header: Sequence[str], rows: list[dict[str, str]]) -> list[str]:
+    """The legend under a pivot: what its columns mean, for the columns it shows."""
+    said = [_COLUMNS[_column_key(h)][1] for h in header if _column_key(h) in _COLUMNS]
+    notes = [n for n in dict.fromkeys(said) if n] + [UNKNOWN_NOTE]
+    values = [v for r in rows for h, v in r.items() if h in header]
+    if any(v.endswith("+") for r in rows for h, v in r.items()
+           if h in header and ("cost" in h or h == "tokens")):
         notes.append(PARTIAL_NOTE)
+    if "fail" in header and any(v.endswith(" xfail)") for v in values):
+        notes.append(XFAIL_NOTE)
     return notes
 
 
@@ -567,29 +613,29 @@ def pivot_rows(cells: list[Cell], k: int | None = None) -> tuple[list[str], list
     return header, rows
 
 
-def table_lines(header: Sequence[str], rows: Sequence[Sequence[str]],
-                right: Iterable[str] = ()) -> list[str]:
-    """Fixed-width lines, the header first: columns two spaces apart, those in `right`
-    (numbers) aligned right; no trailing blanks."""
-    table, right = [list(header)] + [list(r) for r in rows], set(right)
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    return ["  ".join(v.rjust(w) if h in right else v.ljust(w)
-                      for h, v, w in zip(header, row, widths)).rstrip() for row in table]
-
-
-def render_pivot(cells: list[Cell], k: int | None = None) -> list[str]:
-    """Fixed-width terminal lines: the table, a legend, then the digest of blocked reasons."""
+def render_pivot(cells: list[Cell], k: int | None = None, width: int | None = None, *,
+                 every_column: bool = False, all_columns: str = ALL_COLUMNS) -> list[str]:
+    """Fixed-width terminal lines: the table, a legend, then the digest of blocked reasons.
+    `width`: the terminal's; the table fits it by table.fit's rule (unless `every_column`),
+    the columns left out named under it with `all_columns` (how to see them), and the
+    legend and reasons are wrapped to it. None: every column, a note per line."""
     header, rows = pivot_rows(cells, k)
-    lines = table_lines(header, [[r[h] for h in header] for r in rows],
-                        right={h for h in header if h not in ("task", "profile set")})
+    fitted = fit(pivot_columns(header), rows, None if every_column else width)
+    lines = list(fitted.lines)
     lines.append("")
-    lines.extend(pivot_notes(header, rows))
+    shown = [c.header for c in fitted.shown]
+    notes = pivot_notes(shown, rows)
+    lines.extend(notes if width is None else wrap(" · ".join(notes), width))
+    if fitted.dropped:
+        left_out = ", ".join(h for h in header if h not in shown)
+        lines.extend(wrap(f"not shown in {width} columns: {left_out} ({all_columns})",
+                          width))
     rows_digest = digest(cells)
     if rows_digest:
         lines.append("")
         lines.append("blocked reasons (most frequent first):")
         for c, reason, n in rows_digest:
-            lines.append(f"  {row_id(c)}: ({n}×) {reason}")
+            lines.extend(wrap(f"  {row_id(c)}: ({n}×) {reason}", width, "      "))
     return lines
 
 
@@ -599,7 +645,7 @@ JSON_FORMAT = "pytest-jaato-eval pivot 1"  # what a reader of the JSON checks it
 
 
 # -- Markdown ---------------------------------------------------------------------------------
-def _md(text: str) -> str:
+def md_cell(text: str) -> str:
     """A value inside a table cell: no pipe, no markup, no HTML (ids come from stores)."""
     text = safe_text(text, None, collapse=True)
     for char in "\\`*_[]<>|":
@@ -616,17 +662,17 @@ def markdown(cells: list[Cell], *, k: int | None = None, source: str | None = No
     lines = ["### jaato-eval pivot", ""]
     if source is not None:
         count = plural(arms if arms is not None else sum(c.arms_total for c in cells), "arm")
-        lines += [f"{_md(str(source))}: {count}", ""]
-    lines.append("| " + " | ".join(_md(h) for h in header) + " |")
+        lines += [f"{md_cell(str(source))}: {count}", ""]
+    lines.append("| " + " | ".join(md_cell(h) for h in header) + " |")
     lines.append("|" + "|".join(" --- " if h in text_columns else " ---: " for h in header) + "|")
     for row in rows:
-        lines.append("| " + " | ".join(_md(row[h]) for h in header) + " |")
+        lines.append("| " + " | ".join(md_cell(row[h]) for h in header) + " |")
     lines.append("")
-    lines += [_md(note) + "  " for note in pivot_notes(header, rows)]
+    lines += [md_cell(note) + "  " for note in pivot_notes(header, rows)]
     blocked = digest(cells)
     if blocked:
         lines += ["", "**Blocked reasons** (most frequent first):", ""]
-        lines += [f"- {_md(row_id(c))}: ({n}×) {_md(reason)}" for c, reason, n in blocked]
+        lines += [f"- {md_cell(row_id(c))}: ({n}×) {md_cell(reason)}" for c, reason, n in blocked]
     return "\n".join(lines) + "\n"
 
 
@@ -650,13 +696,16 @@ def cell_json(c: Cell, k: int | None) -> dict[str, Any]:
     }
 
 
-def as_json(cells: list[Cell], *, k: int | None = None, source: str | None = None,
-            arms: int | None = None) -> str:
+def json_document(cells: list[Cell], *, k: int | None = None, source: str | None = None,
+                  arms: int | None = None) -> dict[str, Any]:
     k = default_k(cells) if k is None else k
-    return json.dumps({
-        "format": JSON_FORMAT, "source": source,
-        "arms": arms if arms is not None else sum(c.arms_total for c in cells),
-        "k": k, "cells": [cell_json(c, k) for c in cells]}, indent=2) + "\n"
+    return {"format": JSON_FORMAT, "source": source,
+            "arms": arms if arms is not None else sum(c.arms_total for c in cells),
+            "k": k, "cells": [cell_json(c, k) for c in cells]}
+
+
+def as_json(cells: list[Cell], **kw: Any) -> str:
+    return json.dumps(json_document(cells, **kw), indent=2) + "\n"
 
 
 # -- CSV --------------------------------------------------------------------------------------
@@ -685,5 +734,3 @@ def as_csv(cells: list[Cell], *, k: int | None = None, **_: Any) -> str:
         writer.writerow(["" if row[col] is None else row[col] for col in CSV_COLUMNS])
     return out.getvalue()
 
-
-RENDERERS = {"markdown": markdown, "json": as_json, "csv": as_csv}
