@@ -4,7 +4,8 @@ The store commands read any result store, ours or one written by jaato-eval 0.3.
 (same record; ours adds keys), in one streaming pass where they can: a store of any
 size costs a summary per arm, never its whole records. Exit codes:
 
-    report    0 every arm passed · 1 an arm FAILED · 2 an arm BLOCKED, or nothing ran
+    report    as the run that wrote the store: 0 every arm passed (an xfail arm that
+              failed as expected too) · 1 an arm failed the run · 2 an arm BLOCKED
               (--exit-zero: 0 whatever the verdicts)
     compare   0 no group regressed · 1 a group regressed
     validate  0 ok · 1 problems found
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -34,8 +36,9 @@ from .report.arms import cost_text, evidence_tail
 from .results import transcripts
 from .results.compare import cell_text, compare_groups, cost_delta_text
 from .results.pins import pin_differences, pin_notes, pins_of
-from .results.pivot import (FORMATS, RENDERERS, Cell, open_stores, plural,
-                            render_pivot, table_lines)
+from .results.account import account, document, exit_status, noted_lines
+from .results.pivot import FORMATS, Cell, open_stores, plural, render_pivot
+from .results.table import table_lines
 from .results.record import ArmRecord
 from .results.review import awaiting_review
 from .results.store import StoreError, check_output, free_name
@@ -76,13 +79,18 @@ def expand(patterns: Sequence[str]) -> list[Path]:
 
 # -- report ---------------------------------------------------------------------------------
 def report_exit(cells: list[Cell]) -> int:
-    """0 every arm passed, 1 any FAIL, 2 any BLOCKED (or an unknown state) or nothing ran.
-    A FAIL under an xfail mark is no FAIL here, a PASS under a strict one is: as the run."""
-    if any(c.fails_the_run for c in cells):
-        return EXIT_FAILED
-    if any(c.blocked for c in cells) or not any(c.passed for c in cells):
-        return EXIT_BLOCKED
-    return EXIT_PASSED
+    """0 every arm passed, 1 an arm failed the run, 2 an arm BLOCKED (or of a state nobody
+    knows): the run's own rule (results/account.py), so `report` exits as the run did."""
+    return exit_status(cells)
+
+
+def terminal_width() -> int | None:
+    """The width `report` fits its table to: the terminal's when stdout is one (`COLUMNS`
+    honoured, as pytest does); None (every column) when the output goes to a file or a
+    pipe, where nothing wraps it."""
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    return None
 
 
 def cmd_report(args) -> int:
@@ -101,23 +109,26 @@ def cmd_report(args) -> int:
     pivot = open_stores(stores)
     for note in pivot.skipped_notes():
         say(note, file=sys.stderr)
+    acc = account(pivot)
     if args.format == "text":
+        width = None if args.all_columns else terminal_width()
         say(f"{pivot.source}: {pivot.counted}")
-        lines = render_pivot(pivot.cells, k=args.k)
+        lines = render_pivot(pivot.cells, k=args.k, width=width,
+                             all_columns="--all-columns shows every column")
+        lines += [""] + noted_lines(acc, width) if acc.noted else []
     else:  # stdout holds the document alone, for a pipe or a file
-        lines = RENDERERS[args.format](pivot.cells, k=args.k, source=str(pivot.source),
-                                       arms=pivot.arm_count).splitlines()
+        lines = document(acc, args.format, k=args.k, source=str(pivot.source)).splitlines()
     for line in lines:
         say(line)
     said = sys.stdout if args.format == "text" else sys.stderr
-    document = {"source": str(pivot.source), "k": args.k}
+    html_args = {"source": str(pivot.source), "k": args.k}
     if args.html:  # streamed to the file, a task at a time
-        html.write(Path(args.html), pivot, **document)
+        html.write(Path(args.html), pivot, **html_args)
         say(f"html report: {args.html}", file=said)
     if args.pdf:
-        pdf.write(Path(args.pdf), html.render(pivot, **document))
+        pdf.write(Path(args.pdf), html.render(pivot, **html_args))
         say(f"pdf report: {args.pdf}", file=said)
-    return EXIT_OK if args.exit_zero else report_exit(pivot.cells)
+    return EXIT_OK if args.exit_zero else acc.exit_status
 
 
 # -- compare --------------------------------------------------------------------------------
@@ -408,11 +419,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Read jaato-eval result stores (JSONL).")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     rep = sub.add_parser(
-        "report", help="print the pivot of a store; optionally write HTML/PDF; exit 0 when "
-                       "every arm passed, 1 on a FAIL, 2 on a BLOCKED arm or when nothing ran",
-        description="Print the pivot of a result store. Exit status, as for the run that "
-                    "wrote it: 0 every arm passed, 1 an arm FAILED, 2 an arm was BLOCKED or "
-                    "nothing ran (also: unusable input). --exit-zero: 0 whatever the verdicts.")
+        "report", help="print the pivot of a store and the arms that did not pass; "
+                       "optionally write HTML/PDF; exit as the run did: 0 every arm passed, "
+                       "1 on a FAIL, 2 on a BLOCKED arm",
+        description="Print the pivot of a result store and the arms that did not pass. Exit "
+                    "status, as for the run that wrote it: 0 every arm passed (or failed as "
+                    "its xfail mark expected), 1 an arm FAILED, 2 an arm was BLOCKED (also: "
+                    "unusable input). --exit-zero: 0 whatever the verdicts.")
     rep.add_argument("store", nargs="+", help="a result store (ours or jaato-eval 0.3.4's); "
                                               "several, or a quoted glob, are read as one")
     rep.add_argument("--format", choices=FORMATS, default="text",
@@ -425,6 +438,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--k", type=_positive, default=None, metavar="K",
                      help="k for pass@k / pass^k (default: the smallest sample among cells "
                           "with repeats)")
+    rep.add_argument("--all-columns", action="store_true",
+                     help="text: every column of the pivot, whatever the terminal's width "
+                          "(default: the most read columns that fit it; every column when "
+                          "stdout is not a terminal)")
     rep.add_argument("--exit-zero", action="store_true",
                      help="exit 0 whatever the verdicts (only the table is wanted); unusable "
                           "input still exits 2")

@@ -350,7 +350,8 @@ def test_a_large_report_reads_only_the_records_of_arms_that_did_not_pass(tmp_pat
 
     monkeypatch.setattr(Pivot, "arms", arms_spy)
     doc = html.render(pivot)
-    assert read == ["FAIL"]
+    # only what did not pass is read: by the tables, and by the account's bounded list
+    assert set(read) == {"FAIL"}
     strip = lambda d: re.sub(r"generated [^<]*", "", d)  # noqa: E731
     assert strip(doc) == strip(html.render(records))  # the same as from records in memory
     text = " ".join(" ".join(parse(doc).text).split())
