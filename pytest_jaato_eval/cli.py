@@ -350,6 +350,7 @@ def cmd_show(args) -> int:
 def story(record: ArmRecord, store: str) -> list[str]:
     """One arm: its heading, its transcript, then its verdicts and their evidence."""
     lines = ["=" * 78, safe_text(f"{record.arm_id}: {record.state} · {cost_text(record)} · "
+                                 f"arm {seconds(record.arm_seconds)} · session "
                                  f"{seconds(record.duration_seconds)} · turns "
                                  f"{record.turns if record.turns is not None else '—'}",
                                  400, collapse=False)]

@@ -18,7 +18,7 @@ from ..results import transcript_view, transcripts
 from .outcome import one_line, record_of, transcript_of
 
 COLUMNS = ("state", "model", "provider", "session id", "turns", "cost", "budget", "nudges",
-           "payload")
+           "arm time", "session time", "payload")
 
 
 def _macros():
@@ -36,7 +36,8 @@ class JaatoHtmlColumns:
         self.controller = controller  # the run's one account: its summary is the terminal's
 
     def pytest_html_results_table_header(self, cells):
-        cells.extend(str(_macros().header_cell(c)) for c in COLUMNS + ("verdicts",))
+        cells.extend(str(_macros().header_cell(c, arms.COLUMN_NOTES.get(c, "")))
+                     for c in COLUMNS + ("verdicts",))
 
     def pytest_html_results_table_row(self, report, cells):
         record = record_of(report)

@@ -138,10 +138,11 @@ def context(records: Pivot | Iterable[ArmRecord], *, title: str = "jaato-eval re
             f"pass: the first arm of each kind has its row, which names the others of that "
             f"kind, and one evidence per kind is shown." if summarise else "")
     return {"title": title, "meta": meta, "pivot": pivot_view(account(pivot), k),
-            "prose": [UNKNOWN_PROSE],
+            "prose": [UNKNOWN_PROSE, " · ".join(arms.COLUMN_NOTES.values())],
             "chart": chart.layout(points), "unplotted": chart.unplotted(points),
             "summarised": note, "tasks": table.tasks(), "css": stylesheet(),
-            "columns": arms.COLUMNS, "numeric": {"sessions", "turns", "cost", "nudges", "duration"},
+            "columns": arms.COLUMNS, "numeric": {"sessions", "turns", "cost", "nudges", "arm time",
+                                                  "session time"},
             "mono": {"session id", "payload"}, "grader_header_chars": GRADER_HEADER_CHARS}
 
 

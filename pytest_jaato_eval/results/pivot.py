@@ -256,9 +256,10 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return sum(known) / len(known) if known else None
 
 
-# Ids in a reason (sessions, UUIDs, hashes) would split one cause into many digest lines.
+# Ids in a reason (UUIDs, hashes, jaato's `YYYYMMDD_HHMMSS` session ids) would split one
+# cause into many digest lines.
 _IDS = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
-                  r"|\b[0-9a-f]{16,}\b", re.IGNORECASE)
+                  r"|\b[0-9a-f]{16,}\b|\b\d{8}_\d{6}(?:_\w+)?\b", re.IGNORECASE)
 
 
 def reason_key(reason: str, width: int = 160) -> str:
