@@ -24,11 +24,13 @@ class Doing:
     phase: str = "setting up"
     retries: int = 0
     last_retry: str = ""
+    stage: str = ""   # a part of the arm whose own phases follow it ("grading": a judge's turns)
 
     def said(self, now: float | None = None) -> str:
         """`write-file@echo#0: 42 s, turn 3; 2 retries (rate-limit: …)`."""
         elapsed = max((now if now is not None else time.time()) - self.started, 0.0)
-        text = f"{self.arm_id}: {elapsed:.0f} s, {self.phase}"
+        text = f"{self.arm_id}: {elapsed:.0f} s, " + ", ".join(
+            part for part in (self.stage, self.phase) if part)
         if self.retries:
             text += (f"; {self.retries} {'retry' if self.retries == 1 else 'retries'}"
                      + (f" ({self.last_retry})" if self.last_retry else ""))
@@ -36,7 +38,7 @@ class Doing:
 
     def to_dict(self) -> dict:
         return {"arm_id": self.arm_id, "started": self.started, "phase": self.phase,
-                "retries": self.retries, "last_retry": self.last_retry}
+                "retries": self.retries, "last_retry": self.last_retry, "stage": self.stage}
 
 
 class Activity:
@@ -61,6 +63,11 @@ class Activity:
     def phase(self, text: str) -> None:
         """The running arm entered a phase; said only while an arm runs."""
         self._change(lambda d: replace(d, phase=text))
+
+    def stage(self, text: str) -> None:
+        """The running arm entered a part of its own (grading): the phases said from now
+        on (a judge's session, its turns) are that part's."""
+        self._change(lambda d: replace(d, stage=text, phase=""))
 
     def retry(self, text: str) -> None:
         """jaato retried a call of the running arm (a provider's 429, a dropped stream)."""

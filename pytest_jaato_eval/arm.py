@@ -156,7 +156,7 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
             f"a device, or a link to one or to what its sandbox hid), {planted[0]} first; "
             f"graders were not run on it", planted)]
     elif not run.blocked_reason and ws is not None:
-        ACTIVITY.phase(f"grading ({len(task.graders)} grader{'s' * (len(task.graders) != 1)})")
+        ACTIVITY.stage("grading")  # a judge's session and turns are said as grading's
         ctx = GraderContext(
             workspace=ws, config_root=config, params=arm.grader_params, run=run,
             ledger=ledger, socket_path=socket, cascade_id=cascade_id,

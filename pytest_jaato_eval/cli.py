@@ -495,6 +495,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (Unusable, StoreError) as exc:  # StoreError: no free name to keep an old OUT under
         say(f"error: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
+    except BrokenPipeError:  # `report ... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return EXIT_OK
     except OSError as exc:  # e.g. the --html target cannot be written
         say(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_UNUSABLE

@@ -98,7 +98,8 @@ def read_published(path: Path) -> Doing | None:
         return None
     try:
         return Doing(str(data["arm_id"]), float(data["started"]), str(data.get("phase", "")),
-                     int(data.get("retries", 0)), str(data.get("last_retry", "")))
+                     int(data.get("retries", 0)), str(data.get("last_retry", "")),
+                     str(data.get("stage", "")))
     except (KeyError, TypeError, ValueError):
         return None
 

@@ -2,11 +2,13 @@
 daemon's start, and what an interrupted run left to do.
 
 pytest's own progress output stays in charge. At its default verbosity an arm's
-"letter" is the arm's whole line (its verdict, cost and time), so pytest still counts
-it, colours it and puts the percentage after it; under `-q` an arm is a dot (or `B`)
-like any test; under `-v` pytest's line for the item gets the cost and time after its
-word. Under xdist the controller prints these lines from the arms' reports, as they
-come in; a worker's daemon start is xdist's affair (its workers print nothing).
+"letter" is the arm's whole line (its outcome, how long the whole arm took, its cost when
+known, why it did not pass), so pytest still counts it, colours it and puts the
+percentage after it; under `-q` an arm is a dot (or `B`) like any test; under `-v`
+pytest's line for the item gets the same facts after its word, and the word stays bare
+where pytest's summary quotes it. Under xdist the controller prints these lines from the
+arms' reports, as they come in; a worker's daemon start is xdist's affair (its workers
+print nothing). That a long arm is alive is liveness.py's.
 """
 from __future__ import annotations
 

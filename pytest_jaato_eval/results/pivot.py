@@ -329,6 +329,12 @@ class _Interned:
         return pins
 
 
+def counted_tokens(tokens: float | None, cost: float | None) -> float | None:
+    """P2: a token count of 0 beside a cost nobody reported is no count (the daemon reports
+    0 where the provider reported nothing), so it is unknown, as the cost is."""
+    return None if tokens == 0 and cost is None else tokens
+
+
 def _summary(data: dict, offset: int | None, intern: _Interned) -> ArmSummary:
     """Raises RecordError when `data` is not a record."""
     arm_id, task, pset, repeat, state, reason, phash, run_id, thash = _read(data)
@@ -338,7 +344,7 @@ def _summary(data: dict, offset: int | None, intern: _Interned) -> ArmSummary:
     cost = tokens = None
     if type(usage) is dict:
         cost = number(usage.get("cost_usd"))
-        tokens = number(usage.get("spend_total_tokens"))
+        tokens = counted_tokens(number(usage.get("spend_total_tokens")), cost)
     judge = data.get("judge_usage")
     judged = type(judge) is dict
     judge_cost = number(judge.get("cost_usd")) if judged else None
@@ -363,7 +369,8 @@ def summarise(record: ArmRecord, intern: _Interned | None = None) -> ArmSummary:
         reason = blocked_grader(record.verdicts)
     return ArmSummary(record.arm_id, str(record.task_id), record.set_name,
                       record.repeat if record.repeat is not None else 0, record.state, reason,
-                      record.payload_hash, record.cost, record.tokens, record.run_id,
+                      record.payload_hash, record.cost, counted_tokens(record.tokens, record.cost),
+                      record.run_id,
                       record.task_hash,
                       (intern or _Interned())({"provenance": record.provenance}, typed=True),
                       None, record.judge_usage is not None, record.judge_cost,

@@ -117,6 +117,16 @@ def test_det_says_nothing_when_no_arm_answered():
     assert config.det_text == "—"  # not "— (0 of 2 answered)" on every echo row
 
 
+def test_zero_tokens_beside_an_unknown_cost_are_unknown(tmp_path):
+    records = [arm_record("t", "echo", 0, "BLOCKED", cost=None, tokens=0),
+               arm_record("u", "echo", 0, "PASS", cost=0.0, tokens=0)]
+    store = write_store(tmp_path / "s.jsonl", records)
+    for pivot in (Pivot.of_store(store), Pivot.of_records(records)):
+        t, u = pivot.cells
+        assert (t.cost, t.tokens) == (None, None)   # "tokens 0" beside "cost —" said nothing
+        assert (u.cost, u.tokens) == (0.0, 0)       # a reported zero stays a zero
+
+
 def test_the_digest_elides_jaatos_session_ids():
     one = reason_key("session error: RunnerBootstrapFailed: session 20261204_210739 did not "
                      "start within 35 s")
@@ -273,6 +283,25 @@ def test_the_live_state_crosses_processes_as_a_small_regular_file(tmp_path):
     assert liveness.read_published(tmp_path / liveness.STATE_FILE) is None
 
 
+def test_an_arm_says_its_phases_and_a_judges_turns_are_grading():
+    from pytest_jaato_eval.activity import Activity
+    activity, heard = Activity(), []
+    activity.listen(heard.append)
+    activity.phase("turn 1")          # no arm runs: nothing to say
+    assert heard == [] and activity.now is None
+    activity.begin("t@echo#0")
+    activity.phase("opening the session")
+    activity.retry("rate_limit: 429 Too Many Requests")
+    activity.stage("grading")
+    activity.phase("turn 1")          # a judge's session, inside grading
+    now = activity.now
+    assert (now.stage, now.phase, now.retries) == ("grading", "turn 1", 1)
+    assert now.said(now=now.started + 3) == ("t@echo#0: 3 s, grading, turn 1; 1 retry "
+                                             "(rate_limit: 429 Too Many Requests)")
+    activity.end()
+    assert activity.now is None and heard[-1] is None and len(heard) == 6
+
+
 class _Terminal:
     """pytest's terminal writer as far as the live line reads it."""
     hasmarkup = True
@@ -313,3 +342,16 @@ def test_the_plugins_fixtures_are_the_ones_the_docs_name(pytester):
     text = (DOCS / "tasks.md").read_text()
     named = re.search(r"`pytest --fixtures` lists (.*?) with their", text, re.S).group(1)
     assert sorted(ours) == sorted(re.findall(r"`(\w+)`", named)), (ours, named)
+
+
+def test_the_arm_line_in_the_docs_is_what_the_program_prints():
+    from pytest_jaato_eval.pytest_layer.progress import arm_line
+    record = arm_record("write-file", "echo", 1, "FAIL", cost=0.01, arm_seconds=12.4,
+                        judge_usage={"cost_usd": 0.002})
+    shown = re.search(r"in place of its dot:\n  `(.*?)`", (DOCS / "running.md").read_text())
+    assert shown.group(1) == arm_line(record, 80)
+    # unknown cost: said by nothing, never `—` or `$0`
+    blocked = arm_record("t", "echo", 0, "BLOCKED", cost=None, arm_seconds=0.04,
+                         reason="daemon gone")
+    assert arm_line(blocked, 80, why=blocked.blocked_why) == \
+        "  BLOCKED t@echo#0  arm 0.0 s · daemon gone"
