@@ -246,7 +246,8 @@ def test_a_slow_arm_shows_it_is_alive(project, scripted_model):
     beats = re.findall(r"^jaato-eval: still running: slow@echo#0: (\d+) s, (.*)$", out, re.M)
     assert beats, out
     phases = {phase for _, phase in beats}
-    assert all(re.fullmatch(r"setting up|opening the session( \(try \d\))?|turn \d+"
+    assert all(re.fullmatch(r"setting up|waiting for the private daemon|"
+                            r"opening the session( \(try \d\))?|turn \d+"
                             r"(, tool \w+)?|grading", p) for p in phases), phases
     assert any(p.startswith("turn") for p in phases), phases  # it said where the agent was
     # Each heartbeat on a line of its own; the arm's own line still comes whole after them.
