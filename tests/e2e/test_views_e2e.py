@@ -101,7 +101,13 @@ def test_every_view_of_one_mixed_run_agrees(project):
     assert log.startswith("BLOCKED: profile set 'nope' not found") and "('" not in log
 
     # The HTML report and the step summary: the same list.
-    assert noted_rows((root / "o.html").read_text()) == truth
+    report_page = (root / "o.html").read_text()
+    assert noted_rows(report_page) == truth
+    # a preflight-BLOCKED arm's evidence says why (it has no grader to); the columns explained
+    evidence = report_page[report_page.index('id="task-blocked-setup"'):]
+    evidence = evidence[evidence.index("<h3>Evidence</h3>"):evidence.index("</section>")]
+    assert "<b>blocked</b>: profile set &#39;nope&#39; not found" in evidence
+    assert "nudges n/2: completion reminders jaato sent the agent" in report_page
     text = summary.read_text()
     md = [tuple(cell.strip().replace("\\", "") for cell in row.split("|")[1:4])
           for row in text.split("**Arms that did not pass**")[1].splitlines()
@@ -254,3 +260,20 @@ def test_a_slow_arm_shows_it_is_alive(project, scripted_model):
     result.stdout.fnmatch_lines(["tasks/slow/task.yaml*", "jaato-eval: still running: *",
                                  "  PASS    slow@echo#0  arm * s*"])
     assert out.count("tasks/slow/task.yaml") == 1  # the file is named once
+
+
+def test_an_arms_teardown_error_is_a_line_of_its_own(project):
+    project.task("write-file")
+    project.write("tasks/conftest.py", """
+        import pytest
+
+        @pytest.fixture(autouse=True)
+        def breaks_on_the_way_out():
+            yield
+            raise RuntimeError("the project's fixture broke in teardown")
+    """)
+    result = project.run("tasks")
+    assert result.ret == 1  # pytest's: an error in teardown
+    result.stdout.fnmatch_lines([
+        "  PASS    write-file@echo#0  arm * s*",
+        "  ERROR   write-file@echo#0  teardown: RuntimeError: the project's fi*"])
