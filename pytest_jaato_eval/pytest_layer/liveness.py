@@ -121,6 +121,7 @@ class Liveness:
         self._tw: Any = None
         self._fd: int | None = None
         self._live = False             # a live line is drawn under pytest's current line
+        self._tty = False
         self._said: dict[str, float] = {}   # arm id -> when its last heartbeat was written
 
     # -- hooks ---------------------------------------------------------------------------
@@ -148,6 +149,12 @@ class Liveness:
         except (AttributeError, OSError, ValueError):
             return
         self._tw = tw
+        # A live line moves the cursor: only on a terminal (a log that keeps colours, as some
+        # CI pages do, gets heartbeat lines)
+        try:
+            self._tty = bool(tw.hasmarkup and tw._file.isatty())
+        except (AttributeError, ValueError):
+            self._tty = False
         self._thread = threading.Thread(target=self._run, name="jaato-eval-liveness",
                                         daemon=True)
         try:
@@ -205,7 +212,7 @@ class Liveness:
                 with self._lock:
                     if self._stop.is_set():
                         return
-                    if self._tw.hasmarkup:
+                    if self._tty:
                         self._draw(running)
                     elif self.heartbeat:
                         self._beat(running)
@@ -257,6 +264,10 @@ class Liveness:
             # is told the line it is on holds text).
             self._write(("\n" if self._tw.width_of_current_line else "") + line)
             self._tw._current_line = line
+            if self.config.get_verbosity() > 0:  # -v: pytest names the item again
+                tr = self.config.pluginmanager.get_plugin("terminalreporter")
+                if tr is not None:
+                    tr.currentfspath = None
 
     def _write(self, text: str) -> None:
         if self._fd is not None:
