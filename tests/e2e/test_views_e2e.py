@@ -4,7 +4,9 @@ pytest-html, the HTML report, JUnit, the step summary, `report` in each format a
 alive."""
 from __future__ import annotations
 
+import csv
 import html as htmllib
+import io
 import json
 import os
 import re
@@ -133,6 +135,12 @@ def test_every_view_of_one_mixed_run_agrees(project):
     assert as_json.returncode == result.ret
     assert [(n["arm_id"], n["outcome"], n["why"])
             for n in json.loads(as_json.stdout)["not_passed"]["listed"]] == truth
+    as_csv = cli("report", project.store, "--format", "csv")
+    assert as_csv.returncode == result.ret
+    counts = [(row["task"], row["pass"], row["fail"], row["blocked"])
+              for row in csv.DictReader(io.StringIO(as_csv.stdout))]
+    assert counts == [(c.task_id, str(c.passed), str(c.failed), str(c.blocked))
+                      for c in acc.cells]
     # `show`: the same two durations, labelled.
     shown = cli("show", project.store, "fail@echo#0").stdout
     fail = records["fail@echo#0"]
