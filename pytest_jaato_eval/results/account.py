@@ -13,7 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from .pivot import Cell, Pivot, as_csv, json_document, markdown, md_cell, row_id
+from .pivot import RENDERERS, Cell, Pivot, row_id
+from .pivot import _md as md_cell  # the one escaping of a Markdown table cell
 from .table import wrap
 from ..render import safe_text
 from ..verdict import BLOCKED, FAIL, PASS, failed_grader
@@ -160,14 +161,16 @@ def noted_json(acc: Account) -> dict[str, Any]:
                        for n in acc.noted]}
 
 
-def document(acc: Account, fmt: str, *, k: int | None = None, source: str | None = None) -> str:
-    """The account in one of the machine formats (FORMATS but text): the pivot's document,
-    with the arms that did not pass in the Markdown and the JSON (CSV stays a row per cell)."""
-    kw: dict[str, Any] = {"k": k, "source": source, "arms": acc.arm_count}
+def document(acc: Account, fmt: str, *, k: int | None = None, source: str | None = None,
+             **more: Any) -> str:
+    """The account in one of the machine formats (pivot.RENDERERS; `more`: their further
+    arguments): the pivot's document, with the arms that did not pass in the Markdown and
+    the JSON (`not_passed`); the CSV stays a row per cell."""
+    text = RENDERERS[fmt](acc.cells, k=k, source=source, arms=acc.arm_count, **more)
     if fmt == "markdown":
-        return markdown(acc.cells, **kw) + noted_markdown(acc)
+        return text + noted_markdown(acc)
     if fmt == "json":
-        doc = json_document(acc.cells, **kw)
+        doc = json.loads(text)
         doc["not_passed"] = noted_json(acc)
         return json.dumps(doc, indent=2) + "\n"
-    return as_csv(acc.cells, **kw)
+    return text

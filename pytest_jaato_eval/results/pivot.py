@@ -653,7 +653,7 @@ JSON_FORMAT = "pytest-jaato-eval pivot 1"  # what a reader of the JSON checks it
 
 
 # -- Markdown ---------------------------------------------------------------------------------
-def md_cell(text: str) -> str:
+def _md(text: str) -> str:
     """A value inside a table cell: no pipe, no markup, no HTML (ids come from stores)."""
     text = safe_text(text, None, collapse=True)
     for char in "\\`*_[]<>|":
@@ -670,17 +670,17 @@ def markdown(cells: list[Cell], *, k: int | None = None, source: str | None = No
     lines = ["### jaato-eval pivot", ""]
     if source is not None:
         count = plural(arms if arms is not None else sum(c.arms_total for c in cells), "arm")
-        lines += [f"{md_cell(str(source))}: {count}", ""]
-    lines.append("| " + " | ".join(md_cell(h) for h in header) + " |")
+        lines += [f"{_md(str(source))}: {count}", ""]
+    lines.append("| " + " | ".join(_md(h) for h in header) + " |")
     lines.append("|" + "|".join(" --- " if h in text_columns else " ---: " for h in header) + "|")
     for row in rows:
-        lines.append("| " + " | ".join(md_cell(row[h]) for h in header) + " |")
+        lines.append("| " + " | ".join(_md(row[h]) for h in header) + " |")
     lines.append("")
-    lines += [md_cell(note) + "  " for note in pivot_notes(header, rows)]
+    lines += [_md(note) + "  " for note in pivot_notes(header, rows)]
     blocked = digest(cells)
     if blocked:
         lines += ["", "**Blocked reasons** (most frequent first):", ""]
-        lines += [f"- {md_cell(row_id(c))}: ({n}×) {md_cell(reason)}" for c, reason, n in blocked]
+        lines += [f"- {_md(row_id(c))}: ({n}×) {_md(reason)}" for c, reason, n in blocked]
     return "\n".join(lines) + "\n"
 
 
@@ -704,16 +704,13 @@ def cell_json(c: Cell, k: int | None) -> dict[str, Any]:
     }
 
 
-def json_document(cells: list[Cell], *, k: int | None = None, source: str | None = None,
-                  arms: int | None = None) -> dict[str, Any]:
+def as_json(cells: list[Cell], *, k: int | None = None, source: str | None = None,
+            arms: int | None = None) -> str:
     k = default_k(cells) if k is None else k
-    return {"format": JSON_FORMAT, "source": source,
-            "arms": arms if arms is not None else sum(c.arms_total for c in cells),
-            "k": k, "cells": [cell_json(c, k) for c in cells]}
-
-
-def as_json(cells: list[Cell], **kw: Any) -> str:
-    return json.dumps(json_document(cells, **kw), indent=2) + "\n"
+    return json.dumps({
+        "format": JSON_FORMAT, "source": source,
+        "arms": arms if arms is not None else sum(c.arms_total for c in cells),
+        "k": k, "cells": [cell_json(c, k) for c in cells]}, indent=2) + "\n"
 
 
 # -- CSV --------------------------------------------------------------------------------------
@@ -742,3 +739,5 @@ def as_csv(cells: list[Cell], *, k: int | None = None, **_: Any) -> str:
         writer.writerow(["" if row[col] is None else row[col] for col in CSV_COLUMNS])
     return out.getvalue()
 
+
+RENDERERS = {"markdown": markdown, "json": as_json, "csv": as_csv}
