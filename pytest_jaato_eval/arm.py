@@ -15,6 +15,7 @@ from types import EllipsisType
 from typing import Mapping, Protocol
 
 from . import contamination, processes, workspace
+from .activity import ACTIVITY
 from .task.arms import Arm
 from .engine.accounting import count_nudges, summed_usage, tracker_record
 from .engine.budget import profile_ceiling
@@ -223,6 +224,7 @@ def grade(arm: Arm, settings: ArmSettings, run: AgentRun, ledger: Ledger, ws: Pa
             f"a device, or a link to one or to what its sandbox hid), {planted[0]} first; "
             f"graders were not run on it", planted)]
     elif not run.blocked_reason and ws is not None:
+        ACTIVITY.stage("grading")  # a judge's session and turns are said as grading's
         ctx = GraderContext(
             workspace=ws, config_root=config, params=arm.grader_params, run=run,
             ledger=ledger, socket_path=socket, cascade_id=cascade_id,
@@ -304,6 +306,7 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
         return run, cascade_id, on_arrival
     with ended_after(owned) as leftovers:
         if task.harness.kind == DRIVER:
+            ACTIVITY.phase("the driver is running")
             run = run_driver_arm(DriverArmSpec(
                 socket_path=socket, workspace=ws, config_root=config, run=task.harness.run,
                 params=dict(arm.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling,

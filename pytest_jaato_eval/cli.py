@@ -4,7 +4,8 @@ The store commands read any result store, ours or one written by jaato-eval 0.3.
 (same record; ours adds keys), in one streaming pass where they can: a store of any
 size costs a summary per arm, never its whole records. Exit codes:
 
-    report    0 every arm passed · 1 an arm FAILED · 2 an arm BLOCKED, or nothing ran
+    report    as the run that wrote the store: 0 every arm passed (an xfail arm that
+              failed as expected too) · 1 an arm failed the run · 2 an arm BLOCKED
               (--exit-zero: 0 whatever the verdicts)
     compare   0 no regression · 1 a profile set regressed (its paired 95% interval lies
               below 0, or below -margin) · 3 no set did, but a task @ set group did (its
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -37,8 +39,9 @@ from .results import snapshots, transcripts
 from .results.compare import (ArmFlip, cell_text, compare_groups, compare_sets, cost_delta_text,
                                delta_text, grader_flips)
 from .results.pins import pin_differences, pin_notes, pins_of
-from .results.pivot import (FORMATS, RENDERERS, Cell, open_stores, pair_lines, plural,
-                            points, render_pivot, table_lines)
+from .results.account import account, document, exit_status, noted_lines
+from .results.pivot import FORMATS, Cell, open_stores, pair_lines, plural, points, render_pivot
+from .results.table import table_lines
 from .results.record import ArmRecord
 from .results.review import awaiting_review
 from .results.store import StoreError, check_output, free_name
@@ -80,13 +83,18 @@ def expand(patterns: Sequence[str]) -> list[Path]:
 
 # -- report ---------------------------------------------------------------------------------
 def report_exit(cells: list[Cell]) -> int:
-    """0 every arm passed, 1 any FAIL, 2 any BLOCKED (or an unknown state) or nothing ran.
-    A FAIL under an xfail mark is no FAIL here, a PASS under a strict one is: as the run."""
-    if any(c.fails_the_run for c in cells):
-        return EXIT_FAILED
-    if any(c.blocked for c in cells) or not any(c.passed for c in cells):
-        return EXIT_BLOCKED
-    return EXIT_PASSED
+    """0 every arm passed, 1 an arm failed the run, 2 an arm BLOCKED (or of a state nobody
+    knows): the run's own rule (results/account.py), so `report` exits as the run did."""
+    return exit_status(cells)
+
+
+def terminal_width() -> int | None:
+    """The width `report` fits its table to: the terminal's when stdout is one (`COLUMNS`
+    honoured, as pytest does); None (every column) when the output goes to a file or a
+    pipe, where nothing wraps it."""
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    return None
 
 
 def cmd_report(args) -> int:
@@ -105,24 +113,28 @@ def cmd_report(args) -> int:
     pivot = open_stores(stores)
     for note in pivot.skipped_notes():
         say(note, file=sys.stderr)
+    acc = account(pivot)
     if args.format == "text":
+        width = None if args.all_columns else terminal_width()
         say(f"{pivot.source}: {pivot.counted}")
-        lines = render_pivot(pivot.cells, k=args.k, detect=_share(args.detect))
+        lines = render_pivot(pivot.cells, k=args.k, width=width,
+                             all_columns="--all-columns shows every column",
+                             detect=_share(args.detect))
+        lines += [""] + noted_lines(acc, width) if acc.noted else []
     else:  # stdout holds the document alone, for a pipe or a file
-        lines = RENDERERS[args.format](pivot.cells, k=args.k, source=str(pivot.source),
-                                       arms=pivot.arm_count,
-                                       detect=_share(args.detect)).splitlines()
+        lines = document(acc, args.format, k=args.k, source=str(pivot.source),
+                         detect=_share(args.detect)).splitlines()
     for line in lines:
         say(line)
     said = sys.stdout if args.format == "text" else sys.stderr
-    document = {"source": str(pivot.source), "k": args.k}
+    html_args = {"source": str(pivot.source), "k": args.k}
     if args.html:  # streamed to the file, a task at a time
-        html.write(Path(args.html), pivot, **document)
+        html.write(Path(args.html), pivot, **html_args)
         say(f"html report: {args.html}", file=said)
     if args.pdf:
-        pdf.write(Path(args.pdf), html.render(pivot, **document))
+        pdf.write(Path(args.pdf), html.render(pivot, **html_args))
         say(f"pdf report: {args.pdf}", file=said)
-    return EXIT_OK if args.exit_zero else report_exit(pivot.cells)
+    return EXIT_OK if args.exit_zero else acc.exit_status
 
 
 # -- compare --------------------------------------------------------------------------------
@@ -407,6 +419,7 @@ def cmd_show(args) -> int:
 def story(record: ArmRecord, store: str) -> list[str]:
     """One arm: its heading, its transcript, then its verdicts and their evidence."""
     lines = ["=" * 78, safe_text(f"{record.arm_id}: {record.state} · {cost_text(record)} · "
+                                 f"arm {seconds(record.arm_seconds)} · session "
                                  f"{seconds(record.duration_seconds)} · turns "
                                  f"{record.turns if record.turns is not None else '—'}",
                                  400, collapse=False)]
@@ -503,11 +516,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Read jaato-eval result stores (JSONL).")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     rep = sub.add_parser(
-        "report", help="print the pivot of a store; optionally write HTML/PDF; exit 0 when "
-                       "every arm passed, 1 on a FAIL, 2 on a BLOCKED arm or when nothing ran",
-        description="Print the pivot of a result store. Exit status, as for the run that "
-                    "wrote it: 0 every arm passed, 1 an arm FAILED, 2 an arm was BLOCKED or "
-                    "nothing ran (also: unusable input). --exit-zero: 0 whatever the verdicts.")
+        "report", help="print the pivot of a store and the arms that did not pass; "
+                       "optionally write HTML/PDF; exit as the run did: 0 every arm passed, "
+                       "1 on a FAIL, 2 on a BLOCKED arm",
+        description="Print the pivot of a result store and the arms that did not pass. Exit "
+                    "status, as for the run that wrote it: 0 every arm passed (or failed as "
+                    "its xfail mark expected), 1 an arm FAILED, 2 an arm was BLOCKED (also: "
+                    "unusable input). --exit-zero: 0 whatever the verdicts.")
     rep.add_argument("store", nargs="+", help="a result store (ours or jaato-eval 0.3.4's); "
                                               "several, or a quoted glob, are read as one")
     rep.add_argument("--format", choices=FORMATS, default="text",
@@ -522,6 +537,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "with repeats)")
     rep.add_argument("--detect", type=_detect_points, default=None, metavar="PTS",
                      help=DETECT_HELP)
+    rep.add_argument("--all-columns", action="store_true",
+                     help="text: every column of the pivot, whatever the terminal's width "
+                          "(default: the most read columns that fit it; every column when "
+                          "stdout is not a terminal)")
     rep.add_argument("--exit-zero", action="store_true",
                      help="exit 0 whatever the verdicts (only the table is wanted); unusable "
                           "input still exits 2")
@@ -586,6 +605,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (Unusable, StoreError) as exc:  # StoreError: no free name to keep an old OUT under
         say(f"error: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
+    except BrokenPipeError:  # `report ... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return EXIT_OK
     except OSError as exc:  # e.g. the --html target cannot be written
         say(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_UNUSABLE

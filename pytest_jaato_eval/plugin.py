@@ -23,6 +23,7 @@ from .pytest_layer.fence import MANIFEST, ignored, is_task_dir
 from .pytest_layer.fixtures import (  # noqa: F401 - pytest finds fixtures in the plugin module
     end_guard, jaato_arm, jaato_daemon, jaato_regrade, jaato_workspace, scripted_model)
 from .pytest_layer.heap import HEAP_KEY, install as install_heap
+from .pytest_layer.liveness import PLUGIN_NAME as LIVENESS, Liveness, arm_begins, arm_ends
 from .pytest_layer.options import UsageError, add_options, read_settings
 from .pytest_layer.outcome import label, on_report
 from .pytest_layer.progress import teststatus
@@ -50,12 +51,15 @@ def pytest_configure(config):
         settings, workerinput.get("jaato_run_id") or new_run_id(),
         parent_dir=workerinput.get("jaato_run_root"), worker_id=workerinput.get("workerid"))
     if not workerinput:  # one store writer, one pivot printer, whatever -n is (X6)
-        config.pluginmanager.register(Controller(config.stash[CONTEXT_KEY]),
-                                      "jaato-eval-controller")
+        controller = Controller(config.stash[CONTEXT_KEY])
+        config.pluginmanager.register(controller, "jaato-eval-controller")
+        if settings.heartbeat:  # a long arm shows it is alive (--jaato-heartbeat 0: silent)
+            config.pluginmanager.register(
+                Liveness(config, settings.heartbeat, controller.workers_folder), LIVENESS)
         # P4 columns, only when pytest-html is there and writes a report (its hooks exist then)
         if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):
             from .pytest_layer import pytest_html
-            pytest_html.register(config)
+            pytest_html.register(config, controller)
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
@@ -135,6 +139,15 @@ def pytest_runtest_makereport(item, call):
     if arm is not None:
         on_report(item, call, report, item.config.stash[WORKER_KEY])
     return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    arm_begins(item)  # the arm's clock and phase, for the live line (liveness.py)
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    arm_ends()
 
 
 def pytest_report_teststatus(report, config):

@@ -69,6 +69,20 @@ def blocked_grader(verdicts: Any) -> str | None:
     return None
 
 
+def failed_grader(verdicts: Any) -> str | None:
+    """`<grader id>: <detail>` of the first FAIL verdict (as stored: dicts), and how many
+    more failed: why an arm FAILED, in one line, as a BLOCKED arm says its reason."""
+    failed = [v for v in (verdicts if isinstance(verdicts, (list, tuple)) else ())
+              if isinstance(v, Mapping) and v.get("state") == FAIL]
+    if not failed:
+        return None
+    first = failed[0]
+    detail = str(first.get("detail") or "").strip() or str(first.get("claim") or "failed")
+    more = f" (and {len(failed) - 1} more failing grader{'s' * (len(failed) > 2)})" \
+        if len(failed) > 1 else ""
+    return f"{first.get('grader_id')}: {detail}{more}"
+
+
 # What a grader kind cannot establish, said once per arm it graded (the record's `caveats`,
 # which readers such as jaato-server's results reader print verbatim as instrument limits).
 INSTRUMENT_CAVEATS = {

@@ -3,6 +3,7 @@ real browser's screenshot and print. Shared by the unit and end-to-end report te
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -81,3 +82,23 @@ def code_blocks(path: Path) -> list[tuple[str, str]]:
         elif info is not None:
             lines.append(line)
     return blocks
+
+
+def shape(line: str) -> str:
+    """A printed line with what changes from run to run (numbers: seconds, costs,
+    percentages) made one mark, and runs of spaces one space."""
+    return " ".join(re.sub(r"\d+(?:[.,]\d+)*", "N", line).replace("[ ", "[").split())
+
+
+def printed_as_documented(doc: Path, command: str, output: str) -> list[str]:
+    """The lines a doc shows under `$ <command>`, each checked against what the program
+    printed, by shape; returns them. `...` in the doc stands for lines left out."""
+    text = doc.read_text(encoding="utf-8")
+    start = text.index(f"$ {command}\n") + len(f"$ {command}\n")
+    # `...` stands for lines left out; a `===` separator is as wide as the terminal it is in
+    shown = [line for line in text[start:text.index("```", start)].splitlines()
+             if line.strip() and line.strip() != "..." and not line.startswith("===")]
+    printed = {shape(line) for line in output.splitlines()}
+    missing = [line for line in shown if shape(line) not in printed]
+    assert not missing, f"{doc.name}: `{command}` prints no line like: {missing}"
+    return shown

@@ -18,11 +18,13 @@ from jaato_sdk.client.errors import SessionCreateFailed, SessionNotConfirmed
 from jaato_sdk.client.ipc import IPCClient
 from jaato_sdk.events import ClientType, EventType
 
+from ..activity import ACTIVITY
 from .accounting import (TurnAccumulator, merge_tracker, session_ids_in,
                          tracker_record)
 from .agent_run import UNSIGNED_ERRORS, AgentRun
 from .ceiling import Ceiling
 from .connection import STOP_WAIT, connect_patiently, disconnect, unless_disconnected
+from .load import overload_note
 
 __all__ = ["AgentRun", "Ceiling", "SessionArmSpec", "run_session_arm", "UNSIGNED_ERRORS"]
 
@@ -69,6 +71,22 @@ def provider_error(text: str) -> str | None:
     if not m:
         return None
     return f"provider error: {m['cls']}: {' '.join(m['rest'].split())[:400]}"
+
+
+def session_error(error_type: str, summary: str | None, events: list[tuple[str, str]],
+                  detail: str | None = None) -> str:
+    """A session that ended in error, in jaato's own words: the error's type and summary,
+    then what the daemon said in its error events (a runner that failed to bootstrap, a
+    loop that timed out) and the terminal's detail, each once: the record's `error`, and
+    its reason when the session is BLOCKED."""
+    parts = [f"{error_type}: {summary or ''}".rstrip(": ")]
+    for etype, text in events:
+        said = f"{etype}: {text}".rstrip(": ") if text else etype
+        if said and not any(said in p or p in said for p in parts):
+            parts.append(said)
+    if detail and not any(detail in p for p in parts):
+        parts.append(detail)
+    return " | ".join(" ".join(p.split()) for p in parts)[:2000]
 
 
 def run_session_arm(spec: SessionArmSpec) -> AgentRun:
@@ -148,7 +166,17 @@ class _SessionArm:
         client.subscribe(EventType.TURN_COMPLETED, self._acc_turn)
         client.subscribe(EventType.SESSION_TERMINATED, self._on_terminated)
         client.subscribe(EventType.HISTORY, self._on_history)
+        client.subscribe(EventType.RETRY, self._on_retry)
+        client.subscribe(EventType.TOOL_CALL_START, self._on_tool)
         return True
+
+    def _on_retry(self, ev: Any) -> None:
+        kind = getattr(ev, "error_type", "") or "retry"
+        ACTIVITY.retry(f"{kind}: {' '.join(str(getattr(ev, 'message', '')).split())}")
+
+    def _on_tool(self, ev: Any) -> None:
+        if getattr(ev, "agent_id", "main") in ("main", "", None, self.spec.agent):
+            ACTIVITY.phase(f"turn {self.acc.turns + 1}, tool {getattr(ev, 'tool_name', '?')}")
 
     async def _connect(self) -> bool:
         """The handshake; a refused one tried again while nothing is spent (connection.py)."""
@@ -177,12 +205,13 @@ class _SessionArm:
             if attempt > 1 and not await self._open():
                 return None
             self.errors.clear()  # this try's errors only: the cause is the last of them
+            ACTIVITY.phase("opening the session" + (f" (try {attempt})" if attempt > 1 else ""))
             try:
                 return await self.client.create_session(timeout=CREATE_WAIT, **kwargs)
             except SessionCreateFailed as exc:
                 first = self._named_error(exc)
                 if attempt == CREATE_TRIES or not self._transient(exc) or self._past_ceiling():
-                    self.out.blocked_reason = first
+                    self.out.blocked_reason = first + overload_note(first)
                     return None
                 await disconnect(self.client, "session arm")
                 self.out.caveats.append(await self._after_failed_create(first, attempt + 1))
@@ -235,6 +264,7 @@ class _SessionArm:
         client = self.client
         out.session_id, out.session_ids = sid, [sid]  # S3: recorded the moment it exists
         session = Session(client, sid)  # no on_permission: an unanswered ask is BLOCKED (S4)
+        ACTIVITY.phase("turn 1")
         t0 = time.monotonic()
         try:
             out.payload = await unless_disconnected(client, session.complete(spec.prompt))
@@ -243,8 +273,11 @@ class _SessionArm:
             text = f"{out.error_type}: {exc.error_summary or ''}".rstrip(": ")
             if out.error_type in UNSIGNED_ERRORS:
                 out.error = text  # S8: graded, not blocked
-            else:
-                out.blocked_reason = provider_error(text) or f"session error: {text}"
+            else:  # BLOCKED, with the daemon's own account of what failed
+                out.error = session_error(out.error_type, exc.error_summary, self.errors,
+                                          out.termination_detail)
+                out.blocked_reason = (provider_error(out.error)
+                                      or f"session error: {out.error}") + overload_note(out.error)
         except PermissionUnhandled as exc:
             out.blocked_reason = (f"permission: tool {exc.tool_name!r} asked for permission and "
                                   f"nobody answers in an eval run; allow it in the profile "
@@ -263,6 +296,7 @@ class _SessionArm:
         # any other id is a subagent's turn.
         if getattr(ev, "agent_id", "main") in ("main", "", None, self.spec.agent):
             self.acc.add(ev)
+            ACTIVITY.phase(f"turn {self.acc.turns + 1}")
 
     def _named_error(self, exc: BaseException) -> str:
         """The daemon's own words, which name the cause best.

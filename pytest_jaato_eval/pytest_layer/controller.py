@@ -16,7 +16,8 @@ import pytest
 
 from ..engine.sandbox import probe
 from ..render import safe_text
-from ..results.pivot import Pivot, markdown, plural, render_pivot
+from ..results.account import Account, account, document
+from ..results.pivot import Pivot, plural, render_pivot
 from ..verdict import BLOCKED
 from ..workspace import remove_tree
 from . import outcome
@@ -32,11 +33,12 @@ _SUMMARY_CHARS = {"f": "failed", "E": "error", "s": "skipped", "x": "xfailed",
 STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 
 
-def append_step_summary(path: Path, pivot, source: str) -> str:
-    """Append the Markdown pivot to GitHub's step summary file; the line that says so."""
+def append_step_summary(path: Path, acc: Account, source: str) -> str:
+    """Append the Markdown pivot, and the arms that did not pass, to GitHub's step summary
+    file; the line that says so."""
     try:
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(markdown(pivot.cells, source=source, arms=pivot.arm_count) + "\n")
+            fh.write(document(acc, "markdown", source=source) + "\n")
     except OSError as exc:
         return f"error: ${STEP_SUMMARY}: {path}: {exc.strerror or exc}"
     return f"pivot appended to ${STEP_SUMMARY} ({path})"
@@ -52,6 +54,10 @@ class Controller:
         self.blocked: list[tuple[str, str]] = []  # (nodeid, reason)
         self.arms: dict[str, dict[str, str]] = {}  # node id -> the arm's identity, as sent
         self.collection_failed = False
+        self.collection_errors = 0
+        self.failed_reports = 0           # failed test reports, arms' and plain tests'
+        self._told: tuple | None = None   # (the account, the summary's lines), made once
+        self.junit_error: str | None = None
         self.expected: set[str] = set()   # node ids of the arms collected to run
         self.finished: set[str] = set()   # node ids of the arms that wrote their record
         self.stopped = False              # interrupted, or stopped early (-x, --maxfail)
@@ -85,6 +91,7 @@ class Controller:
     def pytest_collectreport(self, report):
         if report.failed:
             self.collection_failed = True
+            self.collection_errors += 1
 
     def pytest_report_collectionfinish(self, config, items):
         """Said once, before the first arm: what confines the agents of this run."""
@@ -114,6 +121,10 @@ class Controller:
             except pytest.UsageError as exc:
                 pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
 
+    def workers_folder(self) -> Path | None:
+        """Under -n, the folder holding every worker's run folder (None: no worker yet)."""
+        return self._worker_root
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node):
         """Every worker shares the controller's run id, and keeps its run folder under
@@ -137,6 +148,8 @@ class Controller:
 
     # -- each arm ----------------------------------------------------------------
     def pytest_runtest_logreport(self, report):
+        if report.failed:
+            self.failed_reports += 1
         identity = outcome.arm_identity(report)
         if identity is not None:
             self.arms.setdefault(report.nodeid, identity)
@@ -179,11 +192,18 @@ class Controller:
         except (OSError, ValueError) as exc:
             self.snapshot_errors.append(f"{record.arm_id}: {exc}")
 
-    @pytest.hookimpl(trylast=True)
+    @pytest.hookimpl(trylast=True)  # after junitxml wrote its file
     def pytest_sessionfinish(self, session, exitstatus):
+        xml = getattr(session.config.option, "xmlpath", None)
+        if xml and self.blocked and self.settings.junit_blocked == "error":
+            try:
+                outcome.blocked_as_errors(Path(xml))
+            except (OSError, SyntaxError) as exc:  # ParseError is a SyntaxError
+                self.junit_error = f"error: --jaato-junit-blocked=error: {xml}: {exc}"
         self.stopped = exitstatus == pytest.ExitCode.INTERRUPTED or bool(
             session.shouldstop or session.shouldfail)
-        session.exitstatus = outcome.fold_exit_status(session.exitstatus, len(self.blocked))
+        session.exitstatus = outcome.fold_exit_status(
+            session.exitstatus, len(self.blocked), self.failed_reports, self.collection_errors)
         if self.records:  # before the summary reads it: a forged store is never what counts
             changed = self.store.changed_by_others()
             if changed:
@@ -234,73 +254,100 @@ class Controller:
             pass
         return Pivot.of_records(list(resumed.values()) + self.records)
 
-    def _print_pivot(self, tr, changed: str | None, readable: Path | None) -> None:
+    def has_summary(self, config) -> bool:
+        """Whether the run ends with a pivot: it graded an arm, or resumed a store (and was
+        not refused at collection); never for --collect-only."""
+        if config.option.collectonly:
+            return False
+        return bool(self.records) or bool(self.context.resumed and not self.collection_failed)
+
+    def account(self, config) -> Account | None:
+        """The run's one account (results/account.py), made once, from the store as read
+        back and checked, at the first view that asks (pytest-html's summary or the
+        terminal's): every view then says the same. Writes the documents and the step
+        summary from the same pivot."""
+        if self._told is None and self.has_summary(config):
+            # The file is checked, then read through the very file checked, until the
+            # documents are written.
+            with self.store.read_back() as (changed, readable):
+                self._told = self._conclude(config, changed, None if changed else readable)
+        return self._told[0] if self._told else None
+
+    def _conclude(self, config, changed: str | None, readable: Path | None):
+        """(the account, the lines the terminal prints under the pivot's heading)."""
         from ..report.html import write_documents  # Jinja2: only once there is a pivot
-        resumed = self.context.resumed
         pivot = self._pivot(readable)
-        for line in render_pivot(pivot.cells):
-            tr.write_line(line)
-        store = self.store
-        tr.write_line("")
+        acc = account(pivot)
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        width = getattr(getattr(tr, "_tw", None), "fullwidth", 80)
+        every = self.settings.pivot == "all" or config.get_verbosity() > 0
+        said: list[tuple[str, dict]] = [(line, {}) for line in render_pivot(
+            pivot.cells, width=width, every_column=every)]
+        say = lambda line, **markup: said.append((line, markup))  # noqa: E731
+        resumed, store = self.context.resumed, self.store
+        say("")
         kept = f"; {plural(store.written, 'record')} written by this run" if (
             pivot.lines_read != store.written) else ""
-        tr.write_line(f"store: {store.path} ({plural(pivot.lines_read, 'record')}{kept}; "
-                      f"run {self.context.run_id})")
+        say(f"store: {store.path} ({plural(pivot.lines_read, 'record')}{kept}; "
+            f"run {self.context.run_id})")
         done = self.context.done
         if done:
             n = len(done)
-            tr.write_line(f"resumed: {plural(n, 'arm')} already in the store "
-                          f"{'was' if n == 1 else 'were'} kept, not run again")
+            say(f"resumed: {plural(n, 'arm')} already in the store "
+                f"{'was' if n == 1 else 'were'} kept, not run again")
         if self.settings.narrowed and not resumed:
-            tr.write_line(f"narrowed run ({self.settings.narrowed}): "
-                          f"{plural(store.written, 'record')} added to the store; every other "
-                          f"arm keeps its record, the latest record of an arm counts")
+            say(f"narrowed run ({self.settings.narrowed}): "
+                f"{plural(store.written, 'record')} added to the store; every other "
+                f"arm keeps its record, the latest record of an arm counts")
         retried = sum(1 for r in self.records if r.arm_id in resumed)
         if retried:
-            tr.write_line(f"retried: {plural(retried, 'arm')} stored as BLOCKED "
-                          f"{'was' if retried == 1 else 'were'} run again (--retry-blocked); "
-                          f"the new {'record counts' if retried == 1 else 'records count'}")
+            say(f"retried: {plural(retried, 'arm')} stored as BLOCKED "
+                f"{'was' if retried == 1 else 'were'} run again (--retry-blocked); "
+                f"the new {'record counts' if retried == 1 else 'records count'}")
         if self.records:
-            tr.write_line(sandbox_line(self.settings, {r.sandbox for r in self.records}))
-        if self.forgery:
-            tr.write_line(self.forgery, red=True)
+            say(sandbox_line(self.settings, {r.sandbox for r in self.records}))
         if changed:
-            tr.write_line(f"error: {changed}; the pivot above, and the documents, count "
-                          f"only the records this run wrote and found", red=True)
+            say(f"error: {changed}; the pivot above, and the documents, count "
+                f"only the records this run wrote and found", red=True)
         if store.rotated_to:
-            tr.write_line(f"the previous store was kept as {store.rotated_to}")
+            say(f"the previous store was kept as {store.rotated_to}")
         note = self.kept_note()
         if note:
-            tr.write_line(note)
+            say(note)
         if self.transcript_errors:
             errors = self.transcript_errors
-            tr.write_line(f"error: {len(errors)} transcript(s) not written, e.g. {errors[0]}",
-                          red=True)
+            say(f"error: {len(errors)} transcript(s) not written, e.g. {errors[0]}", red=True)
         if self.snapshot_errors:
             errors = self.snapshot_errors
-            tr.write_line(f"error: {len(errors)} snapshot(s) not kept beside the store, e.g. "
-                          f"{errors[0]}", red=True)
+            say(f"error: {len(errors)} snapshot(s) not kept beside the store, e.g. "
+                f"{errors[0]}", red=True)
         settings = self.settings  # P4: the documents show what the pivot shows
         for line in write_documents(pivot, settings.html, settings.pdf, str(store.path)):
-            tr.write_line(line, red=line.startswith("error:"))
+            say(line, red=line.startswith("error:"))
         summary = os.environ.get(STEP_SUMMARY)
         if summary:  # GitHub Actions shows this file on the run's page
-            line = append_step_summary(Path(summary), pivot, str(store.path))
-            tr.write_line(line, red=line.startswith("error:"))
+            line = append_step_summary(Path(summary), acc, str(store.path))
+            say(line, red=line.startswith("error:"))
+        return acc, said
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         tr = terminalreporter
-        resumed = self.context.resumed
-        # Nothing graded, nothing printed; nor above a refusal at collection (--resume).
-        if self.records or (resumed and not self.collection_failed):
+        self.account(config)
+        if self._told is not None:  # nothing graded, nothing printed; nor under a refusal
             tr.write_sep("=", "jaato-eval pivot")
-            # The file is checked, then read through the very file checked, until the
-            # documents are written.
-            with self.store.read_back() as (changed, readable):
-                self._print_pivot(tr, changed, None if changed else readable)
+            for line, markup in self._told[1]:
+                tr.write_line(line, **markup)
+            if self.forgery:
+                tr.write_line(self.forgery, red=True)
+        if self.junit_error:
+            tr.write_line(self.junit_error, red=True)
         left = len(self.expected - self.finished) if self.stopped else 0
-        if left:  # what the run did not get to, and how to run just that
+        if left and self.collection_failed and not self.finished:
+            tr.write_line(f"{plural(left, 'arm')} did not run: pytest stopped at the collection "
+                          f"errors above; fix them, or run the rest with "
+                          f"--continue-on-collection-errors", yellow=True, bold=True)
+        elif left:  # what the run did not get to, and how to run just that
             tr.write_line(f"{plural(left, 'arm')} did not run; {'it runs' if left == 1 else 'they run'}"
                           f" with: {resume_command(config)}", yellow=True, bold=True)
         result = yield

@@ -14,6 +14,9 @@ DEFAULT_CEILING = 900.0
 DEFAULT_STORE = "jaato-results.jsonl"
 KEEP_CHOICES = ("never", "failed", "always")
 SANDBOX_CHOICES = ("auto", "bwrap", "none")
+PIVOT_CHOICES = ("fit", "all")
+JUNIT_BLOCKED_CHOICES = ("skipped", "error")
+DEFAULT_HEARTBEAT = 30.0
 
 
 def add_options(parser) -> None:
@@ -83,7 +86,23 @@ def add_options(parser) -> None:
                     help="confine the private daemon and the agent's tools (bubblewrap): auto "
                          "(default: where the machine allows, else said in the header), "
                          "bwrap (refuse to run without it), none")
+    group.addoption("--jaato-pivot", dest="jaato_pivot", default=None, choices=PIVOT_CHOICES,
+                    help="the pivot's columns in the terminal: fit (default: the most read "
+                         "columns that fit its width; -v shows all) or all")
+    group.addoption("--jaato-junit-blocked", dest="jaato_junit_blocked", default=None,
+                    choices=JUNIT_BLOCKED_CHOICES,
+                    help="a BLOCKED arm in --junitxml: skipped (default, pytest's convention) "
+                         "or error (for dashboards that should go red)")
+    group.addoption("--jaato-heartbeat", dest="jaato_heartbeat", type=float, default=None,
+                    metavar="SECONDS",
+                    help=f"without a terminal (CI logs), a line every SECONDS for each arm "
+                         f"still running (default {DEFAULT_HEARTBEAT:g}; 0 = none); a terminal "
+                         f"gets a live line instead")
     parser.addini("jaato_profile_set", "default for --profile-set", default="")
+    parser.addini("jaato_pivot", "default for --jaato-pivot (fit | all)", default="")
+    parser.addini("jaato_junit_blocked", "default for --jaato-junit-blocked (skipped | error)",
+                  default="")
+    parser.addini("jaato_heartbeat", "default for --jaato-heartbeat (seconds)", default="")
     parser.addini("jaato_sandbox", "default for --jaato-sandbox (auto | bwrap | none)",
                   default="")
     parser.addini("jaato_arm_timeout", "default for --arm-timeout (seconds)", default="")
@@ -130,6 +149,9 @@ class Settings:
     snapshot_max_mb: float | None = None  # ini jaato_snapshot_max_mb; None: the default
     regrade: Path | None = None  # --jaato-regrade: the store whose arms are graded again
     grade: bool = True  # --jaato-no-grade: agents and snapshots, no grader
+    pivot: str = "fit"  # --jaato-pivot: the terminal pivot's columns
+    junit_blocked: str = "skipped"  # --jaato-junit-blocked: a BLOCKED arm's JUnit element
+    heartbeat: float = DEFAULT_HEARTBEAT  # --jaato-heartbeat: seconds between liveness lines
 
 
 def _path(value: str, rootdir: Path) -> Path:
@@ -188,6 +210,10 @@ def read_settings(config) -> Settings:
         transcripts=bool(getattr(opt, "jaato_transcripts", True)),
         snapshots=bool(getattr(opt, "jaato_snapshots", True)),
         snapshot_max_mb=_snapshot_max_mb(ini), regrade=regrade, grade=_grade(opt),
+        pivot=_choice(opt.jaato_pivot, ini, "jaato_pivot", PIVOT_CHOICES),
+        junit_blocked=_choice(opt.jaato_junit_blocked, ini, "jaato_junit_blocked",
+                              JUNIT_BLOCKED_CHOICES),
+        heartbeat=_heartbeat(opt, ini),
     )
 
 
@@ -294,6 +320,29 @@ def _sandbox(opt, ini) -> str:
         raise UsageError(f"ini jaato_sandbox: expected one of {', '.join(SANDBOX_CHOICES)}, "
                          f"got {value!r}")
     return value
+
+
+def _choice(value: str | None, ini, key: str, choices: tuple[str, ...]) -> str:
+    """An option's value, else its ini key's, else the first choice (the default)."""
+    value = value or str(ini(key)).strip() or choices[0]
+    if value not in choices:
+        raise UsageError(f"ini {key}: expected one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _heartbeat(opt, ini) -> float:
+    raw, source = opt.jaato_heartbeat, "--jaato-heartbeat"
+    if raw is None and str(ini("jaato_heartbeat")).strip():
+        raw, source = str(ini("jaato_heartbeat")).strip(), "ini jaato_heartbeat"
+    if raw is None:
+        return DEFAULT_HEARTBEAT
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise UsageError(f"{source}: expected a number of seconds >= 0 (0 = none), got {raw!r}")
+    return seconds
 
 
 def _daemon_env(ini) -> tuple[str, ...]:

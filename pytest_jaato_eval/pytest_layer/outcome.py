@@ -11,8 +11,10 @@ import base64
 import binascii
 import dataclasses
 import json
+import os
 import time
 import weakref
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +24,7 @@ from ..redact import Redactor
 from ..render import safe_text
 from ..results.pivot import table_lines
 from ..results.record import ArmRecord, build_record
-from ..verdict import BLOCKED, FAIL, Verdict
+from ..verdict import BLOCKED, FAIL, Verdict, failed_grader
 from .run import HANDLE_KEY, WORKSPACE_KEY, arm_of
 
 BLOCKED_CATEGORY = "blocked"
@@ -68,9 +70,13 @@ def _id(text: Any, width: int = 60) -> str:
 
 
 def verdict_table(record: ArmRecord) -> str:
-    """X3: a readable failure text: grader, state, detail, then each verdict's evidence."""
+    """X3: a readable failure text: why, in one line (the failing grader and its detail:
+    what pytest's short summary quotes), then grader, state, detail, and each verdict's
+    evidence."""
     verdicts = record.verdicts
-    lines = [f"arm {_id(record.arm_id, 200)}: {record.state}"
+    why = failed_grader(verdicts) or record.error or record.blocked_why or record.state
+    lines = [one_line(why),
+             f"arm {_id(record.arm_id, 200)}: {record.state}"
              f" (model {_id(record.model or '—')},"
              f" session {_id(record.session_id or '—')})"]
     if record.error:
@@ -98,6 +104,9 @@ def junit_properties(record: ArmRecord) -> list[tuple[str, str]]:
         ("jaato_session_id", record.session_id or ""),
         ("jaato_cost_usd", "" if cost is None else str(cost)),
         ("jaato_turns", str(record.turns)),
+        # the two durations every view shows, labelled: the whole arm, the agent's session
+        ("jaato_arm_seconds", _seconds(record.arm_seconds)),
+        ("jaato_session_seconds", _seconds(record.duration_seconds)),
     ]
     if record.blocked_why:
         props.append(("jaato_blocked_reason", one_line(record.blocked_why)))
@@ -108,14 +117,50 @@ def junit_properties(record: ArmRecord) -> list[tuple[str, str]]:
     return props
 
 
+def blocked_as_errors(path: Path) -> int:
+    """X7, for dashboards that should go red on a blocked run (--jaato-junit-blocked=error):
+    in the JUnit file pytest wrote, each BLOCKED arm's <skipped> becomes an <error> with the
+    same message, and the suites' counts follow. Returns how many were changed."""
+    from xml.etree import ElementTree  # only when asked for
+
+    tree = ElementTree.parse(path)  # pytest's own output: no entity of anybody else's
+    changed = 0
+    for suite in tree.iter("testsuite"):
+        moved = 0
+        for case in suite.iter("testcase"):
+            skipped = case.find("skipped")
+            if skipped is None or not skipped.get("message", "").startswith("BLOCKED:"):
+                continue
+            index = list(case).index(skipped)
+            error = ElementTree.Element("error", message=skipped.get("message", ""),
+                                        type="jaato.BLOCKED")
+            error.text = skipped.text
+            case.remove(skipped)
+            case.insert(index, error)
+            moved += 1
+        for key, delta in (("skipped", -moved), ("errors", moved)):
+            suite.set(key, str(int(suite.get(key, "0") or 0) + delta))
+        changed += moved
+    if changed:
+        partial = path.with_name(f".{path.name}.partial")
+        tree.write(partial, encoding="utf-8", xml_declaration=True)
+        os.replace(partial, path)
+    return changed
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
 def mark_report(report: Any, item: Any, record: ArmRecord) -> None:
     """Attach the record to the report and turn BLOCKED into a marked skip."""
     # The store's line, a copy of its own: xdist-safe, and nothing shares the record's lists.
     setattr(report, RECORD_ATTR, json.loads(json.dumps(record.to_dict(), default=str)))
     if record.state == BLOCKED:
-        _, lineno, _ = item.location
+        _, lineno, _ = item.location  # 0-based, as pytest's; a skip's line is 1-based
         report.outcome = "skipped"
-        report.longrepr = (str(item.path), lineno, f"BLOCKED: {one_line(record.blocked_why)}")
+        report.longrepr = (str(item.path), (lineno or 0) + 1,
+                           f"BLOCKED: {one_line(record.blocked_why)}")
         if hasattr(report, "wasxfail"):  # an environment fault is no expected failure
             del report.wasxfail
 
@@ -139,6 +184,7 @@ def identity_properties(arm: Any) -> list[tuple[str, str]]:
 
 
 _LABELLED = pytest.StashKey[bool]()
+SETUP_SECONDS = pytest.StashKey[float]()
 
 
 def label(item, arm: Any) -> None:
@@ -189,7 +235,7 @@ def block_crashed(report: Any, nodeid: str, arm: dict[str, str], run_id: str,
                                           if arm.get("sample_id") else {})}, mask=redact)
     report.when = "call"
     report.outcome = "skipped"
-    report.longrepr = (nodeid.split("::")[0], 0, f"BLOCKED: {reason}")
+    report.longrepr = (nodeid.split("::")[0], 1, f"BLOCKED: {reason}")
     setattr(report, RECORD_ATTR, record.to_dict())
 
 
@@ -213,9 +259,15 @@ def record_of(report: Any) -> ArmRecord | None:
 
 
 
-def fold_exit_status(exitstatus: int, blocked: int) -> int:
-    """X4: any FAIL -> 1 (pytest's own); else any BLOCKED -> 2; pytest's other codes stay."""
+def fold_exit_status(exitstatus: int, blocked: int, failed: int = 0,
+                     collection_errors: int = 0) -> int:
+    """X4: any FAIL -> 1 (pytest's own); else any BLOCKED -> 2; pytest's other codes stay.
+    A run whose only failures are collection errors (--continue-on-collection-errors: pytest
+    says 1) exits 2, as it does when they stop it: no arm failed. `failed`: the failed test
+    reports of the run (arms and plain tests, any phase)."""
     if exitstatus == 0 and blocked:
+        return EXIT_BLOCKED
+    if exitstatus == pytest.ExitCode.TESTS_FAILED and not failed and collection_errors:
         return EXIT_BLOCKED
     return exitstatus
 
@@ -232,6 +284,8 @@ def on_report(item: Any, call: Any, report: Any, worker: Any) -> None:
     BLOCKED, naming the fixture. A teardown error is pytest's to report; the
     stored verdict stands.
     """
+    if report.when == "setup":
+        item.stash[SETUP_SECONDS] = report.duration
     if call.excinfo is not None and _skipped(call.excinfo):
         return  # a skipped arm writes no record
     arm = arm_of(item)
@@ -252,6 +306,9 @@ def on_report(item: Any, call: Any, report: Any, worker: Any) -> None:
     expectation = xfail_of(item)
     if expectation is not None:  # `report` on the store then exits as this run did
         record = dataclasses.replace(record, extra={**record.extra, "xfail": expectation})
+    # The whole arm, as pytest timed its setup and call: every view's "arm" duration.
+    setup = item.stash.get(SETUP_SECONDS, 0.0) if report.when == "call" else 0.0
+    record = dataclasses.replace(record, arm_seconds=round(setup + report.duration, 3))
     item.user_properties.extend(junit_properties(record))  # JUnit reads them at teardown (X7)
     mark_report(report, item, record)
     mask_report(report, worker.arm_settings().redact.text)

@@ -7,18 +7,18 @@ so it works the same under xdist. The markup comes from templates/pytest_html.ht
 """
 from __future__ import annotations
 
+import markupsafe
 import pytest
 from pytest_html import extras
 
 from ..report import arms, tables
 from ..report.html import environment, pivot_view
-from ..results.pivot import build_cells
 from ..results.record import ArmRecord
 from ..results import transcript_view, transcripts
-from .outcome import record_of, transcript_of
+from .outcome import one_line, record_of, transcript_of
 
 COLUMNS = ("state", "model", "provider", "session id", "turns", "cost", "budget", "nudges",
-           "payload")
+           "arm time", "session time", "payload")
 
 
 def _macros():
@@ -32,11 +32,12 @@ def verdicts_cell(record: ArmRecord) -> str:
 
 
 class JaatoHtmlColumns:
-    def __init__(self):
-        self.records: list[ArmRecord] = []
+    def __init__(self, controller):
+        self.controller = controller  # the run's one account: its summary is the terminal's
 
     def pytest_html_results_table_header(self, cells):
-        cells.extend(str(_macros().header_cell(c)) for c in COLUMNS + ("verdicts",))
+        cells.extend(str(_macros().header_cell(c, arms.COLUMN_NOTES.get(c, "")))
+                     for c in COLUMNS + ("verdicts",))
 
     def pytest_html_results_table_row(self, report, cells):
         record = record_of(report)
@@ -47,13 +48,20 @@ class JaatoHtmlColumns:
         cells.extend(str(_macros().field_cell(col, fields[col])) for col in COLUMNS)
         cells.append(verdicts_cell(record))
 
+    def pytest_html_results_table_html(self, report, data):
+        """An arm's log: why it did not pass, in words (pytest-html would print a BLOCKED
+        arm's skip as a raw (path, line, reason) tuple)."""
+        record = record_of(report)
+        if record is not None and isinstance(report.longrepr, tuple):
+            data[:1] = [str(markupsafe.escape(one_line(report.longrepr[2], 2000))) + "\n"]
+
     @pytest.hookimpl(tryfirst=True)  # before pytest-html files the report away
     def pytest_runtest_logreport(self, report):
-        record = record_of(report)
-        if record is None or report.when != "call":
+        record = record_of(report)  # the call's, or the setup's of an arm BLOCKED there
+        if record is None:
             return
-        self.records.append(record)
         evidence = tables.arm_evidence(record)
+        evidence.blocked = ""  # said by the notes above it
         carried = transcript_of(report)  # the arm's transcript rides on its report
         if carried is not None:
             try:
@@ -65,11 +73,12 @@ class JaatoHtmlColumns:
             report.extras = list(getattr(report, "extras", None) or []) + [extras.html(body)]
 
     def pytest_html_results_summary(self, prefix, summary, postfix, session):
-        if self.records:
-            prefix.append(str(_macros().summary(pivot_view(build_cells(self.records)))))
+        acc = self.controller.account(session.config)
+        if acc is not None:
+            prefix.append(str(_macros().summary(pivot_view(acc))))
 
 
-def register(config) -> None:
+def register(config, controller) -> None:
     """Only when pytest-html will write a report: otherwise there is nothing to add to."""
     if config.getoption("htmlpath", None):
-        config.pluginmanager.register(JaatoHtmlColumns(), "jaato-eval-html")
+        config.pluginmanager.register(JaatoHtmlColumns(controller), "jaato-eval-html")

@@ -49,6 +49,10 @@ def task_of(definition) -> Task:
     """The marker's arguments as a Task, checked with one-line errors."""
     marker = definition.get_closest_marker("jaato")
     where = definition.nodeid
+    marks = list(definition.iter_markers("jaato"))
+    if len(marks) > 1:  # pytest would take the innermost and drop the rest, silently
+        _fail(where, f"found {len(marks)} marks (on the test, its class or its module); an "
+                     f"arm takes exactly one: merge their arguments into one mark")
     if marker.args:
         _fail(where, "takes keyword arguments only: config_root=, fixture=, profile=, ...")
     kw = dict(marker.kwargs)

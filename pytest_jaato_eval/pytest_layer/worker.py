@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from .. import processes, sweep, workspace
+from ..activity import ACTIVITY
 from ..contract import curated_env
 from ..engine.budget import PoolError, PoolOwner
 from ..engine.daemon import DaemonError, ExternalDaemon, PrivateDaemon, StartAbandoned
@@ -226,6 +227,7 @@ class Worker:
         """The daemon's socket, started (or waited for) now: the `jaato_daemon` default."""
         private = not self.settings.socket
         if private:
+            ACTIVITY.phase("waiting for the private daemon")
             self.clock.starting()  # the early start's, or this one's
             self.clock.say_starting()
         if self._prestart is not None and self._prestart_error is None:

@@ -13,7 +13,16 @@ from ..results.pivot import DASH, money, pct
 from ..results.record import ArmRecord, number
 
 COLUMNS = ("arm", "state", "model", "provider", "upstream", "session id", "sessions", "turns",
-           "cost", "budget", "nudges", "duration", "finish", "payload", "notes")
+           "cost", "budget", "nudges", "arm time", "session time", "finish", "payload", "notes")
+# What a column's name does not say: under the report's table, and as its header's title.
+COLUMN_NOTES = {
+    "nudges": "nudges n/2: completion reminders jaato sent the agent (of at most 2) before it "
+              "signed off with its payload, or gave up",
+    "arm time": "arm time: the whole arm as pytest timed it, setup (preflight, workspace, "
+                "the daemon's start) and call (the agent, the graders): the terminal's and "
+                "JUnit's figure",
+    "session time": "session time: the agent's session alone (a driver arm: its driver)",
+}
 EVIDENCE_LINES = 40         # per verdict: the tail is where a script's failure is
 EVIDENCE_LINE_CHARS = 2000  # one evidence line; a 100k-char line would swamp the page
 
@@ -88,7 +97,8 @@ def cost_text(record: ArmRecord) -> str:
 
 def arm_fields(record: ArmRecord) -> dict[str, str]:
     """The P4 columns of one arm, as text."""
-    nudges, duration = record.completion_nudges, record.duration_seconds
+    nudges, duration, whole = (record.completion_nudges, record.duration_seconds,
+                               record.arm_seconds)
     return {
         "arm": _text(record.arm_id),
         "state": _text(record.state),
@@ -101,7 +111,8 @@ def arm_fields(record: ArmRecord) -> dict[str, str]:
         "cost": cost_text(record),
         "budget": budget_text(record),
         "nudges": DASH if nudges is None else f"{nudges:g}/2",
-        "duration": DASH if duration is None else f"{duration:.1f}s",
+        "arm time": DASH if whole is None else f"{whole:.1f}s",
+        "session time": DASH if duration is None else f"{duration:.1f}s",
         "finish": _text(record.finish_reason),
         "payload": record.payload_hash[:12] if record.payload_hash else DASH,
         "notes": "; ".join(notes_text(record)) or "",

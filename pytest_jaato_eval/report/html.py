@@ -21,6 +21,7 @@ import jinja2
 from markupsafe import Markup
 
 from ..render import safe_text
+from ..results.account import Account, Noted, account
 from ..results.pins import pins_of, pins_summary
 from ..results import inference
 from ..results.pivot import (HEADLINE_HEADER, HEADLINE_NOTES, PAIR_NOTES, PAIRS_TITLE, Cell,
@@ -90,14 +91,18 @@ class PivotView:
     rows: list[dict[str, str]]
     notes: list[str]
     digest: list[tuple[str, int, str]]
+    noted: list[Noted]   # the arms that did not pass, with why (results/account.py)
+    unlisted: int        # and how many more
     text_columns: tuple[str, ...] = ("task", "profile set")
 
 
-def pivot_view(cells: list[Cell], k: int | None = None) -> PivotView:
-    """The same values as the terminal pivot, with its legend and blocked-reason digest."""
-    header, rows = pivot_rows(cells, k)
-    return PivotView(header, rows, pivot_notes(header, rows) + regrade_notes(cells),
-                     [(row_id(c), n, reason) for c, reason, n in digest(cells)])
+def pivot_view(acc: Account, k: int | None = None) -> PivotView:
+    """The same values as the terminal pivot, with its legend, blocked-reason digest and
+    the arms that did not pass: the run's one account."""
+    header, rows = pivot_rows(acc.cells, k)
+    return PivotView(header, rows, pivot_notes(header, rows) + regrade_notes(acc.cells),
+                     [(row_id(c), n, reason) for c, reason, n in digest(acc.cells)],
+                     acc.noted, acc.unlisted)
 
 
 @dataclass
@@ -159,11 +164,13 @@ def context(records: Pivot | Iterable[ArmRecord], *, title: str = "jaato-eval re
             f"are counted per profile set, and its other arms grouped by how they did not "
             f"pass: the first arm of each kind has its row, which names the others of that "
             f"kind, and one evidence per kind is shown." if summarise else "")
-    return {"title": title, "meta": meta, "pivot": pivot_view(cells, k), "prose": [UNKNOWN_PROSE],
+    return {"title": title, "meta": meta, "pivot": pivot_view(account(pivot), k),
+            "prose": [UNKNOWN_PROSE, " · ".join(arms.COLUMN_NOTES.values())],
             "sweep": sweep_view(cells),
             "chart": chart.layout(points), "unplotted": chart.unplotted(points),
             "summarised": note, "tasks": table.tasks(), "css": stylesheet(),
-            "columns": arms.COLUMNS, "numeric": {"sessions", "turns", "cost", "nudges", "duration"},
+            "columns": arms.COLUMNS, "numeric": {"sessions", "turns", "cost", "nudges", "arm time",
+                                                  "session time"},
             "mono": {"session id", "payload"}, "grader_header_chars": GRADER_HEADER_CHARS}
 
 

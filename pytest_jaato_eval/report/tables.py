@@ -45,6 +45,7 @@ class ArmEvidence:
     also: list[str] = field(default_factory=list)  # arms of other profile sets failing alike
     transcript: list[Any] | None = None  # transcript_view.SessionView, when one was kept
     transcript_note: str = ""            # why a named transcript is not shown
+    blocked: str = ""  # the arm's own reason, when no grader's verdict says it
 
 
 @dataclass
@@ -79,7 +80,8 @@ def arm_evidence(record: ArmRecord, failed_only: bool = False) -> ArmEvidence:
     of verdicts that did not pass and drops those of the ones that did."""
     return ArmEvidence(
         _text(record.arm_id), str(record.state), _text(record.error),
-        [verdict_view(v, not failed_only or v["state"] != "PASS") for v in record.verdicts])
+        [verdict_view(v, not failed_only or v["state"] != "PASS") for v in record.verdicts],
+        blocked=_text(record.blocked_reason))
 
 
 def worth_reading(record: ArmRecord) -> bool:

@@ -18,7 +18,6 @@ import csv
 import io
 import json
 import re
-import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,8 @@ from . import inference, stats
 from .record import DEFAULT_SET, ArmRecord, RecordError, coerce, fields_reader, number
 from .stores import (Unusable, combine, fields_loader, latest_by_arm, no_record, read_at,
                      read_store, readable)
+from .table import Column, fit, wrap
+from .table import table_lines  # noqa: F401 - the one fixed-width table, read from here too
 from ..render import safe_text
 from ..verdict import BLOCKED, FAIL, PASS, blocked_grader
 
@@ -192,10 +193,12 @@ class Cell:
 
     @property
     def det_text(self) -> str:
-        """`det` as shown: with how many answered when some exercised arm did not, a dash
-        included (`— (1 of 2 answered)`: it is a dash because one answered), as jaato-eval."""
+        """`det` as shown: with how many answered when some exercised arm did and some did
+        not, a dash included (`— (1 of 2 answered)`: it is a dash because one answered), as
+        jaato-eval. When none answered (an agent that never signs off with a payload), det
+        says nothing, and shows only the dash."""
         text = pct(self.det)
-        if self.unanswered:
+        if self.unanswered and self.answered:
             text += f" ({self.answered} of {self.exercised} answered)"
         return text
 
@@ -257,9 +260,10 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return sum(known) / len(known) if known else None
 
 
-# Ids in a reason (sessions, UUIDs, hashes) would split one cause into many digest lines.
+# Ids in a reason (UUIDs, hashes, jaato's `YYYYMMDD_HHMMSS` session ids) would split one
+# cause into many digest lines.
 _IDS = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
-                  r"|\b[0-9a-f]{16,}\b", re.IGNORECASE)
+                  r"|\b[0-9a-f]{16,}\b|\b\d{8}_\d{6}(?:_\w+)?\b", re.IGNORECASE)
 
 
 def reason_key(reason: str, width: int = 160) -> str:
@@ -329,6 +333,12 @@ class _Interned:
         return pins
 
 
+def counted_tokens(tokens: float | None, cost: float | None) -> float | None:
+    """P2: a token count of 0 beside a cost nobody reported is no count (the daemon reports
+    0 where the provider reported nothing), so it is unknown, as the cost is."""
+    return None if tokens == 0 and cost is None else tokens
+
+
 def _summary(data: dict, offset: int | None, intern: _Interned) -> ArmSummary:
     """Raises RecordError when `data` is not a record."""
     arm_id, task, pset, repeat, state, reason, phash, run_id, thash = _read(data)
@@ -338,7 +348,7 @@ def _summary(data: dict, offset: int | None, intern: _Interned) -> ArmSummary:
     cost = tokens = None
     if type(usage) is dict:
         cost = number(usage.get("cost_usd"))
-        tokens = number(usage.get("spend_total_tokens"))
+        tokens = counted_tokens(number(usage.get("spend_total_tokens")), cost)
     judge = data.get("judge_usage")
     judged = type(judge) is dict
     judge_cost = number(judge.get("cost_usd")) if judged else None
@@ -372,7 +382,8 @@ def summarise(record: ArmRecord, intern: _Interned | None = None) -> ArmSummary:
         reason = blocked_grader(record.verdicts)
     return ArmSummary(record.arm_id, str(record.task_id), record.set_name,
                       record.repeat if record.repeat is not None else 0, record.state, reason,
-                      record.payload_hash, record.cost, record.tokens, record.run_id,
+                      record.payload_hash, record.cost, counted_tokens(record.tokens, record.cost),
+                      record.run_id,
                       record.task_hash,
                       (intern or _Interned())({"provenance": record.provenance}, typed=True),
                       None, record.judge_usage is not None, record.judge_cost,
@@ -526,22 +537,64 @@ def build_cells(records: Iterable[ArmRecord | dict[str, Any]]) -> list[Cell]:
 # -- the pivot as text ------------------------------------------------------------------------
 ID_WIDTH = 80  # a task id or set name in a pivot row: long enough to tell ids apart
 
-LEGEND = ("CI: 95% Wilson interval · floor: pass rate counting BLOCKED as FAIL · "
-          "—: unknown, never 0",
-          "det: largest group of arms with one payload, over the arms exercised; — under "
-          "two answers · pass@k / pass^k: any / all of k attempts pass")
+# Each column: what the legend says of it, and its rank when a terminal is too narrow for
+# the whole table (results/table.py: 0 always shown; the highest dropped first). The most
+# read stay: the verdict counts and what an arm costs; the figures derived from others
+# (pass = n x pass rate), and det, go first.
+TEXT_COLUMNS = ("task", "profile set")
+_COLUMNS: dict[str, tuple[int, str | None]] = {
+    "task": (0, None), "profile set": (0, None),
+    "pass rate": (0, "pass rate: PASS / n, BLOCKED never in it"),
+    "95% CI": (0, "95% CI: its Wilson interval"),
+    "n": (0, "n: arms exercised, PASS + FAIL"),
+    "blocked": (0, "blocked: environment faults, reasons below"),
+    "total cost": (1, "total cost: agent and judge"),
+    "fail": (2, None),
+    "floor": (3, "floor: pass rate counting BLOCKED as FAIL"),
+    "pass@": (4, "pass@k / pass^k: any / all of k attempts pass"),
+    "pass^": (5, None),
+    "cost": (1, "cost: the agent's sessions"),
+    "tokens": (7, None),
+    "pass": (8, None),
+    "det": (9, "det: largest group of arms with one payload, over the arms exercised; "
+               "— under two answers"),
+    "judge cost": (10, "judge cost: the judge's own sessions"),
+}
+JUDGED_COST_RANK = 6  # beside a judge's, the agent's own cost is read after the total
+UNKNOWN_NOTE = "—: unknown, never 0"
 PARTIAL_NOTE = "+: some arms reported none; the sum covers the arms that did"
-JUDGE_NOTE = ("cost: the agent's sessions · judge cost: the judge's own sessions · "
-              "total cost: both")
+XFAIL_NOTE = "fail (N xfail): N failures an xfail mark expected, not failures of the run"
+ALL_COLUMNS = "-v or --jaato-pivot=all shows every column"
 
 
-def pivot_notes(header: list[str], rows: list[dict[str, str]]) -> list[str]:
-    """The legend under a pivot: what its columns mean, as far as they are there."""
-    notes = list(LEGEND)
-    if "judge cost" in header:
-        notes.append(JUDGE_NOTE)
-    if any(v.endswith("+") for r in rows for h, v in r.items() if "cost" in h or h == "tokens"):
+def _column_key(header: str) -> str:
+    return header[:5] if header.startswith(("pass@", "pass^")) else header
+
+
+def pivot_columns(header: Sequence[str]) -> list[Column]:
+    """The pivot's header as table columns: ids on the left, figures right-aligned,
+    each with its rank."""
+    judged = "judge cost" in header
+    columns = []
+    for h in header:
+        rank = _COLUMNS.get(_column_key(h), (1, None))[0]
+        if h == "cost" and judged:
+            rank = JUDGED_COST_RANK
+        columns.append(Column(h, right=h not in TEXT_COLUMNS, rank=rank,
+                              text=h in TEXT_COLUMNS))
+    return columns
+
+
+def pivot_notes(header: Sequence[str], rows: list[dict[str, str]]) -> list[str]:
+    """The legend under a pivot: what its columns mean, for the columns it shows."""
+    said = [_COLUMNS[_column_key(h)][1] for h in header if _column_key(h) in _COLUMNS]
+    notes = [n for n in dict.fromkeys(said) if n] + [UNKNOWN_NOTE]
+    values = [v for r in rows for h, v in r.items() if h in header]
+    if any(v.endswith("+") for r in rows for h, v in r.items()
+           if h in header and ("cost" in h or h == "tokens")):
         notes.append(PARTIAL_NOTE)
+    if "fail" in header and any(v.endswith(" xfail)") for v in values):
+        notes.append(XFAIL_NOTE)
     return notes
 
 
@@ -597,35 +650,35 @@ def pivot_rows(cells: list[Cell], k: int | None = None) -> tuple[list[str], list
     return header, rows
 
 
-def table_lines(header: Sequence[str], rows: Sequence[Sequence[str]],
-                right: Iterable[str] = ()) -> list[str]:
-    """Fixed-width lines, the header first: columns two spaces apart, those in `right`
-    (numbers) aligned right; no trailing blanks."""
-    table, right = [list(header)] + [list(r) for r in rows], set(right)
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    return ["  ".join(v.rjust(w) if h in right else v.ljust(w)
-                      for h, v, w in zip(header, row, widths)).rstrip() for row in table]
-
-
-def render_pivot(cells: list[Cell], k: int | None = None,
+def render_pivot(cells: list[Cell], k: int | None = None, width: int | None = None, *,
+                 every_column: bool = False, all_columns: str = ALL_COLUMNS,
                  detect: float | None = None) -> list[str]:
     """Fixed-width terminal lines: the table, a legend, the digest of blocked reasons, then
     the sweep's headline and pairs (`sweep_lines`; `detect`: the difference a "to detect"
-    line plans for)."""
+    line plans for).
+    `width`: the terminal's; the table fits it by table.fit's rule (unless `every_column`),
+    the columns left out named under it with `all_columns` (how to see them), and the
+    legend and reasons are wrapped to it. None: every column, a note per line."""
     header, rows = pivot_rows(cells, k)
-    lines = table_lines(header, [[r[h] for h in header] for r in rows],
-                        right={h for h in header if h not in ("task", "profile set")})
+    fitted = fit(pivot_columns(header), rows, None if every_column else width)
+    lines = list(fitted.lines)
     lines.append("")
-    lines.extend(pivot_notes(header, rows))
-    for note in regrade_notes(cells):  # 80 columns
-        lines += textwrap.wrap(note, 80, subsequent_indent="  ", break_on_hyphens=False)
+    shown = [c.header for c in fitted.shown]
+    notes = pivot_notes(shown, rows)
+    lines.extend(notes if width is None else wrap(" · ".join(notes), width))
+    if fitted.dropped:
+        left_out = ", ".join(h for h in header if h not in shown)
+        lines.extend(wrap(f"not shown in {width} columns: {left_out} ({all_columns})",
+                          width))
+    for note in regrade_notes(cells):
+        lines.extend(wrap(note, width or WIDTH, "  "))
     rows_digest = digest(cells)
     if rows_digest:
         lines.append("")
         lines.append("blocked reasons (most frequent first):")
         for c, reason, n in rows_digest:
-            lines.append(f"  {row_id(c)}: ({n}×) {reason}")
-    lines.extend(sweep_lines(cells, detect))
+            lines.extend(wrap(f"  {row_id(c)}: ({n}×) {reason}", width, "      "))
+    lines.extend(sweep_lines(cells, detect, width))
     return lines
 
 
@@ -776,21 +829,17 @@ def headline_row(h: inference.Headline) -> dict[str, str]:
             "cost/PASS": money(per_pass, partial=per_pass is not None and h.unpriced > 0)}
 
 
-def headline_lines(heads: list[inference.Headline], width: int = WIDTH) -> list[str]:
-    """The headlines as a table, or, when a set's name makes it wider than `width`, each
-    set's name on a line of its own and its figures under it."""
+HEADLINE_COLUMNS = (Column("profile set", text=True), Column("pass rate", right=True),
+                    Column("95% CI", right=True), Column("over", rank=2),
+                    Column("blocked", right=True), Column("floor", right=True, rank=1),
+                    Column("cost/PASS", right=True, rank=1))
+
+
+def headline_lines(heads: list[inference.Headline], width: int | None = WIDTH) -> list[str]:
+    """The headlines as a table fitted to `width` by table.fit's rule (the set's name on a
+    line of its own above its figures when even the kept columns do not fit)."""
     rows = [headline_row(h) for h in heads]
-    numeric = set(HEADLINE_HEADER) - {"profile set", "over"}
-    lines = table_lines(HEADLINE_HEADER, [[r[c] for c in HEADLINE_HEADER] for r in rows],
-                        right=numeric)
-    if max(map(len, lines)) <= width:
-        return [HEADLINE_TITLE] + lines
-    stacked = [HEADLINE_TITLE]
-    for r in rows:
-        stacked.append(safe_text(r["profile set"], width, collapse=False))
-        stacked.append(f"  {r['pass rate']} (95% CI {r['95% CI']}) over {r['over']} · "
-                       f"{r['blocked']} blocked, floor {r['floor']} · {r['cost/PASS']}/PASS")
-    return stacked
+    return [HEADLINE_TITLE, *fit(HEADLINE_COLUMNS, rows, width).lines]
 
 
 def points(x: float) -> str:
@@ -870,9 +919,9 @@ def pair_name(p: inference.Pair, width: int = WIDTH) -> str:
     return f"{b} − {a}"
 
 
-def pair_lines(p: inference.Pair, name: str | None = None) -> list[str]:
+def pair_lines(p: inference.Pair, name: str | None = None, width: int = WIDTH) -> list[str]:
     """One pair: its name, then its figures indented, each line within WIDTH."""
-    lines = [name or pair_name(p), "  " + difference_text(p)]
+    lines = [name or pair_name(p, width), "  " + difference_text(p)]
     if p.diff is not None:
         lines.append("  " + items_text(p))
     if p.left_items:
@@ -884,16 +933,19 @@ def pair_lines(p: inference.Pair, name: str | None = None) -> list[str]:
     return lines
 
 
-def sweep_lines(cells: list[Cell], detect: float | None = None) -> list[str]:
-    """The headline block and, with two sets or more, the pairs block, with their notes."""
+def sweep_lines(cells: list[Cell], detect: float | None = None,
+                width: int | None = None) -> list[str]:
+    """The headline block and, with two sets or more, the pairs block, with their notes;
+    each line within `width` (80 where it is not known)."""
     if not shows_sweep(cells):
         return []
-    lines = ["", *headline_lines(inference.headlines(cells)), *HEADLINE_NOTES]
+    width = width or WIDTH
+    lines = ["", *headline_lines(inference.headlines(cells), width), *HEADLINE_NOTES]
     found = inference.pairs(cells, detect=detect)
     if found:
         lines += ["", PAIRS_TITLE]
         for p in found:
-            lines += pair_lines(p)
+            lines += [line for part in pair_lines(p, width=width) for line in wrap(part, width, "    ")]
         lines += PAIR_NOTES
     return lines
 

@@ -238,6 +238,9 @@ class ArmRecord:
     regraded: dict | None = None
     # What confined the agent (engine/sandbox.py): "bwrap", or "none" where nothing did.
     sandbox: str | None = None
+    # The whole arm as pytest timed it, setup (preflight, workspace, the daemon's start)
+    # and call (the agent, the graders); `duration_seconds` is the agent's session alone.
+    arm_seconds: float | None = None
     # Keys this version does not declare, as read: a newer writer's fields survive a merge.
     extra: dict = field(default_factory=dict)
 

@@ -124,10 +124,19 @@ class Store:
             raise StoreError(f"{self.path} is the evidence of a store written into during its "
                              f"run, kept as it was found: pick another store")
         check_writable(self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = _take_lock(lock_path(self.path), self.path)
-        if self.append_to_existing:
-            self._base = _sealed(self.path)
+        try:  # a path the checks allow and the kernel refuses (/sys, /proc, a full disk)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = _take_lock(lock_path(self.path), self.path)
+            if self.append_to_existing:
+                self._base = _sealed(self.path)
+        except OSError as exc:
+            self.close()
+            raise StoreError(f"{self.path}: cannot be used as the store: "
+                             f"{exc.strerror or exc}") from None
+
+    @property
+    def claimed(self) -> bool:
+        return self._lock_fd is not None
 
     def close(self) -> None:
         """Close the file and release the lock: the run is done with the store."""
@@ -235,7 +244,10 @@ class Store:
         the open file's own (/proc/self/fd), so a file renamed over the store's path after
         the check is never the one read; elsewhere it is the store's path.
         """
-        checked = bool(self.written or self.append_to_existing)
+        # What a run holds is checked: what it wrote, and what it found when it claimed the
+        # store to append to it. A run that never claimed it (nothing left to run) found
+        # nothing and wrote nothing: there is nothing to hold the file to.
+        checked = bool(self.written or (self.append_to_existing and self.claimed))
         try:
             fh = open(self.path, "rb")
         except OSError as exc:

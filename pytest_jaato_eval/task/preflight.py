@@ -186,11 +186,25 @@ def _read_profile(path: Path, suffix: str) -> tuple[dict[str, Any], str | None]:
         text = path.read_text(encoding="utf-8")
         data = json.loads(text) if suffix == ".json" else yaml.load(text, Loader=yaml_loader())
     except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError, RecursionError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return {}, f"does not parse: {first}"
+        return {}, f"does not parse: {_parse_error(exc)}"
     if not isinstance(data, dict):
         return {}, "does not parse: expected a mapping"
     return data, None
+
+
+def _parse_error(exc: BaseException) -> str:
+    """A parser's complaint in one line, with where: `line 3, column 7: mapping values are
+    not allowed here` (YAML's problem mark, JSON's line and column)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if isinstance(exc, yaml.YAMLError) and mark is not None:
+        problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or "invalid YAML"
+        context = getattr(exc, "context", None)
+        said = f"{context}: {problem}" if context and context != problem else problem
+        return f"line {mark.line + 1}, column {mark.column + 1}: {' '.join(said.split())}"
+    text = str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def clear_cache() -> None:

@@ -101,7 +101,7 @@ def test_missing_profile_is_blocked_by_preflight_naming_set_and_folder(project):
     assert result.ret == 2
     result.stdout.fnmatch_lines([
         "tasks/lost/task.yaml*",
-        "  BLOCKED lost@echo#0  — · * · profile 'nope' of profile set*",  # its line, its reason
+        "  BLOCKED lost@echo#0  arm * s · profile 'nope' of profile set*",  # its line, its reason
         "*short test summary info*",
         "BLOCKED *lost[[]echo-r0[]] - profile 'nope' of profile set 'echo' not found (there: "
         "writer): looked in *",

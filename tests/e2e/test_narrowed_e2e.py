@@ -41,7 +41,7 @@ def test_k_after_a_sweep_adds_to_its_store_instead_of_replacing_it(project):
 def test_an_xfail_arm_is_stored_with_its_mark_and_report_exits_as_the_run(project):
     project.task("known-bug", graders=FAILING, extra={"marks": [{"xfail": "known bug"}]})
     project.task("fine")
-    result = project.run("tasks")
+    result = project.run("tasks", "--jaato-pivot=all")
     assert result.ret == 0  # the FAIL was expected
     by = {r["task_id"]: r for r in project.records()}
     assert by["known-bug"]["state"] == "FAIL"

@@ -97,6 +97,7 @@ def test_a_profile_file_that_does_not_parse_says_so(tmp_path):
     task = make(tmp_path, profiles={"echo/writer.yaml": "model: [unclosed\n"})
     reason = preflight.check(task, "echo")
     assert reason.startswith("profile 'writer': ") and "writer.yaml does not parse" in reason
+    assert "does not parse: line 2, column 1: " in reason  # where, as the parser saw it
 
 
 def test_grader_files_are_checked(tmp_path):

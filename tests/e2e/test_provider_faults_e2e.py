@@ -42,5 +42,7 @@ def test_provider_errors_are_blocked_naming_the_error(project, scripted_model, f
     (r,) = project.records()
     assert r["state"] == "BLOCKED" and r["verdicts"] == []
     assert r["blocked_reason"].startswith(f"provider error: {names}"), r["blocked_reason"]
+    # the record's `error` is jaato's own account of the session's end, whole
+    assert r["error"].startswith("RunnerCallError: ") and names in r["error"], r["error"]
     assert r["session_id"]
     result.stdout.fnmatch_lines([f"*({1}×) provider error: {names}*"])

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from document_checks import printed_as_documented
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "python-arms.md"
 FILE_BLOCK = re.compile(r"^\*\*`(?P<path>[^`]+)`\*\*\n\n```\w*\n(?P<body>.*?)^```$", re.M | re.S)
@@ -46,6 +47,9 @@ def test_the_echo_examples_pass_as_printed(project):
         "arms/test_samples.py::test_writes_ready_however_asked[[]politely-echo-r0[]] PASSED*",
         "arms/test_write.py::test_writes_ready[[]echo-r0[]] PASSED*",
         "arms/test_write.py::test_writes_ready[[]echo-r1[]] PASSED*"])
+    # The page's output is what the program prints (numbers aside: seconds, costs, %).
+    for command in ("pytest arms/ -v", "pytest arms/test_samples.py -v"):
+        printed_as_documented(DOC, command, result.stdout.str())
     ids = sorted(r["arm_id"] for r in project.records())
     assert ids == ["arms/test_samples.py::test_writes_ready_however_asked[plainly]@echo#0",
                    "arms/test_samples.py::test_writes_ready_however_asked[politely]@echo#0",
@@ -61,5 +65,7 @@ def test_the_scripted_model_example_passes_from_any_directory(project):
     result = project.run(str(project.root / "scripted-arms"), "-v")
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["*test_answers.py::test_answers_42[[]scripted-r0[]] PASSED*"])
+    printed_as_documented(DOC, "pytest scripted-arms/ -v",
+                          result.stdout.str().replace("../scripted-arms/", "scripted-arms/"))
     (record,) = project.records()
     assert record["state"] == "PASS" and record["payload_hash"]

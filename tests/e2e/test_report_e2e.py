@@ -62,8 +62,9 @@ def test_a_run_writes_every_report(project):
 
     # pytest-html: our columns on every arm row, the evidence as extras, the pivot in the summary.
     page = theirs.read_text()
-    for column in ("state", "model", "session id", "budget", "nudges", "payload", "verdicts"):
-        assert f'<th class="col-jaato">{column}</th>' in page
+    for column in ("state", "model", "session id", "budget", "nudges", "arm time", "payload",
+                   "verdicts"):
+        assert re.search(f'<th class="col-jaato"( title="[^"]*")?>{column}</th>', page), column
     assert "jaato-eval pivot" in page and "<table class=\"jaato-pivot\">" in page
     tests = pytest_html_tests(theirs)
     rows = {nodeid: entries[-1] for nodeid, entries in tests.items()}

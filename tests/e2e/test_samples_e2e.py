@@ -147,6 +147,13 @@ def test_marker_mistakes_are_collection_errors_all_reported_together(project):
         @pytest.mark.jaato(config_root="../tasks/write-file/.jaato", fixtur="x", profile="p")
         def test_typo(jaato_arm):
             pass
+
+        @pytest.mark.jaato(config_root="../tasks/write-file/.jaato",
+                           fixture="../tasks/write-file/fixture", profile="writer")
+        @pytest.mark.jaato(config_root="../tasks/write-file/.jaato",
+                           fixture="../tasks/write-file/fixture", profile="other")
+        def test_marked_twice(jaato_arm):
+            pass
     ''')
     result = project.run("arms", "--co", "-q")
     out = result.stdout.str()
@@ -155,7 +162,9 @@ def test_marker_mistakes_are_collection_errors_all_reported_together(project):
     assert "arms/test_one.py::test_bad_folder: @pytest.mark.jaato: config_root: 'nowhere'" in out
     assert "arms/test_two.py::test_typo: @pytest.mark.jaato: unknown argument 'fixtur' " \
            "(did you mean 'fixture'?)" in out
-    assert "3 errors" in out and "Traceback" not in out
+    assert "arms/test_two.py::test_marked_twice: @pytest.mark.jaato: found 2 marks (on the " \
+           "test, its class or its module); an arm takes exactly one" in out
+    assert "4 errors" in out and "Traceback" not in out
     assert result.ret == 2
 
 

@@ -113,6 +113,7 @@ def test_a_grader_printing_its_environment_leaks_no_secret_end_to_end(project, m
     project.write("tasks/leaky-blocked/.jaato/check.py", LEAKY_PROCESSOR)
     junit = project.root / "junit.xml"
     html = project.root / "report.html"
+    project.monkeypatch.setenv("COLUMNS", "400")  # each digest line on one line, to match
     result = project.run("tasks", "-rA", f"--junitxml={junit}", f"--jaato-html={html}")
     assert result.ret == 1
     result.assert_outcomes(failed=1)

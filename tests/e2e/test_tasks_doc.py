@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from document_checks import printed_as_documented
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "tasks.md"
 FILE_BLOCK = re.compile(r"^\*\*`(?P<path>[^`]+)`\*\*\n\n```\w*\n(?P<body>.*?)^```$", re.M | re.S)
@@ -58,6 +59,7 @@ def test_the_dataset_example_runs_one_arm_per_sample(project):
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["datasets/words/task.yaml::words[[]plain-echo-r0[]] PASSED*",
                                  "datasets/words/task.yaml::words[[]polite-echo-r0[]] PASSED*"])
+    printed_as_documented(DOC, "pytest datasets/ -v", result.stdout.str())
     records = project.records()
     assert sorted(r["arm_id"] for r in records) == ["words[plain]@echo#0", "words[polite]@echo#0"]
     assert {r["sample_id"] for r in records} == {"plain", "polite"}

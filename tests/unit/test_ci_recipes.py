@@ -123,3 +123,12 @@ def test_the_format_commands_run_as_written(tmp_path):
     assert "| t | echo | 50% |" in (tmp_path / "pivot.md").read_text()
     assert json.loads((tmp_path / "pivot.json").read_text())["cells"][0]["n"] == 2
     assert (tmp_path / "pivot.csv").read_text().startswith("task,profile_set,n,")
+
+
+def test_the_sweeps_artefact_keeps_the_merged_stores_transcripts():
+    (upload,) = [s for s in workflow()["jobs"]["merge"]["steps"]
+                 if s.get("with", {}).get("name") == "sweep-report"]
+    kept = upload["with"]["path"].split()
+    assert {"merged.jsonl", "merged.transcripts/", "report.html"} <= set(kept)
+    ignored = (Path(__file__).parents[2] / ".gitignore").read_text().splitlines()
+    assert {"shards/", "merged*.jsonl", "merged*.transcripts/"} <= set(ignored)

@@ -13,6 +13,7 @@ import pytest
 
 from pytest_jaato_eval.pytest_layer.controller import append_step_summary
 from pytest_jaato_eval.cli import main
+from pytest_jaato_eval.results.account import account
 from pytest_jaato_eval.results.pivot import Pivot
 from pytest_jaato_eval.results.pivot import markdown
 from pytest_jaato_eval.results.pivot import render_pivot
@@ -54,8 +55,9 @@ def test_markdown_is_a_github_table_with_the_ci_and_blocked_columns(tmp_path, ca
     code, out = run(tmp_path, capsys, "--format", "markdown")
     assert code == 1  # a FAIL: the verdict vocabulary, whatever the format
     html = cmarkgfm.github_flavored_markdown_to_html(out.out)
-    assert html.count("<table>") == 2  # the pivot, then the profile sets' headlines
-    pivot, sweep = out.out.split("**Profile sets over the sweep")
+    assert html.count("<table>") == 3  # the pivot, the profile sets' headlines, the arms not passed
+    pivot, rest = out.out.split("**Profile sets over the sweep")
+    sweep, arms = rest.split("**Arms that did not pass**")
     head, *body = table_of(pivot)
     assert {"95% CI", "blocked", "pass rate", "cost", "judge cost", "total cost"} <= set(head)
     rows = {r[0]: dict(zip(head, r)) for r in body}
@@ -67,6 +69,10 @@ def test_markdown_is_a_github_table_with_the_ci_and_blocked_columns(tmp_path, ca
         "$0.2000", "$0.5000+", "$0.7000+")
     assert "<i>" not in html  # shown, never obeyed
     assert "ProviderError: 429 Too Many Requests" in html  # the blocked digest
+    noted = {r[0]: r[1:] for r in table_of(arms)[1:]}  # each arm, what it came to, and why
+    assert noted == {"write-file@echo#1": ["FAIL", "script:grep -qx READY answer.txt: exit 1, "
+                                                   "expected 0"],
+                     "write-file@echo#2": ["BLOCKED", "ProviderError: 429 Too Many Requests"]}
 
 
 def test_json_holds_each_cells_n_rates_and_interval(tmp_path, capsys):
@@ -85,6 +91,11 @@ def test_json_holds_each_cells_n_rates_and_interval(tmp_path, capsys):
     assert judged["judge_cost_usd"] == 0.5 and judged["judge_cost_unknown_arms"] == 1
     assert judged["total_cost_usd"] == pytest.approx(0.7)
     assert data["arms"] == 5 and data["k"] == 2
+    assert data["not_passed"] == {"count": 2, "listed": [
+        {"arm_id": "write-file@echo#1", "outcome": "FAIL",
+         "why": "script:grep -qx READY answer.txt: exit 1, expected 0"},
+        {"arm_id": "write-file@echo#2", "outcome": "BLOCKED",
+         "why": "ProviderError: 429 Too Many Requests"}]}
 
 
 def test_csv_is_a_row_per_cell_unknown_empty_and_no_formula(tmp_path, capsys):
@@ -106,15 +117,16 @@ def test_text_stays_the_default_and_has_the_judge_columns_only_when_judged(tmp_p
 
 
 def test_the_step_summary_is_appended_and_an_unwritable_one_is_a_line(tmp_path):
-    pivot = Pivot.of_records(records())
+    acc = account(Pivot.of_records(records()))
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
-    line = append_step_summary(summary, pivot, "s.jsonl")
+    line = append_step_summary(summary, acc, "s.jsonl")
     assert line.startswith("pivot appended to $GITHUB_STEP_SUMMARY")
     text = summary.read_text()
-    assert text.startswith("earlier step\n") and markdown(pivot.cells, source="s.jsonl",
+    assert text.startswith("earlier step\n") and markdown(acc.cells, source="s.jsonl",
                                                           arms=5) in text
-    line = append_step_summary(tmp_path / "no" / "such" / "dir", pivot, "s.jsonl")
+    assert "| write-file@echo#1 | FAIL | script:grep -qx READY answer.txt: exit 1" in text
+    line = append_step_summary(tmp_path / "no" / "such" / "dir", acc, "s.jsonl")
     assert line.startswith("error: $GITHUB_STEP_SUMMARY:")
 
 

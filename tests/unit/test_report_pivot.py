@@ -113,8 +113,8 @@ def test_det_is_the_modal_share_of_the_exercised_arms(arms_):
 def test_det_of_cells_where_no_arm_answered_is_a_dash(tmp_path):
     records = store(tmp_path, [arm("t", "s", r, "PASS", h=None) for r in range(4)])
     (cell,) = build_cells(records)
-    assert cell.det is None
-    assert cell.det_text == "— (0 of 4 answered)"  # never 100% made of nothing
+    assert cell.det is None  # never 100% made of nothing
+    assert cell.det_text == DASH  # and no "(0 of 4 answered)": a count of nothing says nothing
 
 
 def test_det_with_some_arms_unanswered_shows_the_count(tmp_path):
