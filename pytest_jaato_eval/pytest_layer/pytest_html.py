@@ -12,7 +12,7 @@ import pytest
 from pytest_html import extras
 
 from ..report import arms, tables
-from ..report.html import environment, pivot_view
+from ..report.html import environment, pivot_view, sweep_view
 from ..results.record import ArmRecord
 from ..results import transcript_view, transcripts
 from .outcome import one_line, record_of, transcript_of
@@ -75,7 +75,7 @@ class JaatoHtmlColumns:
     def pytest_html_results_summary(self, prefix, summary, postfix, session):
         acc = self.controller.account(session.config)
         if acc is not None:
-            prefix.append(str(_macros().summary(pivot_view(acc))))
+            prefix.append(str(_macros().summary(pivot_view(acc), sweep_view(acc.cells))))
 
 
 def register(config, controller) -> None:

@@ -19,8 +19,9 @@ import pytest
 import yaml
 from jaato_project import REPO, SCHEMA
 
+from pytest_jaato_eval.results import inference
 from pytest_jaato_eval.results.account import account, noted_lines
-from pytest_jaato_eval.results.pivot import Pivot, render_pivot
+from pytest_jaato_eval.results.pivot import Pivot, headline_row, render_pivot
 from pytest_jaato_eval.testing.model_server import Turn
 
 pytestmark = pytest.mark.daemon
@@ -111,6 +112,14 @@ def test_every_view_of_one_mixed_run_agrees(project):
     assert "<b>blocked</b>: profile set &#39;nope&#39; not found" in evidence
     assert "nudges n/2: completion reminders jaato sent the agent" in report_page
     text = summary.read_text()
+    # each profile set's headline over the sweep: the terminal's (in its pivot lines), in
+    # pytest-html's summary, the HTML report and the step summary alike
+    (head,) = [h for h in inference.headlines(acc.cells) if h.profile_set == "echo"]
+    ci = headline_row(head)["95% CI"]
+    for view in (page, report_page):
+        sweep = view[view.index("Profile sets over the sweep"):]
+        assert f'<td class="num">{ci}</td>' in sweep[:sweep.index("</table>")]
+    assert f" {ci} |" in text.split("**Profile sets over the sweep")[1].split("**Arms")[0]
     md = [tuple(cell.strip().replace("\\", "") for cell in row.split("|")[1:4])
           for row in text.split("**Arms that did not pass**")[1].splitlines()
           if row.startswith("| ") and not row.startswith(("| arm ", "| --- "))]
@@ -138,7 +147,7 @@ def test_every_view_of_one_mixed_run_agrees(project):
     as_csv = cli("report", project.store, "--format", "csv")
     assert as_csv.returncode == result.ret
     counts = [(row["task"], row["pass"], row["fail"], row["blocked"])
-              for row in csv.DictReader(io.StringIO(as_csv.stdout))]
+              for row in csv.DictReader(io.StringIO(as_csv.stdout)) if row["scope"] == "cell"]
     assert counts == [(c.task_id, str(c.passed), str(c.failed), str(c.blocked))
                       for c in acc.cells]
     # `show`: the same two durations, labelled.

@@ -13,6 +13,7 @@ import yaml
 from pytest_jaato_eval.cli import flip_lines, main
 from pytest_jaato_eval.contamination import graders_own
 from pytest_jaato_eval.results import snapshots
+from pytest_jaato_eval.results.account import account
 from pytest_jaato_eval.results.compare import compare_groups, grader_flips
 from pytest_jaato_eval.report.html import pivot_view
 from pytest_jaato_eval.results.pivot import Pivot, markdown, render_pivot
@@ -130,7 +131,7 @@ def test_compare_lists_each_flip_grader_by_grader(tmp_path, capsys):
         lines).replace("\n  ", " ")
     assert all(len(line) <= 80 for line in lines if line.startswith(("regraded", "  ")))
     # the same sentence under the HTML report's pivot and the Markdown one
-    assert any(n.startswith("regraded: 2 of 2 arms") for n in pivot_view(after.cells).notes)
+    assert any(n.startswith("regraded: 2 of 2 arms") for n in pivot_view(account(after)).notes)
     assert "regraded: 2 of 2 arms" in markdown(after.cells)
 
 

@@ -361,13 +361,18 @@ def test_a_large_report_reads_only_the_records_of_arms_that_did_not_pass(tmp_pat
     assert doc.count('<table class="arms">') == 1  # the all-PASS task has no table
 
 
-def test_a_small_reports_first_page_holds_its_chart_too(tmp_path):
-    # The chart follows the pivot on page one, not alone on page two after an empty page.
+def test_a_small_reports_first_page_is_full_and_the_chart_follows(tmp_path):
+    # The pivot and the sweep's headline fill page one; the chart, kept whole, follows on
+    # page two: never a page left mostly empty before it.
     _need_pdf_tools()
     records = [arm("write-file", "echo", r, "PASS") for r in range(2)] + [
         arm("config-file", "echo", 0, "PASS")]
     out = pdf.write(tmp_path / "small.pdf", html.render(records, source="results.jsonl"))
-    first = subprocess.run(["pdftotext", "-f", "1", "-l", "1", str(out), "-"],
-                           capture_output=True, text=True, check=True).stdout
-    assert "Pivot" in first and "Pass rate against cost, per profile set" in first
-    assert "mean cost per exercised arm" in first  # the chart's own axis, drawn there
+
+    def page(n):
+        return subprocess.run(["pdftotext", "-f", str(n), "-l", str(n), str(out), "-"],
+                              capture_output=True, text=True, check=True).stdout
+    first, second = page(1), page(2)
+    assert "Pivot" in first and "Profile sets over the sweep" in first
+    assert "Pass rate against cost, per profile set" in first + second
+    assert "mean cost per exercised arm" in first + second  # the chart's own axis, drawn
