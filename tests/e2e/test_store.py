@@ -304,7 +304,8 @@ def test_iterating_on_one_task_keeps_one_previous_store(project):
         assert project.run("tasks").ret == 0
     stores = sorted(p.name for p in project.root.iterdir() if "results" in p.name)
     assert stores == ["results.jsonl", "results.previous.jsonl",  # each with its transcripts
-                      "results.previous.transcripts", "results.transcripts"]
+                      "results.previous.snapshots", "results.previous.transcripts",  # and snapshots
+                      "results.snapshots", "results.transcripts"]
     result = project.run("tasks", "--jaato-keep-previous")
     result.stdout.fnmatch_lines(["the previous store was kept as *results.2*"])
 

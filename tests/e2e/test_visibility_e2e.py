@@ -40,14 +40,15 @@ def test_a_line_per_arm_at_default_verbosity_dots_under_q(project):
     project.task("bad", graders=[{"kind": "script", "run": "grep -qx STEADY answer.txt"}])
     result = project.run("tasks")
     out = result.stdout.str()
-    # verdict, arm id, cost and duration, one line each
-    assert re.search(r"^  PASS +ok@echo#0  \$0\.00\d\d · \d+\.\d s", out, re.M), out
-    assert re.search(r"^  FAIL +bad@echo#0  \$0\.00\d\d · \d+\.\d s", out, re.M), out
+    # verdict, arm id, the arm's duration and its cost, one line each
+    assert re.search(r"^  PASS +ok@echo#0  arm \d+\.\d s · \$0\.00\d\d", out, re.M), out
+    assert re.search(r"^  FAIL +bad@echo#0  arm \d+\.\d s · \$0\.00\d\d", out, re.M), out
     assert "1 failed, 1 passed" in out
     quiet = project.run("tasks", "-q").stdout.str()
     assert "  PASS " not in quiet and re.search(r"^[.F]{2}", quiet, re.M), quiet
     verbose = project.run("tasks", "-v").stdout.str()
-    assert re.search(r"task\.yaml::ok\[echo-r0\] PASSED \$0\.00\d\d · \d", verbose), verbose
+    assert re.search(r"task\.yaml::ok\[echo-r0\] PASSED \(arm \d+\.\d s · \$0\.00\d\d\)",
+                     verbose), verbose
 
 
 def test_an_early_stop_says_what_did_not_run_and_the_command_that_runs_it(project):
@@ -68,7 +69,7 @@ def test_the_judges_bill_is_its_own_and_the_pivot_shows_both(project, tmp_path):
     judged_task(project)
     summary = tmp_path / "summary.md"
     project.monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    out = project.run("tasks").stdout.str()
+    out = project.run("tasks", "--jaato-pivot=all").stdout.str()  # every column, any width
     (r,) = project.records()
     assert r["state"] == "PASS", r["verdicts"]
     assert r["usage"]["cost_usd"] == pytest.approx(0.001)  # the agent's alone
@@ -78,7 +79,7 @@ def test_the_judges_bill_is_its_own_and_the_pivot_shows_both(project, tmp_path):
     assert "judge cost" in header and "total cost" in header
     row = next(x for x in out.splitlines() if x.startswith("judged "))
     assert "$0.0010" in row and "$0.0020" in row and "$0.0030" in row
-    assert re.search(r"judged@echo#0  \$0\.0010 \(judge \$0\.0020\)", out), out
+    assert re.search(r"judged@echo#0  arm \d+\.\d s · \$0\.0010 \(judge \$0\.0020\)", out), out
     # GitHub's step summary got the Markdown pivot, and the run said so
     assert f"pivot appended to $GITHUB_STEP_SUMMARY ({summary})" in out
     text = summary.read_text()
