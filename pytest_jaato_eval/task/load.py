@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from ..engine.files import yaml_loader
 from ..render import safe_text
 from . import samples
-from .model import DRIVER, GRADER_KINDS, Task
+from .model import DRIVER, GRADER_KINDS, Budget, Harness, Input, JudgeGrader, Task
 from .samples import Sample
 from .tree import TaskTree, TreeError, list_tree
 from .values import ERROR, shown
@@ -214,7 +214,20 @@ def json_schema() -> dict:
     schema["properties"]["dataset"] = {  # `dataset: rows.jsonl` is short for {file: rows.jsonl}
         "description": schema["properties"]["dataset"].get("description", ""),
         "anyOf": [{"type": "string", "pattern": r"\S"}, {"$ref": "#/$defs/Dataset"}]}
+    judge = schema["$defs"]["JudgeGrader"]["properties"]
+    judge["gate_on"] = _or(judge["gate_on"], {"type": "string", "pattern": r"\S"})
+    for model in (Task, Input, Harness, Budget, JudgeGrader):  # null means absent there
+        node = schema if model is Task else schema["$defs"][model.__name__]
+        for name in model.NULL_IS_ABSENT:
+            node["properties"][name] = _or(node["properties"][name], {"type": "null"})
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def _or(prop: dict, other: dict) -> dict:
+    """A property's schema that also takes `other`; its description and default kept."""
+    kept = {k: prop[k] for k in ("title", "description", "default") if k in prop}
+    rest = {k: v for k, v in prop.items() if k not in kept}
+    return {**kept, "anyOf": [*rest.pop("anyOf", [rest] if rest else []), other]}
 
 
 def _drop_null_defaults(node: Any) -> None:

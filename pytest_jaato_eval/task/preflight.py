@@ -45,11 +45,9 @@ MAX_PROFILE_BYTES = 1 << 20
 def check(task: Task, profile_set: str | None) -> str | None:
     """None when the arm (task, profile set) may start; else why it is BLOCKED."""
     root = task.config_root
-    for section, given in (("input.agent_params", task.input.agent_params),
-                           ("input.params", task.input.params)):
-        collision = param_collision(given)
-        if collision:  # M9: this arm cannot be handed its input; the others run
-            return f"{section}: {collision}"
+    collision = _collision(task)
+    if collision:
+        return collision
     if task.harness.kind != DRIVER:  # a driver arm binds no profile of its own
         effective = _pinned_set(task.harness.profile) or profile_set
         problem = ((_set_problem(root, effective) if effective is not None else None)
@@ -69,6 +67,22 @@ def check(task: Task, profile_set: str | None) -> str | None:
             problem = None
         if problem:
             return problem
+    return None
+
+
+def _collision(task: Task) -> str | None:
+    """M9: parameter keys that collide, when that alone decides the arm's verdict.
+
+    A driver is handed its parameters as variables, so its arm cannot start. A session
+    arm's are variables only for its script graders, each BLOCKED by them: the arm is
+    BLOCKED before it starts when they are all it has; with a processor or a judge it
+    runs, as under jaato-eval, and they grade it."""
+    if task.harness.kind == DRIVER:
+        collision = param_collision(task.input.params)
+        return f"input.params: {collision}" if collision else None
+    if all(isinstance(g, ScriptGrader) for g in task.graders):
+        collision = param_collision(task.input.agent_params)
+        return f"input.agent_params: {collision}" if collision else None
     return None
 
 
