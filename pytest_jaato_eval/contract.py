@@ -156,7 +156,8 @@ def build_contract_env(
     for key, value in params.items() if per_key else ():
         var = param_variable(str(key))
         if var in owners:
-            raise ParamCollision(f"parameters {owners[var]!r} and {key!r} both map to ${var}")
+            raise ParamCollision(f"parameters {owners[var]!r} and {key!r} both map to ${var}; "
+                                 f"rename one")
         owners[var] = str(key)
         env[var] = encode(value)
     if sample is not None:  # a dataset task's row (samples.Sample): its id and fields

@@ -42,13 +42,16 @@ def arm_facts(record: ArmRecord, duration: float | None) -> str:
 
 def arm_line(record: ArmRecord, duration: float | None, width: int) -> str:
     """One finished arm: `  FAIL  write-file@echo#1  $0.0100 · 3.2 s`, then, when there is
-    room, why it was blocked; at most `width` characters."""
+    room, why it was blocked, or why the agent never signed off (S8: graded all the same); at
+    most `width` characters."""
     state = record.state
     line = (f"  {safe_text(state, 8):<7} {safe_text(record.arm_id, 80, collapse=False)}"
             f"  {arm_facts(record, duration)}")
     reason = record.blocked_why
     if state == BLOCKED and reason:
         line += f" · {safe_text(reason, None)}"
+    elif record.error:  # S8: graded, though its run ended in an error terminal
+        line += f" · never signed off: {safe_text(record.error, None)}"
     return safe_text(line, max(width, 40), collapse=False)
 
 
