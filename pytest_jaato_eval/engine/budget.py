@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from ..number import is_number
-from .files import read_bounded, yaml_loader
+from .files import load_yaml, read_bounded
 
 log = logging.getLogger(__name__)
 READ_WAIT = 5.0
@@ -104,7 +104,7 @@ def _load_profile(path: Path, config_root: Path) -> dict | None:
         return None
     try:
         text = raw.decode("utf-8")
-        data = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=yaml_loader())
+        data = json.loads(text) if path.suffix == ".json" else load_yaml(text)
     except (ValueError, yaml.YAMLError, RecursionError):
         return None
     return data if isinstance(data, dict) else None

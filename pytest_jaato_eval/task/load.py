@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from ..engine.files import yaml_loader
+from ..engine.files import load_yaml
 from ..render import safe_text
 from . import samples
 from .model import DRIVER, GRADER_KINDS, Budget, Harness, Input, JudgeGrader, Task
@@ -50,7 +50,7 @@ def load_task(path: Path | str) -> Task:
     try:
         doc = _parsed.pop(raw, None)
         if doc is None:
-            doc = yaml.load(text, Loader=yaml_loader())
+            doc = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "yaml"
@@ -115,7 +115,7 @@ _PARSED_KEPT = 16
 def parse_for_collection(raw: bytes) -> Any:
     """The YAML document of a manifest's bytes (raising what the parser raises), kept for
     the `load_task` that reads the same bytes next."""
-    doc = yaml.load(raw.decode("utf-8"), Loader=yaml_loader())
+    doc = load_yaml(raw.decode("utf-8"))
     if doc is not None:
         while len(_parsed) >= _PARSED_KEPT:
             del _parsed[next(iter(_parsed))]

@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from ..contract import param_collision
-from ..engine.files import yaml_loader
+from ..engine.files import load_yaml
 from .model import DRIVER, JudgeGrader, ProcessorGrader, ScriptGrader, Task
 
 PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -198,7 +198,7 @@ def _read_profile(path: Path, suffix: str) -> tuple[dict[str, Any], str | None]:
         if path.stat().st_size > MAX_PROFILE_BYTES:
             return {}, f"larger than {MAX_PROFILE_BYTES} bytes"
         text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if suffix == ".json" else yaml.load(text, Loader=yaml_loader())
+        data = json.loads(text) if suffix == ".json" else load_yaml(text)
     except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError, RecursionError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return {}, f"does not parse: {first}"

@@ -423,6 +423,9 @@ LOADS_IN_BOTH = {
     "a driver with a null input": VALID.replace("harness: {profile: writer}",
                                                 "harness: {kind: driver, run: x}").replace(
         "input: {prompt: do it}", "input:"),
+    # libyaml refuses this flow mapping; yaml.safe_load, jaato-eval's reader, takes it
+    "keys with no value in a flow mapping": VALID.replace(
+        "input: {prompt: do it}", "input: {prompt: do it, agent:, agent_params:}"),
     "a driver's date": VALID.replace("harness: {profile: writer}",
                                      "harness: {kind: driver, run: x}").replace(
         "input: {prompt: do it}", "input: {params: {TICKER: NVDA, TRADE_DATE: 2026-08-28}}"),
