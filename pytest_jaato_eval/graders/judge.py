@@ -94,8 +94,8 @@ def make_view(workspace: Path, dest: Path) -> None:
 
 def judge_prompt(ctx: GraderContext, spec: JudgeGrader) -> str:
     facts = {key: getattr(ctx.run, key) for key in ("turns", "finish_reason", "termination_reason")}
-    # The fields the rubric's schema declares are its own; the prompt names only those this
-    # grader reads, each on the scale the task declares (none: the rubric's).
+    # The rubric's schema says what each of its fields means; the prompt adds only what the
+    # task asked for, each on the scale the task declares (no scale: the rubric's own).
     score = f"`{spec.score_field}`" + (f" (a number from {_span(spec.score_scale)})"
                                        if spec.score_scale else "")
     asks = [f"Grade the work against your rubric. You MUST finish by calling signal_completion "
@@ -106,8 +106,6 @@ def judge_prompt(ctx: GraderContext, spec: JudgeGrader) -> str:
     if spec.needs_human_below is not None:
         asks.append(f"Say how sure you are of this grade in `{CONFIDENCE}` (a number from "
                     f"{_span(spec.confidence_range)}).")
-    asks.append(f"If you could not carry out the assessment at all, say why in "
-                f"`{spec.errors_field}`.")
     return "\n".join([
         "You are grading the work an agent left in this workspace.",
         "Files in the workspace:",
@@ -155,19 +153,25 @@ def _short(text: str) -> str:
     return text if len(text) <= ITEM_CHARS else text[:ITEM_CHARS] + " …"
 
 
+def _float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def reading(value: Any) -> float | None:
     """A judge's number as jaato-eval reads it, with Python's float(): a number on any
     scale, numeric text (`"0.9"`, `" 8 "`), a boolean as 1 or 0. None when float() reads
     none, or reads one that is not finite (`"nan"`, `1e999`): no grade at all."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return number if math.isfinite(number) else None
+    number = _float(value)
+    return number if number is not None and math.isfinite(number) else None
 
 
-def _shown(value: Any) -> str:
-    return _short(repr(value))[:80]
+def _not_read(value: Any) -> str:
+    """Why reading() gave None: `'high', not a number`."""
+    shown = _short(repr(value))[:80]
+    return f"{shown}, not a finite number" if _float(value) is not None else f"{shown}, not a number"
 
 
 def grade_judge(spec: JudgeGrader, ctx: GraderContext) -> Verdict:
@@ -245,8 +249,8 @@ def read_answer(spec: JudgeGrader, claim: str, payload: Any, evidence: list[str]
         confidence = reading(payload[CONFIDENCE])
         if confidence is None or not low <= confidence <= high:
             return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {CONFIDENCE} is "
-                                   f"{_shown(payload[CONFIDENCE])}, not a number from "
-                                   f"{_span(spec.confidence_range)}", evidence)
+                                   f"{_short(repr(payload[CONFIDENCE]))[:80]}, not a number "
+                                   f"from {_span(spec.confidence_range)}", evidence)
         below = spec.needs_human_below
         if confidence < below:
             return Verdict.blocked(spec.id, claim, f"{NEEDS_HUMAN} (confidence {confidence:.2f} "
@@ -264,7 +268,7 @@ def read_answer(spec: JudgeGrader, claim: str, payload: Any, evidence: list[str]
     score = reading(payload[field])
     if score is None:
         return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {field} is "
-                               f"{_shown(payload[field])}, not a number", evidence)
+                               f"{_not_read(payload[field])}", evidence)
     if spec.score_scale and not spec.score_scale[0] <= score <= spec.score_scale[1]:
         return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {field} is {score:g}, "
                                f"off the score_scale {_span(spec.score_scale)}", evidence)

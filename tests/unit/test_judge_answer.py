@@ -114,7 +114,7 @@ def test_a_score_that_is_no_finite_number_is_blocked(answer, reference, monkeypa
     did not grade."""
     assert reference_state({}, answer, monkeypatch, tmp_path) == reference
     verdict = ours({}, answer)
-    assert verdict.state == BLOCKED and verdict.detail.endswith("not a number")
+    assert verdict.state == BLOCKED and verdict.detail.endswith(", not a finite number")
 
 
 def test_reading_is_floats():
@@ -187,3 +187,23 @@ def test_defects_are_bounded_and_one_line():
 def test_the_reasoning_is_evidence():
     verdict = ours({}, {"score": 0.9, "reasoning": "wrote the file"})
     assert "reasoning: wrote the file" in verdict.evidence
+
+
+def test_the_prompt_names_only_what_the_task_asks_for(tmp_path):
+    """A 0-10 rubric is never told "0 to 1": the schema says what its fields mean; the
+    prompt adds the task's own keys, on the task's scales."""
+    from pytest_jaato_eval.engine.agent_run import AgentRun
+    from pytest_jaato_eval.graders.context import GraderContext
+    from pytest_jaato_eval.graders.judge import judge_prompt
+
+    ctx = GraderContext(workspace=tmp_path, config_root=tmp_path, params={},
+                        run=AgentRun(payload={"answer": "READY"}, finish_reason="stop"))
+    plain = judge_prompt(ctx, JudgeGrader(kind="judge", profile="r", threshold=7))
+    assert "`score`" in plain and "signal_completion" in plain and '"answer": "READY"' in plain
+    for word in ("0 to 1", "defect", "confidence", "errors"):
+        assert word not in plain, word
+    asked = judge_prompt(ctx, JudgeGrader(
+        kind="judge", profile="r", threshold=7, score_scale=[0, 10], defects_field="flaws",
+        needs_human_below=6, confidence_scale=[1, 10]))
+    assert "`score` (a number from 0 to 10)" in asked and "`flaws`" in asked
+    assert "`confidence` (a number from 1 to 10)" in asked
