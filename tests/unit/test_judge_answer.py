@@ -207,3 +207,20 @@ def test_the_prompt_names_only_what_the_task_asks_for(tmp_path):
         needs_human_below=6, confidence_scale=[1, 10]))
     assert "`score` (a number from 0 to 10)" in asked and "`flaws`" in asked
     assert "`confidence` (a number from 1 to 10)" in asked
+
+
+def test_the_judge_block_of_the_tasks_page_is_a_valid_grader():
+    """docs/tasks.md's `### judge` block, as a user copies it into a task's graders."""
+    import re
+    from pathlib import Path
+
+    import yaml
+    page = (Path(__file__).parents[2] / "docs" / "tasks.md").read_text(encoding="utf-8")
+    section = page[page.index("### judge\n"):]
+    block = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+    (grader,) = yaml.safe_load(block)
+    judge = JudgeGrader(**grader)
+    assert (judge.score_scale, judge.confidence_range, judge.defects_field) == (
+        (0, 10), (1, 10), "defects")
+    keys = {k: v for k, v in grader.items() if k not in ("kind", "profile")}
+    assert ours(keys, {"score": 8, "errors": [], "defects": [], "confidence": 9}).state == PASS
