@@ -31,7 +31,7 @@ from typing import Any
 from ..engine.session import Ceiling, SessionArmSpec, run_session_arm
 from ..task.model import JudgeGrader
 from ..results.review import NEEDS_HUMAN
-from ..task.model import gate_aliases
+from ..task.model import gate_aliases, span
 from ..verdict import PASS, Verdict
 from ..workspace import WorkspaceError, copy_config, remove_tree
 from .context import GraderContext
@@ -96,7 +96,7 @@ def judge_prompt(ctx: GraderContext, spec: JudgeGrader) -> str:
     facts = {key: getattr(ctx.run, key) for key in ("turns", "finish_reason", "termination_reason")}
     # The rubric's schema says what each of its fields means; the prompt adds only what the
     # task asked for, each on the scale the task declares (no scale: the rubric's own).
-    score = f"`{spec.score_field}`" + (f" (a number from {_span(spec.score_scale)})"
+    score = f"`{spec.score_field}`" + (f" (a number from {span(spec.score_scale)})"
                                        if spec.score_scale else "")
     asks = [f"Grade the work against your rubric. You MUST finish by calling signal_completion "
             f"with your rubric's fields; the grade is read from {score}."]
@@ -105,7 +105,7 @@ def judge_prompt(ctx: GraderContext, spec: JudgeGrader) -> str:
                     f"there are none).")
     if spec.needs_human_below is not None:
         asks.append(f"Say how sure you are of this grade in `{CONFIDENCE}` (a number from "
-                    f"{_span(spec.confidence_range)}).")
+                    f"{span(spec.confidence_range)}).")
     return "\n".join([
         "You are grading the work an agent left in this workspace.",
         "Files in the workspace:",
@@ -118,10 +118,6 @@ def judge_prompt(ctx: GraderContext, spec: JudgeGrader) -> str:
           if ctx.sample is not None else []),
         " ".join(asks),
     ])
-
-
-def _span(scale: tuple[float, float]) -> str:
-    return f"{scale[0]:g} to {scale[1]:g}"
 
 
 def _gate(spec: JudgeGrader, ctx: GraderContext) -> str | None:
@@ -250,7 +246,7 @@ def read_answer(spec: JudgeGrader, claim: str, payload: Any, evidence: list[str]
         if confidence is None or not low <= confidence <= high:
             return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {CONFIDENCE} is "
                                    f"{_short(repr(payload[CONFIDENCE]))[:80]}, not a number "
-                                   f"from {_span(spec.confidence_range)}", evidence)
+                                   f"from {span(spec.confidence_range)}", evidence)
         below = spec.needs_human_below
         if confidence < below:
             return Verdict.blocked(spec.id, claim, f"{NEEDS_HUMAN} (confidence {confidence:.2f} "
@@ -271,7 +267,7 @@ def read_answer(spec: JudgeGrader, claim: str, payload: Any, evidence: list[str]
                                f"{_not_read(payload[field])}", evidence)
     if spec.score_scale and not spec.score_scale[0] <= score <= spec.score_scale[1]:
         return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {field} is {score:g}, "
-                               f"off the score_scale {_span(spec.score_scale)}", evidence)
+                               f"off the score_scale {span(spec.score_scale)}", evidence)
     if score >= spec.threshold:
         return Verdict.passed(spec.id, claim, f"score {score:g}", evidence)
     return Verdict.failed(spec.id, claim, f"score {score:g} < {spec.threshold:g}", evidence)

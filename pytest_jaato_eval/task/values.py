@@ -198,7 +198,7 @@ def params(value: Any, dates: bool = False) -> Any:
             raise problem(f"key {shown(key)} is of type {type_name(key)}; keys must be strings")
     if (err := json_problem(value, dates)) is not None:
         raise err
-    return value  # keys that collide BLOCK the arm (M9, preflight.py)
+    return value  # keys that collide: M9, preflight.py
 
 
 def input_params(value: Any) -> Any:
