@@ -46,6 +46,29 @@ def test_contract_refuses_colliding_parameters():
         build_contract_env(workspace="/w", config_root="/c", params={"a-b": 1, "a_b": 2}, base={})
 
 
+def test_colliding_parameters_block_a_script_grader_and_not_a_processor(tmp_path):
+    """C4/M9: a processor is handed the parameters as a mapping, as under jaato-eval."""
+    from pytest_jaato_eval.engine.agent_run import AgentRun
+    from pytest_jaato_eval.graders.context import GraderContext
+    from pytest_jaato_eval.graders.processor import grade_processor
+    from pytest_jaato_eval.graders.script import grade_script
+    from pytest_jaato_eval.task.model import ProcessorGrader, ScriptGrader
+
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "check.py").write_text(
+        "import os\n"
+        "def validate(payload, context):\n"
+        "    seen = (context.agent_params, 'JAATO_EVAL_PARAM_A_B' in os.environ)\n"
+        "    return [] if seen == ({'a-b': 1, 'a_b': 2}, False) else [repr(seen)]\n")
+    ctx = GraderContext(workspace=tmp_path / "ws", config_root=tmp_path,
+                        params={"a-b": 1, "a_b": 2},
+                        run=AgentRun(payload={"answer": "x"}, finish_reason="stop"))
+    processor = grade_processor(ProcessorGrader(kind="processor", script="check.py"), ctx)
+    assert processor.state == PASS, processor
+    script = grade_script(ScriptGrader(kind="script", run="true"), ctx)
+    assert script.state == BLOCKED and script.detail.endswith("$JAATO_EVAL_PARAM_A_B; rename one")
+
+
 # -- G6: roll-up ---------------------------------------------------------------------
 def v(state):
     return Verdict("script:x", "c", state, "d")
