@@ -428,3 +428,15 @@ def test_a_daemon_start_the_run_abandons_ends_at_once_and_only_that_start(tmp_pa
     with pytest.raises(StartAbandoned):
         daemon.ensure()
     assert daemon.starts == 2
+
+
+# -- S8: an arm graded without its agent's sign-off says so on its line ----------------
+def test_an_unsigned_arms_line_says_it_never_signed_off():
+    from pytest_jaato_eval.pytest_layer.progress import arm_line
+    from pytest_jaato_eval.testing.records import arm_record
+    error = "NudgeExhausted: Agent loop exhausted 2 completion nudges"
+    line = arm_line(arm_record(state="PASS", error=error), 3.2, 200)
+    assert "PASS" in line and line.endswith(f"· never signed off: {error}")
+    assert "never signed off" not in arm_line(arm_record(state="PASS"), 3.2, 200)
+    blocked = arm_line(arm_record(state="BLOCKED", error=error, reason="daemon gone"), 1.0, 200)
+    assert blocked.endswith("· daemon gone")  # a BLOCKED arm's line gives why it was blocked
