@@ -42,8 +42,9 @@ def param_collision(params: Mapping[str, Any] | None) -> str | None:
 
 
 def encode(value: Any) -> str:
-    """C2: strings verbatim, everything else as JSON (true, null, {"a": 1})."""
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    """C2: strings verbatim, everything else as JSON (true, null, {"a": 1}); what JSON has
+    no form for (a YAML date) as the JSON string of its str(), as jaato-eval writes it."""
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
 
 
 # What every process gets from the parent environment: what a shell, a compiler and a
@@ -128,6 +129,7 @@ def build_contract_env(
     passthrough: Sequence[str] = (),
     sample: Any = None,
     author_modules: Path | str | None = None,
+    per_key: bool = True,
 ) -> dict[str, str]:
     """Return a full process environment: the curated base plus the contract.
 
@@ -135,7 +137,8 @@ def build_contract_env(
     `env_passthrough` list. `author_modules`: the harness's copy of the task's fixture, put
     first on PYTHONPATH so the author's own packages import (`python -m pkg.score`) while
     the workspace stays off sys.path (PYTHONSAFEPATH): a module the agent wrote or changed
-    is never imported, the author's original is.
+    is never imported, the author's original is. `per_key=False`: no JAATO_EVAL_PARAM_<KEY>
+    variables, only JAATO_EVAL_PARAMS (a process handed its parameters some other way).
     """
     if base is None:
         base = curated_env(passthrough, workspace=workspace)
@@ -150,10 +153,11 @@ def build_contract_env(
         f"{PREFIX}_PARAMS": json.dumps(params, sort_keys=True, default=str),
     })
     owners: dict[str, str] = {}
-    for key, value in params.items():
+    for key, value in params.items() if per_key else ():
         var = param_variable(str(key))
         if var in owners:
-            raise ParamCollision(f"parameters {owners[var]!r} and {key!r} both map to ${var}")
+            raise ParamCollision(f"parameters {owners[var]!r} and {key!r} both map to ${var}; "
+                                 f"rename one")
         owners[var] = str(key)
         env[var] = encode(value)
     if sample is not None:  # a dataset task's row (samples.Sample): its id and fields

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from ..number import is_number
-from .files import read_bounded, yaml_loader
+from .files import load_yaml, read_bounded
 
 log = logging.getLogger(__name__)
 READ_WAIT = 5.0
@@ -104,7 +104,7 @@ def _load_profile(path: Path, config_root: Path) -> dict | None:
         return None
     try:
         text = raw.decode("utf-8")
-        data = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=yaml_loader())
+        data = json.loads(text) if path.suffix == ".json" else load_yaml(text)
     except (ValueError, yaml.YAMLError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
@@ -154,10 +154,16 @@ def profile_ceiling(config_root: Path, profile_set: str | None, name: str) -> di
     return limits or None
 
 
-def ceiling_warning(task_id: str, budget: dict | None, arm_ceiling: float) -> str | None:
-    """B4: a pool's seconds above the per-arm ceiling can never be reached by one arm."""
+def ceiling_warning(task_id: str, budget: dict | None, arm_ceiling: float,
+                    source: str = "--arm-timeout") -> str | None:
+    """B4: a pool's seconds above the per-arm ceiling can never be reached by one arm.
+    `source`: where the ceiling's value came from (the default, --arm-timeout, the ini)."""
     seconds = (budget or {}).get("seconds")
     if seconds and arm_ceiling and seconds > arm_ceiling:
+        whence = ("the default; raise it with --arm-timeout" if source == "the default"
+                  else f"from {source}")
         return (f"task {task_id!r}: budget.seconds ({seconds:g}) exceeds the per-arm ceiling "
-                f"({arm_ceiling:g} s, --arm-timeout); an arm is cut by the ceiling first")
+                f"({arm_ceiling:g} s, {whence}); an arm is cut by the ceiling first, so the "
+                f"pool's seconds beyond it are never reached (budget.seconds is the clock of "
+                f"the task's arms together, not of one arm)")
     return None

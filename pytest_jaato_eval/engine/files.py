@@ -23,6 +23,20 @@ def yaml_loader():
     return yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else yaml.SafeLoader
 
 
+def load_yaml(text: str):
+    """A YAML document as `yaml.safe_load` reads it (jaato-eval's and jaato's reader), through
+    libyaml's parser where it can: a few documents libyaml refuses (`{agent:, prompt: p}`)
+    the Python parser takes, and they are read again by it."""
+    import yaml
+    loader = yaml_loader()
+    try:
+        return yaml.load(text, Loader=loader)
+    except yaml.YAMLError:
+        if loader is yaml.SafeLoader:
+            raise
+        return yaml.load(text, Loader=yaml.SafeLoader)
+
+
 def inside(path: Path, root: Path) -> bool:
     """True when `path`, every link resolved, is `root` or below it."""
     try:

@@ -66,13 +66,15 @@ class GraderContext:
                                       readable=[*mine, *readable]) as wrapped:
             yield wrapped
 
-    def contract_env(self, passthrough=()) -> dict[str, str]:
+    def contract_env(self, passthrough=(), per_key: bool = True) -> dict[str, str]:
         """The contract's environment for a grader's process, with what its spec passes
-        through (raises ParamCollision when a param would shadow a contract variable)."""
+        through (raises ParamCollision when two params map to one variable; per_key=False:
+        only JAATO_EVAL_PARAMS carries them)."""
         return build_contract_env(workspace=self.workspace, config_root=self.config_root,
                                   params=self.params, socket=self.socket_path,
                                   cascade_id=self.cascade_id, passthrough=passthrough,
-                                  sample=self.sample, author_modules=self.author_modules)
+                                  sample=self.sample, author_modules=self.author_modules,
+                                  per_key=per_key)
 
     @property
     def truncation_reason(self) -> str | None:

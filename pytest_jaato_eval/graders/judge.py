@@ -10,14 +10,17 @@ special files - in a folder of the harness's own. The agent's `.env` (a
 `VLLM_HOST` pointing at its own server) and its `.jaato/` (prompts, skills) are
 never loaded by the judge's session.
 
-The answer contract (docs/tasks.md): `cannot_grade`, or the `errors` field (as
-jaato-eval reads it), not empty -> BLOCKED; `confidence` below the grader's
-`needs_human_below` -> BLOCKED "needs human review (…)"; `defects` not empty -> FAIL;
-else `score` against `threshold`.
+The answer contract (docs/tasks.md) is jaato-eval's, and ours only where the task asks
+for it: the `errors` field not empty -> BLOCKED; with `needs_human_below`, a `confidence`
+under it (on the task's confidence scale) -> BLOCKED "needs human review (…)"; with
+`defects_field`, defects named -> FAIL; else the score, read as jaato-eval reads it
+(Python's float(): a number on any scale, numeric text, a boolean as 1 or 0), against
+`threshold`, and against the `score_scale` when the task declares one.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import stat
@@ -28,8 +31,7 @@ from typing import Any
 from ..engine.session import Ceiling, SessionArmSpec, run_session_arm
 from ..task.model import JudgeGrader
 from ..results.review import NEEDS_HUMAN
-from ..task.model import gate_aliases
-from ..number import is_number
+from ..task.model import gate_aliases, span
 from ..verdict import PASS, Verdict
 from ..workspace import WorkspaceError, copy_config, remove_tree
 from .context import GraderContext
@@ -37,7 +39,7 @@ from .context import GraderContext
 LISTING_LIMIT = 200
 VIEW_FILES = 20_000
 VIEW_BYTES = 256 * 1024 * 1024
-DEFECTS, CANNOT_GRADE, CONFIDENCE, REASONING = "defects", "cannot_grade", "confidence", "reasoning"
+CONFIDENCE, REASONING = "confidence", "reasoning"
 ITEM_CHARS = 500
 ITEMS = 20
 # What the view leaves out: configuration a jaato session would load from its workspace.
@@ -92,6 +94,18 @@ def make_view(workspace: Path, dest: Path) -> None:
 
 def judge_prompt(ctx: GraderContext, spec: JudgeGrader) -> str:
     facts = {key: getattr(ctx.run, key) for key in ("turns", "finish_reason", "termination_reason")}
+    # The rubric's schema says what each of its fields means; the prompt adds only what the
+    # task asked for, each on the scale the task declares (no scale: the rubric's own).
+    score = f"`{spec.score_field}`" + (f" (a number from {span(spec.score_scale)})"
+                                       if spec.score_scale else "")
+    asks = [f"Grade the work against your rubric. You MUST finish by calling signal_completion "
+            f"with your rubric's fields; the grade is read from {score}."]
+    if spec.defects_field:
+        asks.append(f"Put each defect you found in `{spec.defects_field}` (a list; empty when "
+                    f"there are none).")
+    if spec.needs_human_below is not None:
+        asks.append(f"Say how sure you are of this grade in `{CONFIDENCE}` (a number from "
+                    f"{span(spec.confidence_range)}).")
     return "\n".join([
         "You are grading the work an agent left in this workspace.",
         "Files in the workspace:",
@@ -102,12 +116,7 @@ def judge_prompt(ctx: GraderContext, spec: JudgeGrader) -> str:
         *([f"The sample this arm ran on ({ctx.sample.id}):",
            json.dumps(dict(ctx.sample.fields), indent=2, sort_keys=True, default=str)]
           if ctx.sample is not None else []),
-        f"Grade the work. You MUST finish by calling signal_completion with "
-        f"`{spec.score_field}` (a number from 0 to 1), "
-        f"`{DEFECTS}` (a list of the defects you found; empty when there are none), "
-        f"`{CONFIDENCE}` (a number from 0 to 1: how sure you are of this grade), "
-        f"`{REASONING}` (one short paragraph), and `{CANNOT_GRADE}` (empty, unless you "
-        f"could not grade the work at all: then say why).",
+        " ".join(asks),
     ])
 
 
@@ -124,8 +133,9 @@ def _gate(spec: JudgeGrader, ctx: GraderContext) -> str | None:
 
 
 def _items(value: Any) -> list[str]:
-    """A list of defects as strings, however the judge spelled it (bounded)."""
-    if value is None or value is False or value == "" or value == []:
+    """What a judge named in a list field, as strings (bounded); nothing when the value is
+    empty or false, as jaato-eval reads `errors`."""
+    if not value:
         return []
     items = value if isinstance(value, list) else [value]
     shown = [_short(x if isinstance(x, str) else json.dumps(x, default=str)) for x in items[:ITEMS]]
@@ -139,10 +149,25 @@ def _short(text: str) -> str:
     return text if len(text) <= ITEM_CHARS else text[:ITEM_CHARS] + " …"
 
 
-def _number(value: Any) -> float | None:
-    if not is_number(value):
+def _float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
         return None
-    return float(value) if 0 <= value <= 1 else None
+
+
+def reading(value: Any) -> float | None:
+    """A judge's number as jaato-eval reads it, with Python's float(): a number on any
+    scale, numeric text (`"0.9"`, `" 8 "`), a boolean as 1 or 0. None when float() reads
+    none, or reads one that is not finite (`"nan"`, `1e999`): no grade at all."""
+    number = _float(value)
+    return number if number is not None and math.isfinite(number) else None
+
+
+def _not_read(value: Any) -> str:
+    """Why reading() gave None: `'high', not a number`."""
+    shown = _short(repr(value))[:80]
+    return f"{shown}, not a finite number" if _float(value) is not None else f"{shown}, not a number"
 
 
 def grade_judge(spec: JudgeGrader, ctx: GraderContext) -> Verdict:
@@ -199,41 +224,50 @@ def grade_judge(spec: JudgeGrader, ctx: GraderContext) -> Verdict:
 
 
 def read_answer(spec: JudgeGrader, claim: str, payload: Any, evidence: list[str]) -> Verdict:
-    """The answer contract, in its order: cannot grade (or errors), confidence, defects,
-    score."""
+    """The answer contract, in its order: could not grade (`errors`), confidence (with
+    needs_human_below), defects (with defects_field), score."""
     if not isinstance(payload, dict):
         return Verdict.blocked(spec.id, claim, "the judge cannot grade: it returned no payload "
-                               "(did its profile declare a completion_payload_schema?)", evidence)
+                               "(check that its profile declares a completion_payload_schema, "
+                               "then that its persona does not tell it to answer in prose "
+                               "rather than call signal_completion)", evidence)
     if payload.get(REASONING):
         evidence.append(f"reasoning: {_short(payload[REASONING])}")
     evidence.append("answer: " + _short(json.dumps(payload, sort_keys=True, default=str)[:4000]))
-    cannot = _items(payload.get(CANNOT_GRADE))
     # `errors` is the judge saying it could not carry out the assessment (jaato-eval's
     # reading): the judge's failure, not the arm's.
-    if spec.errors_field != CANNOT_GRADE:
-        cannot += _items(payload.get(spec.errors_field))
+    cannot = _items(payload.get(spec.errors_field))
     if cannot:
         return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {'; '.join(cannot)}",
                                evidence)
-    if CONFIDENCE in payload:
-        confidence = _number(payload[CONFIDENCE])
-        if confidence is None:
+    if spec.needs_human_below is not None and CONFIDENCE in payload:
+        low, high = spec.confidence_range
+        confidence = reading(payload[CONFIDENCE])
+        if confidence is None or not low <= confidence <= high:
             return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {CONFIDENCE} is "
                                    f"{_short(repr(payload[CONFIDENCE]))[:80]}, not a number "
-                                   f"from 0 to 1", evidence)
+                                   f"from {span(spec.confidence_range)}", evidence)
         below = spec.needs_human_below
-        if below is not None and confidence < below:
+        if confidence < below:
             return Verdict.blocked(spec.id, claim, f"{NEEDS_HUMAN} (confidence {confidence:.2f} "
                                    f"< {below:.2f})", evidence)
-    defects = _items(payload.get(DEFECTS))
+    defects = _items(payload.get(spec.defects_field)) if spec.defects_field else []
     if defects:
         return Verdict.failed(spec.id, claim, f"the judge found {len(defects)} defect(s): "
                               f"{defects[0]}", evidence + [f"defect: {d}" for d in defects])
-    raw = payload.get(spec.score_field)
-    score = _number(raw)
+    field = spec.score_field
+    if field not in payload:
+        fields = ", ".join(sorted(map(str, payload)))[:200] or "none"
+        return Verdict.blocked(spec.id, claim, f"the judge cannot grade: its answer has no "
+                               f"`{field}` (its fields: {fields}; score_field names the one "
+                               f"holding the score)", evidence)
+    score = reading(payload[field])
     if score is None:
-        return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {spec.score_field} "
-                               f"is {_short(repr(raw))[:80]}, not a number from 0 to 1", evidence)
+        return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {field} is "
+                               f"{_not_read(payload[field])}", evidence)
+    if spec.score_scale and not spec.score_scale[0] <= score <= spec.score_scale[1]:
+        return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {field} is {score:g}, "
+                               f"off the score_scale {span(spec.score_scale)}", evidence)
     if score >= spec.threshold:
         return Verdict.passed(spec.id, claim, f"score {score:g}", evidence)
     return Verdict.failed(spec.id, claim, f"score {score:g} < {spec.threshold:g}", evidence)

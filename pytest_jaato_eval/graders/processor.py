@@ -88,8 +88,10 @@ def grade_processor(spec: ProcessorGrader, ctx: GraderContext) -> Verdict:
         return Verdict.blocked(spec.id, claim, refused)
     try:
         env = ctx.contract_env(spec.env_passthrough)
-    except ParamCollision as exc:
-        return Verdict.blocked(spec.id, claim, str(exc))
+    except ParamCollision:
+        # A processor is handed the parameters as a mapping (its context), as under
+        # jaato-eval: keys that collide only as variables are no fault of its.
+        env = ctx.contract_env(spec.env_passthrough, per_key=False)
     scratch = Path(tempfile.mkdtemp(prefix="jaato-processor-"))
     try:
         return _run_child(spec, ctx, claim, path, env, scratch)

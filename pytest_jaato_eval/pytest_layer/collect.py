@@ -101,7 +101,7 @@ class TaskFile(pytest.File):
                 f"task {task.id!r} changed since {settings.store} was written (its manifest, "
                 f"fixture or config root differs); run without --resume to start a new store"))
         warning = ceiling_warning(task.id, task.budget.limits() if task.budget else None,
-                                  settings.ceiling.seconds)
+                                  settings.ceiling.seconds, settings.ceiling.source)
         if warning:  # B4
             self.warn(pytest.PytestWarning(warning))
         # Marks and keywords every arm of the task shares are the file's: arms inherit them.

@@ -57,7 +57,8 @@ def arm_facts(record: ArmRecord) -> str:
 def arm_line(record: ArmRecord, width: int, label: str | None = None,
              why: str | None = None) -> str:
     """One finished arm: `  FAIL    write-file@echo#1  arm 3.2 s · $0.0100`, then, when
-    there is room, why it did not pass; at most `width` characters."""
+    there is room, why it did not pass (for a graded arm whose agent never signed off, S8,
+    that it did not); at most `width` characters."""
     label = label or str(record.state)
     line = (f"  {safe_text(label, 14):<7} {safe_text(record.arm_id, 80, collapse=False)}"
             f"  {arm_facts(record)}")
@@ -79,11 +80,15 @@ def _outcome(report: Any, record: ArmRecord) -> tuple[str, str, tuple[str, dict]
     return STATE_CATEGORY[state], state, WORDS[state]
 
 
-def _why(report: Any, record: ArmRecord) -> str | None:
+def why_not_passed(report: Any, record: ArmRecord) -> str | None:
+    """What an arm's line and short summary say after its verdict: why it was BLOCKED, the
+    xfail's reason, or (a graded arm whose agent never signed off) that it did not."""
     if record.state == BLOCKED:
         return record.blocked_why
     if hasattr(report, "wasxfail") or report.failed and record.state != FAIL:
         return getattr(report, "wasxfail", None) or "[XPASS(strict)]"
+    if record.error:  # S8: graded, though its run ended in an error terminal
+        return f"never signed off: {record.error}"
     return None
 
 
@@ -104,7 +109,7 @@ def teststatus(report: Any, config: Any):
         _WORDED.add(report)
         return category, word[0], (f"{word} ({arm_facts(record)})", markup)
     tr = config.pluginmanager.get_plugin("terminalreporter")
-    return category, _own_line(tr, arm_line(record, _width(tr), label, _why(report, record))), \
+    return category, _own_line(tr, arm_line(record, _width(tr), label, why_not_passed(report, record))), \
         (word, markup)
 
 

@@ -18,10 +18,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from ..engine.files import yaml_loader
+from ..engine.files import load_yaml
 from ..render import safe_text
 from . import samples
-from .model import DRIVER, GRADER_KINDS, Task
+from .model import DRIVER, GRADER_KINDS, Budget, Harness, Input, JudgeGrader, Task
 from .samples import Sample
 from .tree import TaskTree, TreeError, list_tree
 from .values import ERROR, shown
@@ -50,7 +50,7 @@ def load_task(path: Path | str) -> Task:
     try:
         doc = _parsed.pop(raw, None)
         if doc is None:
-            doc = yaml.load(text, Loader=yaml_loader())
+            doc = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "yaml"
@@ -115,7 +115,7 @@ _PARSED_KEPT = 16
 def parse_for_collection(raw: bytes) -> Any:
     """The YAML document of a manifest's bytes (raising what the parser raises), kept for
     the `load_task` that reads the same bytes next."""
-    doc = yaml.load(raw.decode("utf-8"), Loader=yaml_loader())
+    doc = load_yaml(raw.decode("utf-8"))
     if doc is not None:
         while len(_parsed) >= _PARSED_KEPT:
             del _parsed[next(iter(_parsed))]
@@ -214,7 +214,20 @@ def json_schema() -> dict:
     schema["properties"]["dataset"] = {  # `dataset: rows.jsonl` is short for {file: rows.jsonl}
         "description": schema["properties"]["dataset"].get("description", ""),
         "anyOf": [{"type": "string", "pattern": r"\S"}, {"$ref": "#/$defs/Dataset"}]}
+    judge = schema["$defs"]["JudgeGrader"]["properties"]
+    judge["gate_on"] = _or(judge["gate_on"], {"type": "string", "pattern": r"\S"})
+    for model in (Task, Input, Harness, Budget, JudgeGrader):  # null means absent there
+        node = schema if model is Task else schema["$defs"][model.__name__]
+        for name in model.NULL_IS_ABSENT:
+            node["properties"][name] = _or(node["properties"][name], {"type": "null"})
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def _or(prop: dict, other: dict) -> dict:
+    """A property's schema that also takes `other`; its description and default kept."""
+    kept = {k: prop[k] for k in ("title", "description", "default") if k in prop}
+    rest = {k: v for k, v in prop.items() if k not in kept}
+    return {**kept, "anyOf": [*rest.pop("anyOf", [rest] if rest else []), other]}
 
 
 def _drop_null_defaults(node: Any) -> None:

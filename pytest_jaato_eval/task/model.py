@@ -14,10 +14,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr,
 
 from .samples import Sample
 from .tree import TaskTree
-from .values import (ConfigPath, Confidence, Contamination, Expect, Integer, Ladder,
+from .values import (DATES, ConfigPath, Contamination, Expect, InputParams, Integer, Ladder,
                      Mark, NonBlank, NonNegative, Number, Params, Passthrough, Positive,
-                     Repeats, SampleLimit, SetName, TaskId, Text, a_list, got, problem, shown,
-                     type_name, value_kind)
+                     Repeats, SampleLimit, Scale, SetName, TaskId, Text, a_list, got, problem,
+                     shown, type_name, value_kind)
 
 SESSION, DRIVER = "session", "driver"
 GRADER_KINDS = ("script", "processor", "judge")
@@ -45,6 +45,10 @@ class Section(BaseModel):
     """A mapping whose keys are all declared: unknown ones are refused by name (M12)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    # Optional keys whose null (`agent_params:` with nothing under it) means absent, as
+    # jaato-eval reads them; any other null is refused by its value's check.
+    NULL_IS_ABSENT: ClassVar[tuple[str, ...]] = ()
+    EMPTY_IS_ABSENT: ClassVar[tuple[str, ...]] = ()
 
     @model_validator(mode="before")
     @classmethod
@@ -63,6 +67,8 @@ class Section(BaseModel):
         for name, info in cls.model_fields.items():
             if info.is_required() and name not in data:
                 raise problem(f"missing; expected {expected(info)}", name)
+        data = {k: v for k, v in data.items()
+                if not (v is None and k in cls.NULL_IS_ABSENT or v == {} and k in cls.EMPTY_IS_ABSENT)}
         cls.check_raw(data)
         return data
 
@@ -86,11 +92,13 @@ class Environment(Section):
 
 
 class Input(Section):
+    NULL_IS_ABSENT = ("agent", "agent_params", "params")
     prompt: Annotated[NonBlank, Field(description="session arms: the prompt")] = None
     agent: Annotated[NonBlank, Field(description="session arms: a persona")] = None
-    agent_params: Annotated[Params, Field(description="session arms: parameters, also "
-                                                      "handed to script graders")] = None
-    params: Annotated[Params, Field(description="driver arms: the driver's input")] = None
+    agent_params: Annotated[InputParams, Field(description="session arms: parameters, also "
+                                                           "handed to script graders: " + DATES)] = None
+    params: Annotated[InputParams, Field(description="driver arms: the driver's input: "
+                                                     + DATES)] = None
 
 
 def harness_kind(value: Any) -> str:
@@ -100,6 +108,7 @@ def harness_kind(value: Any) -> str:
 
 
 class Harness(Section):
+    NULL_IS_ABSENT = ("profile_set",)
     kind: Annotated[value_kind("a string", lambda v: isinstance(v, str),
                                {"enum": [SESSION, DRIVER]}, harness_kind),
                     Field(description="session (default) or driver")] = SESSION
@@ -167,22 +176,74 @@ class ProcessorGrader(Grader):
         return self.script
 
 
+def one_or_list(value: Any) -> Any:
+    """`gate_on: "script:x"` is one gate, as jaato-eval reads it."""
+    return [value] if isinstance(value, str) else value
+
+
 class JudgeGrader(Grader):
+    """G5. The keys jaato-eval reads, and ours, each read only when the task declares it:
+    a rubric written for jaato-eval gets jaato-eval's verdict."""
+
     kind: Literal["judge"]
+    NULL_IS_ABSENT = ("agent", "gate_on", "socket_path")
     DEFAULT_TIMEOUT: ClassVar[float] = 300
+    DEFAULT_CONFIDENCE_SCALE: ClassVar[tuple[float, float]] = (0, 1)
     profile: Annotated[NonBlank, Field(description="the judge's profile")]
     agent: NonBlank = None
-    threshold: Number = 0.7
+    threshold: Annotated[Number, Field(description="PASS when the score is at or above it, "
+                                                   "on the rubric's own scale")] = 0.7
     score_field: NonBlank = "score"
-    errors_field: NonBlank = "errors"
-    gate_on: Annotated[tuple[NonBlank, ...], a_list(), Expect("a list"),
-                       Field(description="grader ids that must PASS first")] = ()
-    needs_human_below: Annotated[Confidence, Field(description="a judge confidence under it "
-                                                               "is BLOCKED for human review")] = None
+    score_scale: Annotated[Scale, Field(description="optional [lowest, highest]: a score "
+                                                    "outside it is BLOCKED")] = None
+    errors_field: Annotated[NonBlank, Field(description="a non-empty value there: the judge "
+                                                        "could not grade (BLOCKED)")] = "errors"
+    defects_field: Annotated[NonBlank, Field(description="optional: a non-empty list there "
+                                                         "FAILS the arm")] = None
+    gate_on: Annotated[tuple[NonBlank, ...], a_list(), BeforeValidator(one_or_list),
+                       Expect("a list"),
+                       Field(description="grader ids that must PASS first (one id, or a "
+                                         "list)")] = ()
+    needs_human_below: Annotated[Number, Field(description="a judge `confidence` under it "
+                                                           "is BLOCKED for human review")] = None
+    confidence_scale: Annotated[Scale, Field(description="the scale `confidence` is on "
+                                                         "(default [0, 1]); with "
+                                                         "needs_human_below")] = None
+    socket_path: Annotated[NonBlank, Field(description="jaato-eval's; not used: the judge "
+                                                       "runs on its arm's daemon")] = None
 
     @property
     def label(self) -> str:
         return self.profile
+
+    @property
+    def confidence_range(self) -> tuple[float, float]:
+        return self.confidence_scale or self.DEFAULT_CONFIDENCE_SCALE
+
+    @model_validator(mode="after")
+    def _on_its_scales(self) -> "JudgeGrader":
+        """The threshold on the declared score scale; needs_human_below on the confidence
+        scale, which is read only with it."""
+        if self.score_scale and not within(self.threshold, self.score_scale):
+            raise problem(f"{self.threshold:g} is off the score_scale {span(self.score_scale)}; "
+                          f"expected a threshold on it", "threshold")
+        if self.needs_human_below is None:
+            if self.confidence_scale is not None:
+                raise problem("read only with needs_human_below; add it, or drop this key",
+                              "confidence_scale")
+        elif not within(self.needs_human_below, self.confidence_range):
+            raise problem(f"expected a number from {span(self.confidence_range)} (the "
+                          f"confidence_scale), got {got(self.needs_human_below)}",
+                          "needs_human_below")
+        return self
+
+
+def within(value: float, scale: tuple[float, float]) -> bool:
+    return scale[0] <= value <= scale[1]
+
+
+def span(scale: tuple[float, float]) -> str:
+    return f"{scale[0]:g} to {scale[1]:g}"
 
 
 def grader_kind(value: Any) -> Any:
@@ -242,6 +303,7 @@ class Dataset(Section):
 
 
 class Budget(Section):
+    NULL_IS_ABSENT = ("degrade",)
     usd: NonNegative = None
     tokens: NonNegative = None
     turns: NonNegative = None
@@ -280,6 +342,8 @@ class Task(Section):
     prompt, ...) rather than the sections."""
 
     model_config = ConfigDict(title="jaato task (task.yaml)")
+    NULL_IS_ABSENT = ("description", "input", "budget")
+    EMPTY_IS_ABSENT = ("budget",)  # `budget: {}` declares no pool, as under jaato-eval
 
     id: Annotated[TaskId, Field(description="unique across the run")]
     description: Text = ""

@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from ..contract import param_collision
-from ..engine.files import yaml_loader
+from ..engine.files import load_yaml
 from .model import DRIVER, JudgeGrader, ProcessorGrader, ScriptGrader, Task
 
 PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -45,11 +45,9 @@ MAX_PROFILE_BYTES = 1 << 20
 def check(task: Task, profile_set: str | None) -> str | None:
     """None when the arm (task, profile set) may start; else why it is BLOCKED."""
     root = task.config_root
-    for section, given in (("input.agent_params", task.input.agent_params),
-                           ("input.params", task.input.params)):
-        collision = param_collision(given)
-        if collision:  # M9: this arm cannot be handed its input; the others run
-            return f"{section}: {collision}"
+    collision = _collision(task)
+    if collision:
+        return collision
     if task.harness.kind != DRIVER:  # a driver arm binds no profile of its own
         effective = _pinned_set(task.harness.profile) or profile_set
         problem = ((_set_problem(root, effective) if effective is not None else None)
@@ -69,6 +67,22 @@ def check(task: Task, profile_set: str | None) -> str | None:
             problem = None
         if problem:
             return problem
+    return None
+
+
+def _collision(task: Task) -> str | None:
+    """M9: parameter keys that collide, when that alone decides the arm's verdict.
+
+    A driver is handed its parameters as variables, so its arm cannot start. A session
+    arm's are variables only for its script graders, each BLOCKED by them: the arm is
+    BLOCKED before it starts when they are all it has; with a processor or a judge it
+    runs, as under jaato-eval, and they grade it."""
+    if task.harness.kind == DRIVER:
+        collision = param_collision(task.input.params)
+        return f"input.params: {collision}" if collision else None
+    if all(isinstance(g, ScriptGrader) for g in task.graders):
+        collision = param_collision(task.input.agent_params)
+        return f"input.agent_params: {collision}" if collision else None
     return None
 
 
@@ -184,7 +198,7 @@ def _read_profile(path: Path, suffix: str) -> tuple[dict[str, Any], str | None]:
         if path.stat().st_size > MAX_PROFILE_BYTES:
             return {}, f"larger than {MAX_PROFILE_BYTES} bytes"
         text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if suffix == ".json" else yaml.load(text, Loader=yaml_loader())
+        data = json.loads(text) if suffix == ".json" else load_yaml(text)
     except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError, RecursionError) as exc:
         return {}, f"does not parse: {_parse_error(exc)}"
     if not isinstance(data, dict):

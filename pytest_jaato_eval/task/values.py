@@ -8,6 +8,7 @@ error carrying its reason and the path below the field.
 """
 from __future__ import annotations
 
+import datetime
 import posixpath
 import re
 from typing import Annotated, Any, Callable
@@ -144,10 +145,12 @@ SampleLimit = value_kind("an integer >= 1", lambda v: is_int(v) and is_number(v,
                          {"type": "integer", "minimum": 1})
 
 
-def json_problem(value: Any) -> PydanticCustomError | None:
+def json_problem(value: Any, dates: bool = False) -> PydanticCustomError | None:
     """The first reason `value` is not plain JSON (C2): parameters, mark arguments and
-    the degrade ladder are handed on as JSON, so a YAML date, set, !!binary or a
-    self-referencing alias is refused here, not at grading. Iterative: depth is free."""
+    the degrade ladder are handed on as JSON, so a YAML set, !!binary or a
+    self-referencing alias is refused here, not at grading. `dates`: a YAML date or
+    timestamp passes too (a task's parameters hand it on as its str(), C2).
+    Iterative: depth is free."""
     left = MAX_JSON_VALUES
     todo: list[tuple[Any, tuple, tuple[int, ...]]] = [(value, (), ())]
     while todo:
@@ -175,6 +178,8 @@ def json_problem(value: Any) -> PydanticCustomError | None:
                                        f"keys must be strings", *at)
                     children += [(key, at, inner), (item, at + (key,), inner)]
             todo.extend(reversed(children))  # depth first, in document order
+        elif dates and isinstance(node, datetime.date):
+            continue
         elif node is not None and not isinstance(node, bool):
             return problem(f"expected a JSON value (string, number, boolean, null, list or "
                            f"mapping), got {type_name(node)}", *at)
@@ -187,15 +192,31 @@ def plain_json(value: Any) -> Any:
     return value
 
 
-def params(value: Any) -> Any:
+def params(value: Any, dates: bool = False) -> Any:
     for key in value:
         if not isinstance(key, str):
             raise problem(f"key {shown(key)} is of type {type_name(key)}; keys must be strings")
-    return plain_json(value)  # keys that collide BLOCK the arm (M9, preflight.py)
+    if (err := json_problem(value, dates)) is not None:
+        raise err
+    return value  # keys that collide: M9, preflight.py
+
+
+def input_params(value: Any) -> Any:
+    return params(value, dates=True)
 
 
 JSON = {"description": "plain JSON: string, number, boolean, null, list or mapping"}
 Params = value_kind("a mapping", lambda v: isinstance(v, dict), {"type": "object"}, params)
+# A task's parameters: plain JSON, and also what YAML reads as a date or a timestamp
+# (`TRADE_DATE: 2026-08-28` unquoted), handed on as jaato-eval hands it on: its str()
+# (C2), so a grader reads `"2026-08-28"` in both engines.
+InputParams = value_kind("a mapping", lambda v: isinstance(v, dict), {"type": "object"},
+                         input_params)
+# What the schema says of them (model.py puts it in both fields' descriptions).
+DATES = ("plain JSON values; an unquoted YAML date or timestamp is handed on as its text, "
+         "as jaato-eval does: the session gets 2026-08-28, a grader's JAATO_EVAL_PARAM_<KEY> "
+         "the JSON string \"2026-08-28\" (quotes included) and JAATO_EVAL_PARAMS the same "
+         "string inside its JSON; quote the date to hand on plain text")
 Ladder = value_kind("a list", lambda v: isinstance(v, list),
                     {"type": "array", "items": JSON}, plain_json)
 
@@ -250,7 +271,20 @@ PassName = value_kind("a variable name (NAME or PREFIX*)",
 Passthrough = Annotated[tuple[PassName, ...], a_list(), Expect("a list"),
                         Field(description="variables this process may inherit: NAME, or "
                                           "PREFIX* (never a credential-looking name)")]
-Confidence = value_kind("a number from 0 to 1", lambda v: is_number(v, finite=True) and 0 <= v <= 1,
-                        {"type": "number", "minimum": 0, "maximum": 1})
+
+
+def scale(value: list) -> tuple[float, float]:
+    low, high = value
+    if not low < high:
+        raise problem(f"expected [lowest, highest] with lowest < highest, got {shown(value)}")
+    return low, high
+
+
+# A judge's rubric scale, [lowest, highest]: declared, it is checked (G5).
+Scale = value_kind("a list of two numbers [lowest, highest]",
+                   lambda v: isinstance(v, list) and len(v) == 2
+                   and all(is_number(x, finite=True) for x in v),
+                   {"type": "array", "items": {"type": "number"}, "minItems": 2,
+                    "maxItems": 2}, scale)
 Contamination = value_kind("block or caveat", lambda v: v in ("block", "caveat"),
                            {"enum": ["block", "caveat"]})

@@ -82,7 +82,12 @@ def test_profile_ceiling_follows_inherits_min_wins_and_the_set_first(tmp_path):
 def test_budget_seconds_above_the_arm_ceiling_is_warned():
     assert "exceeds the per-arm ceiling" in ceiling_warning("t", {"seconds": 1000}, 900)
     assert ceiling_warning("t", {"seconds": 100}, 900) is None
+    assert ceiling_warning("t", {"seconds": 900}, 900) is None  # equal: nothing out of reach
     assert ceiling_warning("t", {"seconds": 1000}, 0) is None  # no ceiling, nothing to exceed
+    # where the ceiling came from, as jaato-eval tells the default from the flag
+    assert "900 s, the default; raise it with --arm-timeout" in ceiling_warning(
+        "t", {"seconds": 1800}, 900, "the default")
+    assert "600 s, from --arm-timeout" in ceiling_warning("t", {"seconds": 1800}, 600)
 
 
 def test_the_warning_reaches_the_user(project):

@@ -154,10 +154,18 @@ def test_a_driver_arm_needs_no_profiles_of_its_own(tmp_path):
 def test_colliding_parameters_block_that_arm_only(tmp_path):
     """M9: `issue-id` and `issue_id` both want $JAATO_EVAL_PARAM_ISSUE_ID: the manifest loads
     and its arms are BLOCKED before they cost anything, as jaato-eval blocks them."""
-    task = make(tmp_path, TASK.replace("input: {prompt: do it}",
-                                       "input: {prompt: do it, agent_params: {issue-id: 1, issue_id: 2}}"))
+    colliding = TASK.replace("input: {prompt: do it}",
+                             "input: {prompt: do it, agent_params: {issue-id: 1, issue_id: 2}}")
+    task = make(tmp_path, colliding)
     assert preflight.check(task, "echo") == ("input.agent_params: keys 'issue-id' and 'issue_id' "
                                              "both map to $JAATO_EVAL_PARAM_ISSUE_ID; rename one")
+    # A judge grades it whatever its script graders say, as under jaato-eval: the arm runs.
+    judged = make(tmp_path, colliding + "  - {kind: judge, profile: writer}\n")
+    assert preflight.check(judged, "echo") is None
+    driver = make(tmp_path, TASK.replace("input: {prompt: do it}",
+                                         "input: {params: {a-b: 1, a_b: 2}}").replace(
+        "harness: {profile: writer, profile_set: echo}", "harness: {kind: driver, run: x}"))
+    assert preflight.check(driver, "echo").startswith("input.params: keys 'a-b' and 'a_b'")
 
 
 # -- end to end -----------------------------------------------------------------------------

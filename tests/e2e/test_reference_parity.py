@@ -1,6 +1,8 @@
 """jaato-eval 0.3.4 itself and the plugin, side by side on one daemon, over the task set in
-tests/parity/tasks (built from jaato-eval's README examples): every arm gets the reference's
-verdict, and the reference's store validates, reports and compares against ours.
+tests/parity/tasks (built from jaato-eval's README examples and its own tests: the judge on
+any rubric scale, parameters, budgets, what its loader reads as not given): every arm gets the
+reference's verdict, both say what a user must act on, and the reference's store validates,
+reports and compares against ours.
 
 jaato-eval is in the `test` extra (it needs only jaato-sdk and PyYAML, which we pin too); where
 it is missing, tests/parity/side_by_side.py makes a venv of its own under .venv/ once.
@@ -67,7 +69,7 @@ def test_the_reference_and_the_plugin_agree_arm_by_arm(both):
     reference = side_by_side.records(scratch / "ref.jsonl")
     assert reference, f"jaato-eval wrote no store: {ref.stderr[-2000:]}"
     pairs = side_by_side.pair(reference, side_by_side.records(scratch / "ours.jsonl"))
-    assert len(pairs) == len(reference) >= 24
+    assert len(pairs) == len(reference) >= 31
     # An arm the reference itself could not run (its one-shot session.new on a starved host)
     # says nothing about agreement; more than two would say the comparison did not happen.
     assert sum(not p.comparable for p in pairs) <= 2, [p.line() for p in pairs]
@@ -83,6 +85,42 @@ def test_the_reference_and_the_plugin_agree_arm_by_arm(both):
     # The judge's instrument caveat rides on judge-graded arms in both stores.
     assert bool(persona.ours["caveats"]) == bool(persona.reference["caveats"]) is True
     assert by_task["budget-pool"].ours["caveats"] == by_task["budget-pool"].reference["caveats"] == []
+    # The rubric on its own scale, and what jaato-eval's loader reads as "not given": the
+    # verdict each task is built to reach (both engines agreeing on a crash would be no news).
+    assert {task: by_task[task].ours["state"] for task in RUBRICS if task in by_task} == {
+        task: state for task, state in RUBRICS.items() if task in by_task}
+    assert len(set(RUBRICS) & set(by_task)) >= len(RUBRICS) - 2
+    for task, states in {"judge-negative-score": ["PASS", "FAIL"],  # the gate let the judge run
+                         "judge-rubric-shapes": ["PASS"] * 4}.items():
+        if task in by_task:  # grader by grader, in both engines
+            pair = by_task[task]
+            assert [v["state"] for v in pair.ours["verdicts"]] == states, pair.line()
+            assert [v["state"] for v in pair.reference["verdicts"]] == states, pair.line()
+
+
+# Task -> the verdict it is built to reach in both engines (tests/parity/tasks).
+RUBRICS = {
+    "judge-rubric-shapes": "PASS",       # 8 against 7 on 0-10, "0.9", passed: true, and a
+                                         # Malloy-style 1-10 confidence, one judge each
+    "judge-negative-score": "FAIL",      # score -1 against 0.5, gated on one id (a string)
+    "params-date": "PASS",               # agent_params day: 2026-08-28 unquoted
+    "driver-date": "FAIL",               # the scorer compares the bare date: jaato-eval quotes it
+    "params-collision-judged": "FAIL",   # its script BLOCKED by the collision, its judge FAILs
+    "manifest-nulls": "PASS",            # description:, agent:, agent_params:, budget: {}
+    "budget-seconds": "PASS",
+}
+
+
+def test_the_reference_and_the_plugin_give_the_same_advice(both):
+    """What a run says that its user acts on, in each engine's words: a pool deadline no arm
+    can reach, before anything runs; an arm graded without the agent's sign-off."""
+    ref, ours, _ = both
+    assert "budget-seconds: budget.seconds=1800 exceeds the per-arm ceiling" in ref.stderr
+    assert "'budget-seconds': budget.seconds (1800) exceeds the per-arm ceiling" in ours.stdout
+    assert "unsigned-tree@default#0  (graded without a sign-off: NudgeExhausted" in ref.stderr
+    assert "unsigned-tree@echo#0" in ours.stdout
+    line = next(x for x in ours.stdout.splitlines() if "unsigned-tree@echo#0" in x)
+    assert "PASS" in line and "never signed off: NudgeExhausted" in line, line
 
 
 def run_command(*args: str) -> subprocess.CompletedProcess:

@@ -326,16 +326,17 @@ def test_an_agent_editing_env_cannot_redirect_the_judge(project, monkeypatch, ap
 ANSWERS = {  # task: (the judge's answer, grader options, state, detail)
     "errors": ({"score": 0.3, "errors": ["answer.txt could not be read"]}, {}, "BLOCKED",
                "the judge cannot grade: answer.txt could not be read"),
-    "defects": ({"score": 0.9, "defects": ["no title", "typo"]}, {}, "FAIL",
-                "the judge found 2 defect(s): no title"),
-    "cannot-grade": ({"score": 0, "cannot_grade": "the file is binary"}, {}, "BLOCKED",
+    "defects": ({"score": 0.9, "defects": ["no title", "typo"]}, {"defects_field": "defects"},
+                "FAIL", "the judge found 2 defect(s): no title"),
+    "cannot-grade": ({"score": 0, "cannot_grade": "the file is binary"},
+                     {"errors_field": "cannot_grade"}, "BLOCKED",
                      "the judge cannot grade: the file is binary"),
     "unsure": ({"score": 0.9, "confidence": 0.4, "reasoning": "two readings are possible"},
                {"needs_human_below": 0.6}, "BLOCKED",
                "needs human review (confidence 0.40 < 0.60)"),
     "sure": ({"score": 0.9, "confidence": 0.8}, {"needs_human_below": 0.6}, "PASS", "score 0.9"),
-    "ten-scale": ({"score": 8}, {}, "BLOCKED",
-                  "the judge cannot grade: score is 8, not a number from 0 to 1"),
+    "off-scale": ({"score": 12}, {"threshold": 7, "score_scale": [0, 10]}, "BLOCKED",
+                  "the judge cannot grade: score is 12, off the score_scale 0 to 10"),
 }
 
 

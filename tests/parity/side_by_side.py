@@ -79,8 +79,9 @@ def run_reference(ref_python: str, tasks: Path, store: Path, socket: str, scratc
 
 def run_ours(tasks: Path, store: Path, socket: str, scratch: Path,
              env: dict[str, str]) -> subprocess.CompletedProcess:
+    env = {**env, "COLUMNS": "200"}  # each arm's line whole, as the reference prints it
     return subprocess.run(
-        [sys.executable, "-m", "pytest", str(tasks), "-p", "no:cacheprovider", "-q",
+        [sys.executable, "-m", "pytest", str(tasks), "-p", "no:cacheprovider",
          f"--jaato-out={store}", f"--jaato-socket={socket}", "--arm-timeout=120",
          f"--rootdir={tasks}"],
         cwd=scratch, env=env, capture_output=True, text=True, timeout=600)

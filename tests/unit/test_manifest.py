@@ -1,6 +1,7 @@
 """M1-M12: every bad task.yaml is one line naming the file, the key and what was expected."""
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 from pathlib import Path
@@ -396,3 +397,97 @@ def test_an_arm_of_the_tasks_own_set_answers_to_jaato_evals_default_id(tmp_path)
                                                   "harness: {profile: writer, profile_set: echo}")))
     assert Arm(task, "echo", 1).ids == ("t@echo#1", "t@default#1")
     assert Arm(task, "other", 1).ids == ("t@other#1",)  # --profile-set=other is another arm
+
+
+# -- what jaato-eval 0.3.4's loader accepts ------------------------------------------------
+# Each variant is loaded by the reference's own loader too: a manifest it takes loads here,
+# or its difference is one docs/coming-from-jaato-eval.md gives a reason for.
+LOADS_IN_BOTH = {
+    "no description": VALID + "description:\n",
+    "no agent": VALID.replace("input: {prompt: do it}", "input: {prompt: do it, agent: null}"),
+    "no agent_params": VALID.replace("input: {prompt: do it}",
+                                     "input:\n  prompt: do it\n  agent_params:\n"),
+    "no profile set": VALID.replace("harness: {profile: writer}",
+                                    "harness: {profile: writer, profile_set: null}"),
+    "no budget": VALID + "budget:\n",
+    "an empty budget": VALID + "budget: {}\n",
+    "a null ladder": VALID + "budget: {usd: 1, degrade: null}\n",
+    "a gate as one id": VALID + "  - {kind: judge, profile: r, gate_on: 'script:true'}\n",
+    "no gate": VALID + "  - {kind: judge, profile: r, gate_on: null, agent: null}\n",
+    "a judge's socket": VALID + "  - {kind: judge, profile: r, socket_path: /tmp/d.sock}\n",
+    "a 0-10 judge": VALID + "  - {kind: judge, profile: r, threshold: 7}\n",
+    "a negative threshold": VALID + "  - {kind: judge, profile: r, threshold: -0.5}\n",
+    "a date parameter": VALID.replace("input: {prompt: do it}",
+                                      "input: {prompt: do it, agent_params: {day: 2026-08-28, "
+                                      "at: 2026-08-28 10:30:00, nested: {d: [2026-01-02]}}}"),
+    "a driver with a null input": VALID.replace("harness: {profile: writer}",
+                                                "harness: {kind: driver, run: x}").replace(
+        "input: {prompt: do it}", "input:"),
+    # libyaml refuses this flow mapping; yaml.safe_load, jaato-eval's reader, takes it
+    "keys with no value in a flow mapping": VALID.replace(
+        "input: {prompt: do it}", "input: {prompt: do it, agent:, agent_params:}"),
+    "a driver's date": VALID.replace("harness: {profile: writer}",
+                                     "harness: {kind: driver, run: x}").replace(
+        "input: {prompt: do it}", "input: {params: {TICKER: NVDA, TRADE_DATE: 2026-08-28}}"),
+}
+
+
+@pytest.mark.parametrize("name", LOADS_IN_BOTH)
+def test_what_jaato_eval_loads_loads_here(tmp_path, name):
+    manifest = pytest.importorskip("jaato_eval.manifest")
+    path = write(tmp_path, LOADS_IN_BOTH[name])
+    assert manifest.load_manifest(path).task_id == load_task(path).id == "t"
+
+
+def test_null_means_absent_where_jaato_eval_reads_it_so(tmp_path):
+    task = load_task(write(tmp_path, LOADS_IN_BOTH["no agent_params"]))
+    assert task.input.agent_params is None and task.input.agent is None
+    judge = load_task(write(tmp_path, LOADS_IN_BOTH["a gate as one id"])).graders[1]
+    assert judge.gate_on == ("script:true",)
+    assert load_task(write(tmp_path, LOADS_IN_BOTH["a null ladder"])).budget.degrade is None
+    # a required key's null is still refused, as jaato-eval refuses it
+    assert "is null" in error_of(tmp_path, VALID.replace("{profile: writer}", "{profile: null}"))
+
+
+def test_a_yaml_date_parameter_is_handed_on_as_jaato_eval_hands_it_on(tmp_path):
+    """C2: str() of what JSON has no form for (jaato-eval's tests pin it): the grader's
+    variable is the JSON string, quotes included; the session gets the bare text."""
+    import datetime
+
+    from jaato_eval.params import param_env
+
+    from pytest_jaato_eval.contract import build_contract_env
+    task = load_task(write(tmp_path, LOADS_IN_BOTH["a date parameter"]))
+    params = task.input.agent_params
+    assert params["day"] == datetime.date(2026, 8, 28)
+    ours = build_contract_env(workspace="/w", config_root="/c", params=params, base={})
+    theirs, _ = param_env(params)
+    assert {k: v for k, v in ours.items() if k.startswith("JAATO_EVAL_PARAM")} == theirs
+    assert ours["JAATO_EVAL_PARAM_DAY"] == '"2026-08-28"'
+    assert ours["JAATO_EVAL_PARAM_AT"] == '"2026-08-28 10:30:00"'
+    assert ours["JAATO_EVAL_PARAM_NESTED"] == '{"d": ["2026-01-02"]}'
+
+
+@pytest.mark.parametrize("text, says", [
+    (VALID + "marks: [{skipif: [2026-08-28]}]\n", "got date"),
+    (VALID.replace("input: {prompt: do it}", "input: {prompt: do it, agent_params: "
+                                             "{s: !!set {a, b}}}"), "got set"),
+    (VALID.replace("input: {prompt: do it}", "input: {prompt: do it, agent_params: "
+                                             "{b: !!binary aGk=}}"), "got bytes"),
+])
+def test_only_dates_pass_what_json_cannot_encode(tmp_path, text, says):
+    assert says in error_of(tmp_path, text)
+
+
+def test_the_schema_takes_what_the_loader_takes_from_jaato_eval():
+    jsonschema = pytest.importorskip("jsonschema")
+    import yaml
+
+    from pytest_jaato_eval.task.load import json_schema
+    schema = json_schema()
+    validator = jsonschema.Draft202012Validator(schema)
+    for name, text in LOADS_IN_BOTH.items():
+        doc = json.loads(json.dumps(yaml.safe_load(text), default=str))  # dates as editors see them
+        assert not list(validator.iter_errors(doc)), name
+    params = schema["$defs"]["Input"]["properties"]["agent_params"]["description"]
+    assert "unquoted YAML date" in params and '"2026-08-28" (quotes included)' in params

@@ -46,6 +46,29 @@ def test_contract_refuses_colliding_parameters():
         build_contract_env(workspace="/w", config_root="/c", params={"a-b": 1, "a_b": 2}, base={})
 
 
+def test_colliding_parameters_block_a_script_grader_and_not_a_processor(tmp_path):
+    """C4/M9: a processor is handed the parameters as a mapping, as under jaato-eval."""
+    from pytest_jaato_eval.engine.agent_run import AgentRun
+    from pytest_jaato_eval.graders.context import GraderContext
+    from pytest_jaato_eval.graders.processor import grade_processor
+    from pytest_jaato_eval.graders.script import grade_script
+    from pytest_jaato_eval.task.model import ProcessorGrader, ScriptGrader
+
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "check.py").write_text(
+        "import os\n"
+        "def validate(payload, context):\n"
+        "    seen = (context.agent_params, 'JAATO_EVAL_PARAM_A_B' in os.environ)\n"
+        "    return [] if seen == ({'a-b': 1, 'a_b': 2}, False) else [repr(seen)]\n")
+    ctx = GraderContext(workspace=tmp_path / "ws", config_root=tmp_path,
+                        params={"a-b": 1, "a_b": 2},
+                        run=AgentRun(payload={"answer": "x"}, finish_reason="stop"))
+    processor = grade_processor(ProcessorGrader(kind="processor", script="check.py"), ctx)
+    assert processor.state == PASS, processor
+    script = grade_script(ScriptGrader(kind="script", run="true"), ctx)
+    assert script.state == BLOCKED and script.detail.endswith("$JAATO_EVAL_PARAM_A_B; rename one")
+
+
 # -- G6: roll-up ---------------------------------------------------------------------
 def v(state):
     return Verdict("script:x", "c", state, "d")
@@ -405,3 +428,20 @@ def test_a_daemon_start_the_run_abandons_ends_at_once_and_only_that_start(tmp_pa
     with pytest.raises(StartAbandoned):
         daemon.ensure()
     assert daemon.starts == 2
+
+
+# -- S8: an arm graded without its agent's sign-off says so on its line ----------------
+def test_an_unsigned_arms_line_says_it_never_signed_off():
+    from types import SimpleNamespace
+
+    from pytest_jaato_eval.pytest_layer.progress import arm_line, why_not_passed
+    from pytest_jaato_eval.testing.records import arm_record
+
+    def line_of(record):  # as pytest's report of a passed or failed call has it
+        return arm_line(record, 200, why=why_not_passed(SimpleNamespace(failed=False), record))
+    error = "NudgeExhausted: Agent loop exhausted 2 completion nudges"
+    line = line_of(arm_record(state="PASS", error=error))
+    assert "PASS" in line and line.endswith(f"· never signed off: {error}")
+    assert "never signed off" not in line_of(arm_record(state="PASS"))
+    blocked = line_of(arm_record(state="BLOCKED", error=error, reason="daemon gone"))
+    assert blocked.endswith("· daemon gone")  # a BLOCKED arm's line gives why it was blocked

@@ -16,10 +16,10 @@ from pytest_jaato_eval import contamination
 from pytest_jaato_eval.graders import judge
 from pytest_jaato_eval.cli import main as commands_main
 from pytest_jaato_eval.contract import build_contract_env, curated_env, safe_path
-from pytest_jaato_eval.graders.judge import make_view, read_answer
+from pytest_jaato_eval.graders.judge import make_view
 from pytest_jaato_eval.graders.output import evidence
 from pytest_jaato_eval.task.load import ManifestError, load_task
-from pytest_jaato_eval.task.model import JudgeGrader, ProcessorGrader, ScriptGrader
+from pytest_jaato_eval.task.model import ProcessorGrader, ScriptGrader
 from pytest_jaato_eval.redact import Redactor
 
 # -- the curated environment -------------------------------------------------------------------
@@ -222,41 +222,7 @@ def test_a_flood_of_offending_calls_is_capped(tmp_path):
     assert len(finding.evidence) == 21 and finding.evidence[-1].startswith("[… 480 more calls")
 
 
-# -- the judge's answer contract ----------------------------------------------------------------
-
-JUDGE = JudgeGrader(kind="judge", profile="rubric", needs_human_below=0.6)
-
-
-@pytest.mark.parametrize("answer, state, detail", [
-    ({"score": 0.9}, "PASS", "score 0.9"),
-    ({"score": 0.9, "errors": []}, "PASS", "score 0.9"),
-    ({"score": 0.9, "errors": "it could not read answer.txt"}, "BLOCKED",
-     "the judge cannot grade: it could not read answer.txt"),
-    ({"score": 0.0, "errors": ["no access"], "defects": ["x"]}, "BLOCKED",
-     "the judge cannot grade: no access"),
-    ({"score": 0.9, "defects": [{"line": 3}]}, "FAIL", 'the judge found 1 defect(s): {"line": 3}'),
-    ({"cannot_grade": ["no access"], "defects": ["x"]}, "BLOCKED",
-     "the judge cannot grade: no access"),
-    ({"score": 0.9, "confidence": 0.59}, "BLOCKED", "needs human review (confidence 0.59 < 0.60)"),
-    ({"score": 0.9, "confidence": "high"}, "BLOCKED",
-     "the judge cannot grade: confidence is 'high', not a number from 0 to 1"),
-    ({"score": True}, "BLOCKED", "the judge cannot grade: score is True, not a number from 0 to 1"),
-    ({"score": float("nan")}, "BLOCKED",
-     "the judge cannot grade: score is nan, not a number from 0 to 1"),
-    ("not a mapping", "BLOCKED", "the judge cannot grade: it returned no payload (did its profile "
-                                 "declare a completion_payload_schema?)"),
-])
-def test_the_answer_contract(answer, state, detail):
-    verdict = read_answer(JUDGE, "claim", answer, [])
-    assert (verdict.state, verdict.detail) == (state, detail)
-
-
-def test_defects_are_bounded_and_one_line():
-    verdict = read_answer(JUDGE, "claim", {"score": 1, "defects": ["a\nb" * 400] * 100}, [])
-    assert "\n" not in verdict.detail and len(verdict.detail) < 600
-    defects = [e for e in verdict.evidence if e.startswith("defect: ")]
-    assert len(defects) == 21 and defects[-1].startswith("defect: [… 80 more")
-
+# -- the judge's view (its answer contract: test_judge_answer.py) -------------------------------
 
 def test_the_view_leaves_configuration_links_and_special_files_behind(tmp_path):
     import os
@@ -331,7 +297,17 @@ def test_a_judge_on_the_agents_own_profile_leaves_that_profile_in_the_agents_con
     ({"graders": [{"kind": "script", "run": "x", "env_passthrough": "A"}]},
      "graders[0].env_passthrough: expected a list"),
     ({"graders": [{"kind": "judge", "profile": "r", "needs_human_below": 60}]},
-     "graders[0].needs_human_below: expected a number from 0 to 1, got int 60"),
+     "graders[0].needs_human_below: expected a number from 0 to 1 (the confidence_scale), "
+     "got int 60"),
+    ({"graders": [{"kind": "judge", "profile": "r", "confidence_scale": [1, 10]}]},
+     "graders[0].confidence_scale: read only with needs_human_below"),
+    ({"graders": [{"kind": "judge", "profile": "r", "needs_human_below": 6,
+                   "confidence_scale": [10, 1]}]},
+     "graders[0].confidence_scale: expected [lowest, highest] with lowest < highest"),
+    ({"graders": [{"kind": "judge", "profile": "r", "threshold": 7, "score_scale": [0, 1]}]},
+     "graders[0].threshold: 7 is off the score_scale 0 to 1; expected a threshold on it"),
+    ({"graders": [{"kind": "judge", "profile": "r", "score_scale": [0, "10"]}]},
+     "graders[0].score_scale: expected a list of two numbers [lowest, highest], got list"),
     ({"harness": {"profile": "w", "env_passthrough": [1]}},
      "harness.env_passthrough[0]: expected a variable name (NAME or PREFIX*), got int 1"),
 ])
