@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .. import launch, processes
 from .leftovers import Owned
-from .sandbox import PidsLimit, Sandbox, seal_interpreter
+from .sandbox import Limits, Sandbox, prefer_for_oom, seal_interpreter
 
 
 class DaemonError(Exception):
@@ -133,7 +133,7 @@ class PrivateDaemon:
         self.hidden = tuple(hidden)
         self.readable = tuple(readable)  # kept readable, read-only, inside what is hidden
         self.refusal = refusal  # why it must not start at all (a sandbox required, missing)
-        self._pids: PidsLimit | None = None
+        self._limits: Limits | None = None  # its cgroup: pids and memory (sandbox.Limits)
         self.socket_path = str(self.run_dir / "daemon.sock")
         self.pid_file = self.run_dir / "daemon.pid"
         self.log_file = self.run_dir / "daemon.log"
@@ -166,7 +166,7 @@ class PrivateDaemon:
                 if len(kids) != 1:
                     return None
                 pid = kids[0]
-        return Owned(pid, self.marker, self._pids, restart=self.request_stop)
+        return Owned(pid, self.marker, self._limits, restart=self.request_stop)
 
     def ensure(self) -> str:
         """Start the daemon if it is not running (again, if it died); return its socket."""
@@ -201,13 +201,11 @@ class PrivateDaemon:
         env[processes.TREE_VAR] = self.marker = processes.run_prefix() + f"daemon-{os.getpid()}"
         argv = [self.python, "-m", "jaato_server", "--ipc-socket", self.socket_path,
                 "--pid-file", str(self.pid_file), "--log-file", str(self.log_file)]
-        preexec = functools.partial(launch.die_with_parent, signal.SIGTERM)
+        self._limits = self._limits or Limits.make(f"jaato-eval-{os.getpid()}-"
+                                                   f"{self.run_dir.parent.name}")
+        preexec = functools.partial(_start_held, self._limits)
         handed: int | None = None  # the descriptor the sandboxed daemon reads its environment from
         if self.sandbox is not None:
-            self._pids = self._pids or PidsLimit.make(f"jaato-eval-{os.getpid()}-"
-                                                      f"{self.run_dir.parent.name}")
-            if self._pids is not None:
-                preexec = functools.partial(_start_held, self._pids)
             # jaato writes the pid it has in the sandbox's namespace: never one to signal here.
             argv[argv.index(str(self.pid_file))] = str(self.run_dir / "daemon.ns-pid")
             tmp = Path(env.get("TMPDIR") or self.run_dir / "tmp")
@@ -314,9 +312,9 @@ class PrivateDaemon:
         self._kill_group(warned=True)
         processes.kill_all(family, grace=0)
         self._stop_asked, self._family = None, []
-        if self._pids is not None:
-            self._pids.remove()
-            self._pids = None
+        if self._limits is not None:
+            self._limits.remove()
+            self._limits = None
 
     def _kill_group(self, warned: bool = False) -> None:
         """SIGKILL whatever is left of the group we started (the daemon and its runners).
@@ -355,10 +353,13 @@ def _environment_fd(env: dict[str, str]) -> int:
     return fd
 
 
-def _start_held(pids: PidsLimit) -> None:
-    """The sandbox's preexec: die with the starting thread, inside the pids limit."""
+def _start_held(limits: Limits | None) -> None:
+    """The daemon's preexec: die with the starting thread, inside its limits, the first
+    the OOM killer ends when the machine runs short (never pytest)."""
     launch.die_with_parent(signal.SIGTERM)
-    pids.join()
+    prefer_for_oom()
+    if limits is not None:
+        limits.join()
 
 
 def reap_orphan_daemon(run_dir: Path, marker: str, wait: float = 15.0) -> None:

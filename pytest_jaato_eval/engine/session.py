@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jaato_sdk.client.convenience import AgentError, PermissionUnhandled, SessionEnded, Session
+from jaato_sdk.client.convenience import AgentError, SessionEnded, Session
 from jaato_sdk.client.errors import SessionCreateFailed, SessionNotConfirmed
 from jaato_sdk.client.ipc import IPCClient
 from jaato_sdk.events import ClientType, EventType
@@ -69,6 +69,15 @@ def provider_error(text: str) -> str | None:
     if not m:
         return None
     return f"provider error: {m['cls']}: {' '.join(m['rest'].split())[:400]}"
+
+
+def denied(tools: list[str]) -> str:
+    """The record's note on the permission asks a session's tools made, all denied."""
+    names = ", ".join(dict.fromkeys(tools[:20]))
+    return (f"permission: {len(tools)} tool call(s) asked for a permission the profile leaves "
+            f"to a person ({names}); each was denied, as in a run nobody attends, and the "
+            f"session went on (allow a tool the task needs in the profile's "
+            f"plugin_configs.permission.policy)")
 
 
 def run_session_arm(spec: SessionArmSpec) -> AgentRun:
@@ -234,7 +243,16 @@ class _SessionArm:
         self._arm_ceiling()
         client = self.client
         out.session_id, out.session_ids = sid, [sid]  # S3: recorded the moment it exists
-        session = Session(client, sid)  # no on_permission: an unanswered ask is BLOCKED (S4)
+        asked: list[str] = []
+
+        def deny(ev: Any) -> str:
+            # Nobody answers in an eval run: the ask is denied, as a CI run would deny it, and
+            # the session goes on. Never a BLOCKED an agent could choose by calling a tool
+            # its profile leaves to a person.
+            asked.append(str(getattr(ev, "tool_name", "?")))
+            return "n"
+
+        session = Session(client, sid, deny)
         t0 = time.monotonic()
         try:
             out.payload = await unless_disconnected(client, session.complete(spec.prompt))
@@ -245,14 +263,12 @@ class _SessionArm:
                 out.error = text  # S8: graded, not blocked
             else:
                 out.blocked_reason = provider_error(text) or f"session error: {text}"
-        except PermissionUnhandled as exc:
-            out.blocked_reason = (f"permission: tool {exc.tool_name!r} asked for permission and "
-                                  f"nobody answers in an eval run; allow it in the profile "
-                                  f"(plugin_configs.permission.policy.defaultPolicy: allow)")
         except SessionEnded as exc:
             out.blocked_reason = f"session ended: {exc.reason}: {exc}"
         finally:
             out.duration_seconds = round(time.monotonic() - t0, 3)
+            if asked:
+                out.caveats.append(denied(asked))
         terminus = session.terminus
         if terminus is not None and out.termination_reason is None:
             out.termination_reason = terminus.reason

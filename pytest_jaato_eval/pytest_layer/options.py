@@ -7,6 +7,8 @@ from pathlib import Path
 
 from ..contract import PASSTHROUGH_NAME
 from ..engine.ceiling import Ceiling
+from ..engine.resources import (DISK, DISK_KEY, MEMORY, MEMORY_KEY, SIZE_PHRASE,
+                                parse_size)
 from ..report.pdf import PdfUnavailable, load_weasyprint
 from .shard import Shard, parse_shard
 
@@ -77,6 +79,10 @@ def add_options(parser) -> None:
     parser.addini("jaato_workspaces", "default for --jaato-workspaces", default="")
     parser.addini("jaato_keep_workspaces", "never | failed | always", default="never")
     parser.addini("jaato_out", "default for --jaato-out", default="")
+    parser.addini(MEMORY_KEY, "the memory each arm's agent may use, its sandbox's whole "
+                  "(512M, 8G; default 8G); a task's resources.memory overrides it", default="")
+    parser.addini(DISK_KEY, "the disk each arm's agent may fill (default 10G); a task's "
+                  "resources.disk overrides it", default="")
     parser.addini("jaato_daemon_env", "the only variables the private daemon (and so the "
                   "agent's runner) gets beyond a basic set: names, or NAME* patterns; blank: "
                   "the whole environment", type="linelist", default=[])
@@ -109,6 +115,8 @@ class Settings:
     daemon_env: tuple[str, ...] = ()  # jaato_daemon_env: what the daemon gets; () = everything
     rootdir: Path | None = None  # hidden from a confined agent, with the checkout in it
     transcripts: bool = True  # each arm's transcript beside the store (results/transcripts.py)
+    memory_limit: int = MEMORY  # bytes each arm's agent may use (engine/resources.py)
+    disk_limit: int = DISK
 
 
 def _path(value: str, rootdir: Path) -> Path:
@@ -162,6 +170,7 @@ def read_settings(config) -> Settings:
         shard=shard, samples=opt.jaato_samples, narrowed=narrowed_by(config),
         keep_previous="all" if opt.jaato_keep_previous else "one",
         transcripts=bool(getattr(opt, "jaato_transcripts", True)),
+        memory_limit=_size(ini, MEMORY_KEY, MEMORY), disk_limit=_size(ini, DISK_KEY, DISK),
     )
 
 
@@ -223,6 +232,16 @@ def _sandbox(opt, ini) -> str:
         raise UsageError(f"ini jaato_sandbox: expected one of {', '.join(SANDBOX_CHOICES)}, "
                          f"got {value!r}")
     return value
+
+
+def _size(ini, key: str, default: int) -> int:
+    text = str(ini(key)).strip()
+    if not text:
+        return default
+    size = parse_size(text)
+    if size is None:
+        raise UsageError(f"ini {key}: expected {SIZE_PHRASE}, got {text!r}")
+    return size
 
 
 def _daemon_env(ini) -> tuple[str, ...]:

@@ -89,7 +89,10 @@ class Worker:
                 ceiling=self.settings.ceiling, run_id=self.context.run_id,
                 transcripts=self.settings.transcripts,
                 owned_dir=self.run_dir / "owned", sandbox=self.sandbox_name(),
-                confinement=self._grader_confinement(), **self._trap_folders(root))
+                confinement=self._grader_confinement(),
+                lent=tuple(python_folders()),  # a venv's bin/python: no trap (special_files)
+                memory_limit=self.settings.memory_limit, disk_limit=self.settings.disk_limit,
+                watched=self._agent_folders(root))
         return self._arm_settings
 
     def _grader_confinement(self):
@@ -136,15 +139,13 @@ class Worker:
         env["PATH"] = os.environ.get("PATH", os.defpath)  # the daemon's, as it was
         return env
 
-    def _trap_folders(self, root: Path) -> dict[str, tuple[Path, ...]]:
-        """For the arms' trap check: what the sandbox hides, and everything it lets the
-        agent see under that (its workspaces, the daemon's folders, the interpreter)."""
-        if self.sandbox_name() == "none":
-            return {}
-        hidden, readable = self.sandbox_folders()
-        seen = (*readable, Path(root).resolve(), (self.run_dir / "daemon").resolve(),
-                (self.run_dir / "tmp").resolve(), *python_folders())
-        return {"hidden": hidden, "readable": seen}
+    def _agent_folders(self, root: Path) -> tuple[Path, ...]:
+        """What an agent may write on disk, whose growth its disk limit bounds
+        (engine/resources.py): the arms' folder, and a private daemon's folder and TMPDIR."""
+        if self.settings.socket:
+            return (Path(root).resolve(),)
+        return (Path(root).resolve(), (self.run_dir / "daemon").resolve(),
+                (self.run_dir / "tmp").resolve())
 
     def sandbox_name(self) -> str:
         """What confines this process's agents: "bwrap", or "none" (a daemon that is not

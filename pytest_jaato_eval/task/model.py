@@ -16,8 +16,8 @@ from .samples import Sample
 from .tree import TaskTree
 from .values import (ConfigPath, Confidence, Contamination, Expect, Integer, Ladder,
                      Mark, NonBlank, NonNegative, Number, Params, Passthrough, Positive,
-                     Repeats, SampleLimit, SetName, TaskId, Text, a_list, got, problem, shown,
-                     type_name, value_kind)
+                     Repeats, SampleLimit, SetName, Size, TaskId, Text, a_list, got, problem,
+                     shown, type_name, value_kind)
 
 SESSION, DRIVER = "session", "driver"
 GRADER_KINDS = ("script", "processor", "judge")
@@ -264,6 +264,16 @@ class Budget(Section):
         return self.limits() | ({} if self.degrade is None else {"degrade": self.degrade})
 
 
+class Resources(Section):
+    """What each arm's agent may use, where the run's defaults (the ini keys
+    jaato_memory_limit, jaato_disk_limit) are not enough, or too much for a test."""
+
+    memory: Annotated[Size, Field(description="its sandbox's memory, jaato's daemon included "
+                                              "(default 8G)")] = None
+    disk: Annotated[Size, Field(description="what it may add to the folders it can write "
+                                            "(default 10G)")] = None
+
+
 class Task(Section):
     """A task: task.yaml (M3-M12), its sections as the file gives them, and what the
     loader resolved once it was valid. The arms read the shortcuts below (kind, profile,
@@ -287,6 +297,9 @@ class Task(Section):
                                          "Datasets)")] = None
     marks: Annotated[tuple[Mark, ...], a_list(), Expect("a list"),
                      Field(description="pytest marks: `smoke` or {name: arguments}")] = ()
+    resources: Annotated[Resources, Expect("a mapping"),
+                         Field(description="raise (or lower) the memory and disk each arm's "
+                                           "agent may use")] = None
     contamination: Annotated[Contamination, Field(description="block (default): an arm whose "
                                                               "agent reached the answer key "
                                                               "FAILS, the calls named; caveat: "

@@ -16,6 +16,7 @@ from pydantic import BeforeValidator, Field, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from ..contract import PASSTHROUGH_NAME
+from ..engine.resources import SIZE_PHRASE, parse_size
 from ..number import is_int, is_number
 
 # Parameters, mark arguments and the degrade ladder are handed on as JSON: a bound on how
@@ -254,3 +255,7 @@ Confidence = value_kind("a number from 0 to 1", lambda v: is_number(v, finite=Tr
                         {"type": "number", "minimum": 0, "maximum": 1})
 Contamination = value_kind("block or caveat", lambda v: v in ("block", "caveat"),
                            {"enum": ["block", "caveat"]})
+Size = value_kind(SIZE_PHRASE, lambda v: parse_size(v) is not None,
+                  {"anyOf": [{"type": "integer", "minimum": 1},
+                             {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*[KMGTkmgt]?(i?[Bb])?\s*$"}]},
+                  parse_size)

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from jaato_project import WRITER, processes_mentioning, shell_agent
 
-from pytest_jaato_eval.engine.sandbox import PIDS_MAX, PidsLimit, probe
+from pytest_jaato_eval.engine.sandbox import PIDS_MAX, Limits, probe
 
 SECURITY_DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 
@@ -349,12 +349,13 @@ def test_an_agent_that_fills_its_pids_limit_fails_and_the_arms_after_it_run(proj
     """The agent forks until its sandbox's pids limit refuses, and exits without reaping.
     Unconfined, its zombies pass to whatever adopts orphans and may never be reaped, and the
     machine's pid table is the limit. Confined, the pids cgroup holds it (where the run can
-    make one): the arm FAILS, the agent's own act, and since jaato's daemon may have failed
+    make one): the arm FAILS (verdict `resources`), the agent's own act, and since jaato's daemon may have failed
     to start its own threads or runners meanwhile, the next arm gets a fresh daemon. Zombies
     pass to the sandbox's first process, which reaps them."""
-    limit = PidsLimit.make(f"jaato-eval-{os.getpid()}-probe")
+    limit = Limits.make(f"jaato-eval-{os.getpid()}-probe")
     if limit is not None:
         limit.remove()
+        limit = limit if "pids" in limit.folders else None
     project.task("a-zombies", profile=shell_agent("zombies", "python3 zombies.py"),
                  graders=[{"kind": "script", "run": "test $(cat zombies.txt) -gt 2048"}])
     project.write("tasks/a-zombies/fixture/zombies.py", ZOMBIES)
@@ -366,8 +367,9 @@ def test_an_agent_that_fills_its_pids_limit_fails_and_the_arms_after_it_run(proj
     zombies = by["a-zombies"]
     if limit is not None:
         (verdict,) = zombies["verdicts"]
-        assert (verdict["grader_id"], verdict["state"]) == ("sandbox", "FAIL"), zombies
-        assert f"filled its sandbox's limit of {PIDS_MAX} tasks" in verdict["detail"]
+        assert (verdict["grader_id"], verdict["state"]) == ("resources", "FAIL"), zombies
+        assert f"pids: the agent's processes filled their sandbox's limit of {PIDS_MAX} tasks" \
+            in verdict["detail"]
     else:  # no pids cgroup here: it forked as many as it tried
         assert zombies["state"] == "PASS", zombies
     assert by["b-honest"]["state"] == "PASS", by["b-honest"]
