@@ -67,11 +67,13 @@ class GraderContext:
     def confined(self, argv: list[str], *, writable: Sequence[Path] = (),
                  readable: Sequence[Path] = ()) -> Iterator[Wrapped]:
         """A grader's process `argv` as it must run: on the workspace as the agent left it
-        (workspace.as_left: a fresh copy at its path for this process alone), in the agent's
-        sandbox when the agent had one, seeing only its own files (its view of the config
-        root, the author's modules, the daemon's folder) and writing only `writable`.
-        Raises WorkspaceError when the workspace cannot be copied for it."""
-        with as_left(self.workspace):
+        (workspace.as_left: a fresh copy at its path for this process alone; none needed
+        where the sandbox shows it the workspace read-only), in the agent's sandbox when the
+        agent had one, seeing only its own files (its view of the config root, the author's
+        modules, the daemon's folder) and writing only `writable`. Raises WorkspaceError
+        when the workspace cannot be copied for it."""
+        read_only = self.confinement is not None and self.workspace not in writable
+        with contextlib.nullcontext(self.workspace) if read_only else as_left(self.workspace):
             if self.confinement is None:
                 yield Wrapped(argv)
                 return

@@ -292,9 +292,10 @@ def test_under_xdist_each_worker_makes_its_arms_in_a_folder_of_its_own(project):
 def test_a_grader_writing_through_the_agents_link_writes_only_in_the_sandbox(project):
     """The agent leaves `report.txt` as a link to a file outside everything the sandbox hides
     (here under /var/tmp, writable by the developer); a script grader that writes the report
-    would write through it, as the developer. The grader runs in the agent's sandbox: the
-    write is refused, the file outside is untouched, and the grader's failure is the arm's
-    FAIL. A grader that runs the agent's own program runs it confined as well."""
+    would write through it, as the developer. A link out of the workspace is a trap: the arm
+    FAILS before any grader runs. A grader that runs the agent's own program runs it in the
+    agent's sandbox: the program's write is refused, the file outside is untouched, and the
+    grader's failure is the arm's FAIL."""
     try:
         outside = Path(tempfile.mkdtemp(prefix="jaato-eval-victim-", dir="/var/tmp"))
     except OSError:
@@ -321,10 +322,12 @@ def test_a_grader_writing_through_the_agents_link_writes_only_in_the_sandbox(pro
         by = {r["task_id"]: r for r in project.records()}
         assert victim.read_text() == "untouched\n"
         assert by["driver"]["state"] == "PASS", by["driver"]  # its write refused, so exit 0
-        for task in ("linker", "runner"):
-            (verdict,) = by[task]["verdicts"]
-            assert verdict["state"] == "FAIL" and "exit" in verdict["detail"], by[task]
-            assert any("Read-only file system" in line for line in verdict["evidence"]), verdict
+        (verdict,) = by["linker"]["verdicts"]
+        assert (verdict["grader_id"], verdict["state"], verdict["evidence"]) == (
+            "workspace", "FAIL", ["report.txt"]), verdict
+        (verdict,) = by["runner"]["verdicts"]
+        assert verdict["state"] == "FAIL" and "exit" in verdict["detail"], by["runner"]
+        assert any("Read-only file system" in line for line in verdict["evidence"]), verdict
         assert result.ret == 1
     finally:
         shutil.rmtree(outside, ignore_errors=True)
