@@ -16,14 +16,16 @@ from typing import Mapping, Protocol
 
 from . import contamination, processes, workspace
 from .activity import ACTIVITY
+from .task import grader_files
 from .task.arms import Arm
 from .engine.accounting import count_nudges, summed_usage, tracker_record
+from .engine import resources
 from .engine.budget import profile_ceiling
 from .engine.daemon import DaemonError
 from .engine.driver import DriverArmSpec, run_driver_arm
 from .engine.foreign_sessions import end_foreign_sessions
 from .engine.leftovers import Owned, Watch, end_new, ended_after
-from .engine.sandbox import PIDS_MAX, Confinement
+from .engine.sandbox import Confinement
 from .engine.session import AgentRun, Ceiling, SessionArmSpec, run_session_arm
 from .graders import run_graders
 from .graders.context import GraderContext
@@ -72,14 +74,19 @@ class ArmSettings:
     # read it, and every session gets a copy of it, never the checkout. None: the checkout.
     owned_dir: Path | None = None
     owned: dict[Path, Path] = field(default_factory=dict)
+    grader_views: dict[tuple[Path, int], Path] = field(default_factory=dict)  # grader_configs
     sandbox: str = "none"  # what confined the agents of this process (engine/sandbox.py)
     started: float = field(default_factory=time.time)
-    # What the agents' sandbox hides, and keeps readable inside it: a link from a workspace
-    # into the first (not the second) is a trap for graders, which run outside it.
-    hidden: tuple[Path, ...] = ()
-    readable: tuple[Path, ...] = ()
+    # Where a link the agent leaves may lead out of its workspace without being a trap
+    # (workspace.special_files): the interpreter's folders, besides the system's.
+    lent: tuple[Path, ...] = ()
     # The same sandbox for the script graders and processors (None: they run as you).
     confinement: Confinement | None = None
+    # What each arm's agent may use (engine/resources.py): the run's defaults (a task's
+    # `resources:` overrides them), and the folders whose growth its disk limit bounds.
+    memory_limit: int = resources.MEMORY
+    disk_limit: int = resources.DISK
+    watched: tuple[Path, ...] = ()
     # Keep each arm's transcript (results/transcripts.py); the compressed file of an arm
     # waits here, by arm id, until its report takes it to the store's writer.
     transcripts: bool = True
@@ -128,6 +135,28 @@ def owned_fixture(task: Task, settings: ArmSettings) -> Path:
     return _owned(task.fixture, settings, "-fixture")
 
 
+def grader_configs(task: Task, settings: ArmSettings) -> tuple[Path, ...]:
+    """Each grader's own view of the harness's config root, by its place in the manifest:
+    the copy without the files the other graders name (task/grader_files.py), so a grader
+    that runs the agent's code hands it no other grader's answer key. Made at the task's
+    first arm in this process, in the folder the agent's sandbox hides; a grader that names
+    nothing another hides sees the harness's copy itself."""
+    owned = owned_config(task, settings)
+    views = []
+    for index in range(len(task.graders)):
+        hidden = grader_files.hidden_from(task, index)
+        key = (Path(task.config_root).resolve(), index)
+        if not hidden or settings.owned_dir is None:
+            views.append(owned)
+        elif key in settings.grader_views:
+            views.append(settings.grader_views[key])
+        else:
+            dest = owned.with_name(f"{owned.name}-grader{index}")
+            views.append(settings.grader_views.setdefault(
+                key, workspace.copy_config(owned, dest, hidden)))
+    return tuple(views)
+
+
 def _owned(folder: Path, settings: ArmSettings, suffix: str) -> Path:
     """The harness's copy of a task's folder, taken at its first use in this process."""
     if settings.owned_dir is None:
@@ -154,8 +183,10 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
     # set, profile or grader file never gets here, and started no daemon.
     config = task.config_root
     ceiling: dict | None | EllipsisType = ...  # read before the agent runs, unless blocked
+    views: tuple[Path, ...] = ()
     try:
         config = owned_config(task, settings)
+        views = grader_configs(task, settings)
         ceiling = budget_ceiling(arm, config)
         modules = owned_fixture(task, settings)
         if ws is None:
@@ -177,8 +208,7 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
                         f"next run")
 
     ledger = ledger_of(run.history)  # read once: by the graders, then by the contamination rule
-    planted = workspace.special_files(ws, settings.hidden, settings.readable) if (
-        not run.blocked_reason and ws is not None) else []
+    planted = traps(run, ws, settings)
     snapshot = Snapshot(note="the agent's run was blocked: there was nothing to grade")
     if not run.blocked_reason and ws is not None:  # the agent's run is over; no grader ran yet
         snapshot = keep_snapshot(arm, settings, run, ledger, ws, cascade_id, tampered, planted,
@@ -187,9 +217,10 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
             caveats.append(str(snapshot.note))
     verdicts: list = []
     grader_runs: list = []
-    if settings.grade or run.agent_fault or tampered or planted:  # the agent's act: said now
-        verdicts, grader_runs = grade(arm, settings, run, ledger, ws, config, modules, socket,
-                                      cascade_id, tampered, planted)
+    act = agent_act(run, ws, settings, tampered, planted)
+    if settings.grade or act is not None:  # the agent's act: said now
+        verdicts, grader_runs = grade(arm, settings, run, ledger, ws, config, views, modules,
+                                      socket, cascade_id, act)
     elif not run.blocked_reason and ws is not None:
         run.blocked_reason = NOT_GRADED + (
             "" if snapshot.name else f"; and no snapshot was kept ({snapshot.note})")
@@ -203,38 +234,60 @@ NOT_GRADED = ("not graded (--jaato-no-grade): its snapshot waits for a regrade "
 
 
 def grade(arm: Arm, settings: ArmSettings, run: AgentRun, ledger: Ledger, ws: Path | None,
-          config: Path, modules: Path | None, socket: str | None, cascade_id: str | None,
-          tampered: str | None, planted: list[str]) -> tuple[list, list]:
+          config: Path, views: tuple[Path, ...], modules: Path | None, socket: str | None,
+          cascade_id: str | None, act: Verdict | None) -> tuple[list, list]:
     """(verdicts, the sessions graders opened) on what the agent left: the one path a live
-    arm and a regrade share. An act of the agent's the harness saw is its FAIL, and no
-    grader runs on it; else the task's graders, in order."""
+    arm and a regrade share. An act of the agent's the harness saw (`agent_act`) is its
+    FAIL, and no grader runs on it; else the task's graders, in order, each on the
+    workspace as the agent left it and its own view of the config root (`views`)."""
     task = arm.task
     verdicts: list = []
     grader_runs: list = []
-    if run.agent_fault:
-        verdicts = [Verdict.failed("sandbox", "the agent leaves its daemon running",
-                                   run.agent_fault)]
-    elif tampered:  # the agent's act, as far as the harness can tell: it alone ran then
-        verdicts = [Verdict.failed("checkout", "the task's files are left as they were",
-                                   tampered)]
-    elif planted:  # a trap for the graders is the agent's own act, not a fault of ours
-        verdicts = [Verdict.failed(
-            "workspace", "the agent leaves regular files, folders and links",
-            f"the agent left {len(planted)} trap(s) for its graders in its workspace (a FIFO, "
-            f"a device, or a link to one or to what its sandbox hid), {planted[0]} first; "
-            f"graders were not run on it", planted)]
+    if act is not None:  # the agent's own act: its FAIL, and no grader is run
+        verdicts = [act]
     elif not run.blocked_reason and ws is not None:
         ACTIVITY.stage("grading")  # a judge's session and turns are said as grading's
         ctx = GraderContext(
             workspace=ws, config_root=config, params=arm.grader_params, run=run,
             ledger=ledger, socket_path=socket, cascade_id=cascade_id,
             mask=settings.redact.text, arm_id=arm.id, profile_set=arm.profile_set,
-            sample=arm.sample, author_modules=modules, confinement=settings.confinement)
+            sample=arm.sample, author_modules=modules, confinement=settings.confinement,
+            config_roots=views)
         verdicts = run_graders(task.graders, ctx)
         grader_runs = ctx.grader_runs
         # a judge's sessions are the harness's own: never taken for the next agent's
         settings.sessions.extend((sid, ws) for _, r in grader_runs for sid in r.session_ids)
     return verdicts, grader_runs
+
+
+def traps(run: AgentRun, ws: Path | None, settings: ArmSettings) -> list[str]:
+    """The traps the agent left in its workspace for what reads it (workspace.special_files),
+    once its run is over; none looked for when its run was blocked."""
+    return workspace.special_files(ws, settings.lent) if (
+        not run.blocked_reason and ws is not None) else []
+
+
+def agent_act(run: AgentRun, ws: Path | None, settings: ArmSettings,
+              tampered: str | None = None, planted: list[str] | None = None) -> Verdict | None:
+    """What the agent did that FAILS its arm before any grader, whatever a grader would say
+    (a task's arm and a Python arm's alike): a resource it used up, what it did to its
+    daemon, the checkout it changed (unconfined), a trap it left in its workspace
+    (`planted`, found by `traps` when not given)."""
+    if run.exhausted:  # graders are not run: its files may be gone, its processes were
+        return Verdict.failed("resources", "the agent stays within its memory, disk and pids "
+                              "limits", run.exhausted)
+    if run.agent_fault:
+        return Verdict.failed("sandbox", "the agent leaves its daemon running", run.agent_fault)
+    if tampered:  # the agent's act, as far as the harness can tell: it alone ran then
+        return Verdict.failed("checkout", "the task's files are left as they were", tampered)
+    planted = traps(run, ws, settings) if planted is None else planted
+    if planted:  # a trap for the graders is the agent's own act, not a fault of ours
+        return Verdict.failed(
+            "workspace", "the agent leaves regular files, folders and links",
+            f"the agent left {len(planted)} trap(s) for its graders in its workspace (a FIFO, "
+            f"a device, or a link to one or out of the workspace), {planted[0]} first; "
+            f"graders were not run on it", planted)
+    return None
 
 
 def budget_ceiling(arm: Arm, config: Path) -> dict | None:
@@ -304,7 +357,14 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
     except workspace.WorkspaceError as exc:
         run.blocked_reason = str(exc)
         return run, cascade_id, on_arrival
-    with ended_after(owned) as leftovers:
+    kept = [*settings.kept, *(state for k in settings.kept
+                              for state in k.parent.glob(f".{k.name}-*-state"))]
+    with resources.guarded(resources.Bounds.of(task.resources, settings.memory_limit,
+                                               settings.disk_limit),
+                           owned.limits if owned is not None else None, settings.watched,
+                           leave_out=kept,
+                           stop=(lambda: _end_daemon(owned)) if owned is not None else None,
+                           ) as guard, ended_after(owned) as leftovers:
         if task.harness.kind == DRIVER:
             ACTIVITY.phase("the driver is running")
             run = run_driver_arm(DriverArmSpec(
@@ -332,7 +392,23 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
             fault = fault or late
             again = end_new(leftovers.watch)
             run.caveats.extend(again.said)
-    if fault:  # the agent's own act: its FAIL, whatever else it made of the run
+    run.caveats.extend(guard.said)
+    if guard.stopped:  # its daemon was ended by the guard, not by the agent
+        fault = None
+    exhausted = guard.exhausted()
+    if exhausted or guard.short:  # the machine is cleared for the next arm
+        if owned is not None:
+            _end_daemon(owned)
+        if guard.disk.over or guard.short:
+            for added in guard.disk.added():
+                workspace.remove_tree(added)
+            run.caveats.append("the files the agent added were removed at once, its workspace "
+                               "with them")
+    if exhausted:  # the agent's own act: its FAIL, whatever else it made of the run
+        run.exhausted, run.agent_fault, run.blocked_reason = exhausted, None, None
+    elif guard.short:
+        run.blocked_reason, run.agent_fault = guard.short, None
+    elif fault:  # the agent's own act: its FAIL, whatever else it made of the run
         run.agent_fault, run.blocked_reason = fault, None
     settings.sessions.extend((sid, ws) for sid in run.session_ids)  # the clean-up's exact paths
     if (run.blocked_reason or "").startswith("CascadeExhaustedError"):
@@ -373,11 +449,6 @@ def agent_faults(run: AgentRun, owned: Owned | None, socket: str, settings: ArmS
         return (f"the daemon was {'stopped' if state in 'Tt' else 'ended'} during the agent's "
                 f"session, in a sandbox where only the agent's processes reach it"
                 + (f" ({run.blocked_reason})" if run.blocked_reason else ""))
-    refused = watch.forks_refused() if watch else 0
-    if confined and refused:  # jaato's own threads and runners may have failed to start
-        _end_daemon(owned)
-        return (f"the agent's processes filled its sandbox's limit of {PIDS_MAX} tasks "
-                f"({refused} fork(s) refused); its daemon is started afresh for the next arm")
     gone = [s for s in (watch.stewards if watch else ()) if not s.alive()]
     if confined and gone:
         _end_daemon(owned)
@@ -470,7 +541,7 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
     elif settings.transcripts and (run.session_id or grader_runs):  # before the workspace goes
         transcript = keep_transcript(arm, settings, run, grader_runs or [], ws)
     kept = None
-    if ws is not None:
+    if ws is not None and os.path.lexists(ws):  # (an agent past its disk limit: removed)
         if keeps(settings, state):
             kept = str(ws)
             settings.kept.append(ws)
@@ -641,6 +712,7 @@ def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, ws: Path
         return arm_record(arm, settings, run, [], ws, [], discard=False, ceiling=None)
     try:
         config = owned_config(task, settings)
+        views = grader_configs(task, settings)
         modules = owned_fixture(task, settings)
     except workspace.WorkspaceError as exc:
         run.blocked_reason = str(exc)
@@ -675,8 +747,7 @@ def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, ws: Path
         else:
             run, ledger, facts = _restored_run(restored.facts)
             notes += restored.notes
-            planted = facts.get("planted") or workspace.special_files(
-                ws, settings.hidden, settings.readable)
+            planted = list(facts.get("planted") or ()) or traps(run, ws, settings)
             socket = None
             if needs_daemon(task) and daemon is not None:
                 try:
@@ -684,9 +755,9 @@ def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, ws: Path
                 except DaemonError as exc:
                     run.blocked_reason = str(exc)
             if not run.blocked_reason:
-                verdicts, grader_runs = grade(
-                    arm, settings, run, ledger, ws, config, modules, socket,
-                    facts.get("cascade_id"), facts.get("tampered"), list(planted))
+                act = agent_act(run, ws, settings, facts.get("tampered"), planted)
+                verdicts, grader_runs = grade(arm, settings, run, ledger, ws, config, views,
+                                              modules, socket, facts.get("cascade_id"), act)
     return arm_record(arm, settings, run, verdicts, ws, notes, discard=False,
                       grader_runs=grader_runs, ceiling=source.budget_ceiling, source=source,
                       snapshot=kept)

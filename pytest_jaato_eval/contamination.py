@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .task.model import JudgeGrader, ProcessorGrader, ScriptGrader
+from .task import grader_files
+from .task.model import ProcessorGrader, ScriptGrader
 from .verdict import BLOCKED, FAIL, Verdict
 
 PATH_KEYS = {"path", "paths", "file", "files", "file_path", "filepath", "filename", "directory",
@@ -58,24 +59,10 @@ def _inside(path: str, root: str) -> bool:
 
 
 def graders_own(task: Any) -> set[str]:
-    """The config root's files only graders use, relative to it: a script grader's `file`, a
-    processor's `script`, a judge's profile under every set (and its `.yml` twin). A session
-    is handed a copy of the config root without them (arm.py): the answer key is not the
-    agent's to read, and the judge's rubric is not the agent's to see."""
-    own: set[str] = set()
-    for spec in task.graders:
-        if isinstance(spec, ScriptGrader) and spec.file:
-            own.add(os.path.normpath(spec.file))
-        elif isinstance(spec, ProcessorGrader):
-            own.add(os.path.normpath(spec.script))
-        # a judge on the agent's own profile: the agent's session needs that profile too
-        elif isinstance(spec, JudgeGrader) and spec.profile != task.harness.profile:
-            profiles = Path(task.config_root) / "profiles"
-            for folder in [profiles, *(profiles.iterdir() if profiles.is_dir() else [])]:
-                for suffix in (".yaml", ".yml"):
-                    own.add(os.path.relpath(folder / f"{spec.profile}{suffix}",
-                                            task.config_root))
-    return own
+    """The config root's files only graders use, relative to it (task/grader_files.py): a
+    session is handed a copy of the config root without them (arm.py): the answer key is
+    not the agent's to read, and the judge's rubric is not the agent's to see."""
+    return grader_files.graders_own(task)
 
 
 def protected_for(task: Any, workspace: Path) -> Protected:

@@ -1,20 +1,28 @@
-"""An arm's workspace: a fresh copy of the task's fixture (W1-W4)."""
+"""An arm's workspace: a fresh copy of the task's fixture (W1-W4), and each grader's fresh
+copy of it as the agent left it."""
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import errno
+import functools
 import hashlib
+import logging
 import os
 import queue
 import shutil
 import stat
 import subprocess
 import threading
+import uuid
 from pathlib import Path
-from typing import AbstractSet, Sequence
+from typing import AbstractSet, Iterator, Sequence
 from urllib.parse import quote
 
 from .task.tree import skipped_in_fixture
 
 _MAX_NAME = 120
+log = logging.getLogger(__name__)
 
 
 class WorkspaceError(Exception):
@@ -40,13 +48,15 @@ class _Filter:
     """copytree's ignore: the usual skips and `leave_out` (paths relative to the copied
     root), plus special files noted (never opened)."""
 
-    def __init__(self, fixture: Path, leave_out: AbstractSet[str] = frozenset()):
+    def __init__(self, fixture: Path, leave_out: AbstractSet[str] = frozenset(),
+                 usual_skips: bool = True):
         self.fixture = fixture
         self.leave_out = leave_out
+        self.usual_skips = usual_skips
         self.special: list[str] = []
 
     def __call__(self, directory: str, names: list[str]) -> set[str]:
-        skip = {n for n in names if skipped_in_fixture(n)}
+        skip = {n for n in names if skipped_in_fixture(n)} if self.usual_skips else set()
         if self.leave_out:
             here = os.path.relpath(directory, self.fixture)
             skip |= {n for n in names if os.path.normpath(os.path.join(here, n)) in self.leave_out}
@@ -101,26 +111,31 @@ SPECIAL_WALK = 200_000  # entries looked at for special files: a bound on the wa
 SPECIAL_SHOWN = 20
 
 
-def special_files(ws: Path, hidden: Sequence[Path] = (), readable: Sequence[Path] = (),
-                  ) -> list[str]:
+# The read-only system a sandbox lends every process: a link the agent leaves into it (a
+# venv's `bin/python` names the interpreter) is no trap, when it names a file or a folder.
+SYSTEM_LENT = tuple(Path(p) for p in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+                                      "/libx32"))
+
+
+def special_files(ws: Path, lent: Sequence[Path] = ()) -> list[str]:
     """The traps in a workspace for what reads it (relative paths; a link is looked through,
-    never walked into): FIFOs and device files, and links to one, which would block a grader
-    until its timeout, turning a FAIL into a BLOCKED; and links into what the agent's sandbox
-    hid from it (`hidden`, but for what stayed `readable` there), which a grader, running
-    as the developer, would read or write through."""
+    never walked into): FIFOs and device files, which would block a reader until its
+    timeout, turning a FAIL into a BLOCKED; and every link that leads out of the workspace
+    (to /proc, /sys, a device, a file of the host's, another workspace, or nowhere yet),
+    which the harness and a Python arm's test, running as the developer outside the
+    sandbox, would read or write through. A link to a regular file or folder of the
+    read-only system (`SYSTEM_LENT`, and `lent`: the interpreter's folders) is none."""
     found: list[str] = []
     seen = 0
+    root = os.path.realpath(ws)
     for folder, dirs, files in os.walk(ws, followlinks=False):
         for name in dirs + files:
             seen += 1
             path = os.path.join(folder, name)
             try:
                 mode = os.lstat(path).st_mode
-                if stat.S_ISLNK(mode):  # a link to a FIFO anywhere is the same trap
-                    if hidden and _reaches(path, hidden, readable):
-                        mode = stat.S_IFIFO  # as much a trap
-                    else:
-                        mode = os.stat(path).st_mode
+                if stat.S_ISLNK(mode):
+                    mode = _through(path, root, lent)
             except OSError:
                 continue
             if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
@@ -132,10 +147,20 @@ def special_files(ws: Path, hidden: Sequence[Path] = (), readable: Sequence[Path
     return found
 
 
-def _reaches(link: str, hidden: Sequence[Path], readable: Sequence[Path]) -> bool:
-    target = Path(os.path.realpath(link))
-    return any(target.is_relative_to(h) for h in hidden) and not any(
-        target.is_relative_to(r) for r in readable)
+def _through(link: str, root: str, lent: Sequence[Path]) -> int:
+    """What a reader of `link` meets, as a mode: a FIFO's for a link out of the workspace
+    (as much a trap), else the target's own (a FIFO or device inside is one too)."""
+    target = os.path.realpath(link)
+    if target == root or target.startswith(root.rstrip(os.sep) + os.sep):
+        return os.stat(link).st_mode
+    if any(Path(target).is_relative_to(p) for p in (*SYSTEM_LENT, *lent)):
+        try:
+            mode = os.stat(target).st_mode
+        except OSError:
+            return stat.S_IFIFO  # a link into the system to nothing: a place to create
+        if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+            return mode
+    return stat.S_IFIFO
 
 
 def squatter(root: Path, arm_id: str, since: float, made: list[Path]) -> Path | None:
@@ -171,6 +196,125 @@ def agent_config(config_root: Path, ws: Path, leave_out: AbstractSet[str] = froz
     dest = ws.parent / f".{ws.name}-config-state"
     remove_tree(dest)  # a copy left by an earlier start of the same arm, never reused
     return copy_config(config_root, dest, leave_out)
+
+
+@contextlib.contextmanager
+def as_left(ws: Path) -> Iterator[Path]:
+    """The workspace as the agent left it, for one grader: a fresh copy of it stands at the
+    workspace's own path while the grader runs (so paths, a venv's `#!` lines and `make`'s
+    timestamps mean what they meant to the agent), and the agent's own tree is put back
+    after, whatever the grader did to the copy. No grader reads what an earlier one (or a
+    program of the agent's it ran) built, deleted or rewrote, and what the harness reads
+    after the graders (the session's own files, a kept workspace) is the agent's.
+
+    The copy is made beside the workspace (one file system), swapped in and out in one
+    atomic step (renameat2's RENAME_EXCHANGE; two renames where that is missing), and
+    removed after. Raises WorkspaceError when it cannot be made."""
+    ws = Path(ws)
+    spare = ws.parent / f".{ws.name}-grader-{uuid.uuid4().hex[:8]}-state"
+    try:
+        _copy_as_is(ws, spare)
+    except (OSError, shutil.Error) as exc:
+        remove_tree(spare)
+        raise WorkspaceError(f"the workspace could not be copied for the grader: "
+                             f"{_first_error(exc)}") from None
+    try:
+        _swap(ws, spare)
+    except OSError as exc:
+        remove_tree(spare)
+        raise WorkspaceError(f"the workspace's copy could not be put in its place: {exc}") from None
+    try:
+        yield ws
+    finally:
+        try:
+            _swap(ws, spare)  # the agent's tree back at its path; the grader's copy aside
+        except OSError as exc:  # the agent's tree stays at `spare`, removed with the workspace
+            log.debug("workspace: %s could not be put back: %s", ws, exc)
+        remove_tree(spare)
+
+
+def _copy_as_is(ws: Path, dest: Path) -> None:
+    """Everything the agent left, links as links, times and modes kept; special files (a
+    trap the arm has failed on already) never opened. In this process (no program to start:
+    most workspaces are a few files), each file by copy_file_range. A folder the agent
+    closed to its owner (chmod 000) is opened again and the copy tried once more."""
+    for attempt in range(2):
+        try:
+            shutil.copytree(ws, dest, symlinks=True, ignore=_Filter(ws, usual_skips=False),
+                            copy_function=_copy_file)
+            return
+        except (PermissionError, shutil.Error):
+            remove_tree(dest)
+            if attempt:
+                raise
+            _open_up(ws)
+
+
+def _copy_file(src: str, dst: str, *, follow_symlinks: bool = True) -> str:
+    """A regular file's bytes copied in the kernel (copy_file_range: blocks shared where the
+    file system can, as btrfs and XFS can), then its times and mode."""
+    if not hasattr(os, "copy_file_range"):
+        return shutil.copy2(src, dst, follow_symlinks=False)
+    try:
+        with open(src, "rb") as given, open(dst, "wb") as made:
+            while os.copy_file_range(given.fileno(), made.fileno(), 1 << 30):
+                pass
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+            raise
+        return shutil.copy2(src, dst, follow_symlinks=False)  # the file system cannot
+    shutil.copystat(src, dst, follow_symlinks=False)
+    return dst
+
+
+def _open_up(ws: Path) -> None:
+    """Its owner may read every folder and file of the workspace again (links untouched)."""
+    for folder, dirs, files in os.walk(ws):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+                want = stat.S_IRUSR | (stat.S_IXUSR | stat.S_IWUSR if stat.S_ISDIR(st.st_mode) else 0)
+                if not stat.S_ISLNK(st.st_mode) and st.st_mode & want != want:
+                    os.chmod(path, stat.S_IMODE(st.st_mode) | want)
+            except OSError:
+                continue
+
+
+def _first_error(exc: BaseException) -> str:
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list):
+        first = exc.args[0][0] if exc.args[0] else None
+        if first and len(first) == 3:
+            return f"{first[0]}: {first[2]}"
+    return str(exc)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+@functools.cache
+def _renameat2():
+    try:
+        return getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    except OSError:
+        return None
+
+
+def _swap(a: Path, b: Path) -> None:
+    """Exchange two folders' names in one step; two renames where the kernel, the C
+    library or the file system cannot."""
+    exchange = _renameat2()
+    if exchange is not None:
+        if exchange(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+            return
+        code = ctypes.get_errno()
+        if code not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+            raise OSError(code, os.strerror(code), str(a))
+    middle = a.parent / f".{a.name}-swap-{uuid.uuid4().hex[:8]}-state"
+    os.rename(a, middle)
+    os.rename(b, a)
+    os.rename(middle, b)
 
 
 RM_WAIT = 300.0  # for coreutils' rm on a tree too deep for shutil.rmtree

@@ -28,7 +28,7 @@ from pathlib import Path
 from .. import launch, processes
 from .files import open_own, read_tail, remove, write_own
 from .leftovers import Owned
-from .sandbox import PidsLimit, Sandbox, confined_path, seal_interpreter
+from .sandbox import Limits, Sandbox, confined_path, prefer_for_oom, seal_interpreter
 
 
 class DaemonError(Exception):
@@ -140,7 +140,7 @@ class PrivateDaemon:
         self.hidden = tuple(hidden)
         self.readable = tuple(readable)  # kept readable, read-only, inside what is hidden
         self.refusal = refusal  # why it must not start at all (a sandbox required, missing)
-        self._pids: PidsLimit | None = None
+        self._limits: Limits | None = None  # its cgroup: pids and memory (sandbox.Limits)
         self.socket_path = str(self.run_dir / "daemon.sock")
         self.log_file = self.run_dir / "daemon.log"  # jaato's own, in its folder
         # The harness's own: beside the daemon's folder, out of the agent's reach.
@@ -175,7 +175,7 @@ class PrivateDaemon:
                 if len(kids) != 1:
                     return None
                 pid = kids[0]
-        return Owned(pid, self.marker, self._pids, restart=self.request_stop)
+        return Owned(pid, self.marker, self._limits, restart=self.request_stop)
 
     def ensure(self) -> str:
         """Start the daemon if it is not running (again, if it died); return its socket."""
@@ -242,13 +242,11 @@ class PrivateDaemon:
 
     def _spawn(self, argv: list[str], env: dict[str, str], out: int) -> subprocess.Popen:
         """Start the daemon, writing to `out`: as it is, or confined (engine/sandbox.py)."""
-        preexec = functools.partial(launch.die_with_parent, signal.SIGTERM)
+        self._limits = self._limits or Limits.make(f"jaato-eval-{os.getpid()}-"
+                                                   f"{self.run_dir.parent.name}")
+        preexec = functools.partial(_start_held, self._limits)
         if self.sandbox is None:
             return self._popen(argv, env, out, preexec, ())
-        self._pids = self._pids or PidsLimit.make(f"jaato-eval-{os.getpid()}-"
-                                                  f"{self.run_dir.parent.name}")
-        if self._pids is not None:
-            preexec = functools.partial(_start_held, self._pids)
         # jaato writes the pid it has in the sandbox's namespace: never one to signal here.
         argv[argv.index(str(self.pid_file))] = str(self.run_dir / "daemon.ns-pid")
         # Inside: a private /tmp, and `python` the run's own (sandbox.confined_path).
@@ -340,9 +338,9 @@ class PrivateDaemon:
         self._kill_group(warned=True)
         processes.kill_all(family, grace=0)
         self._stop_asked, self._family = None, []
-        if self._pids is not None:
-            self._pids.remove()
-            self._pids = None
+        if self._limits is not None:
+            self._limits.remove()
+            self._limits = None
 
     def _kill_group(self, warned: bool = False) -> None:
         """SIGKILL whatever is left of the group we started (the daemon and its runners).
@@ -387,10 +385,13 @@ def pid_file_of(run_dir: Path) -> Path:
     return Path(run_dir).with_name(Path(run_dir).name + ".pid")
 
 
-def _start_held(pids: PidsLimit) -> None:
-    """The sandbox's preexec: die with the starting thread, inside the pids limit."""
+def _start_held(limits: Limits | None) -> None:
+    """The daemon's preexec: die with the starting thread, inside its limits, the first
+    the OOM killer ends when the machine runs short (never pytest)."""
     launch.die_with_parent(signal.SIGTERM)
-    pids.join()
+    prefer_for_oom()
+    if limits is not None:
+        limits.join()
 
 
 def reap_orphan_daemon(run_dir: Path, marker: str, wait: float = 15.0) -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from .. import processes
-from .sandbox import PidsLimit
+from .sandbox import Limits
 
 FREEZE_WAIT = 3.0  # s: a tree that still starts processes after this many is given up on
 QUIET = 2  # walks in a row that find nothing running end the hunt ...
@@ -36,14 +36,14 @@ TEMPLATE = "--template-mode"  # the runner template's argument: the process runn
 
 @dataclass(frozen=True)
 class Owned:
-    """A daemon this run started: its pid, the marker its processes inherit, the pids
-    limit its sandbox holds them to (None: none), and how to tell its owner that it was
-    ended under it (its next `ensure` then starts it afresh, not trusting a process that
-    may take a while to be gone)."""
+    """A daemon this run started: its pid, the marker its processes inherit, the cgroup
+    that bounds its pids and memory (None: none; engine/resources.py reads it), and how to
+    tell its owner that it was ended under it (its next `ensure` then starts it afresh,
+    not trusting a process that may take a while to be gone)."""
 
     pid: int
     marker: str
-    pids: PidsLimit | None = None
+    limits: Limits | None = None
     restart: Callable[[], None] | None = field(default=None, compare=False)
 
 
@@ -65,8 +65,6 @@ class Watch:
     marker: str
     since: float  # the arm's start, in process start stamps (a whole tick: never late)
     stewards: tuple[processes.Ident, ...] = ()  # the daemon's runner template then
-    pids: PidsLimit | None = None
-    refused: int = 0  # forks its pids limit had refused then
 
     @classmethod
     def start(cls, owned: Owned) -> "Watch | None":
@@ -75,13 +73,7 @@ class Watch:
             return None
         stewards = tuple(i for i in map(processes.Ident.of, processes.children(owned.pid))
                          if i is not None and TEMPLATE in processes.command_line(i.pid))
-        return cls(daemon, owned.marker, math.floor(processes.stamp_now()), stewards,
-                   owned.pids, owned.pids.refused() if owned.pids else 0)
-
-    def forks_refused(self) -> int:
-        """Forks the daemon's pids limit refused since the arm began: only an agent's
-        processes come near it (jaato's own use ~200 of its tasks)."""
-        return self.pids.refused() - self.refused if self.pids else 0
+        return cls(daemon, owned.marker, math.floor(processes.stamp_now()), stewards)
 
     def hunt(self, stop: bool = True) -> dict[processes.Ident, str]:
         """One walk below the daemon: the live processes started since the arm began, with

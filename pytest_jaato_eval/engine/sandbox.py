@@ -70,6 +70,7 @@ NONE = "none"
 PROBE_WAIT = 30.0  # s: one bwrap start, on a loaded machine
 TMP_SIZE = 1 << 30  # bytes: the sandbox's /tmp (a tmpfs: memory, used as it fills)
 SHM_SIZE = 64 << 20  # bytes: its /dev/shm (POSIX semaphores and shared memory)
+OOM_SCORE_ADJ = 1000  # the most the kernel's OOM killer can prefer a process
 _SYSTEM = tuple(Path(p) for p in ("/", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc",
                                    "/proc", "/dev", "/sys", "/var", "/opt"))
 # The system's programs and libraries: /usr, and the usrmerge links (or folders) beside it.
@@ -228,6 +229,10 @@ def confined_path(value: str) -> str:
 # descriptor through /proc.
 _REPORTER = ("import os, sys\n"
              "fd = int(sys.argv[1])\n"
+             "try:  # the machine's OOM killer ends what the grader runs before anything else\n"
+             f"    open('/proc/self/oom_score_adj', 'w').write('{OOM_SCORE_ADJ}')\n"
+             "except OSError:\n"
+             "    pass\n"
              "pid = os.fork()\n"
              "if pid == 0:\n"
              "    os.close(fd)\n"
@@ -265,8 +270,10 @@ class Confinement:
 
     @contextlib.contextmanager
     def command(self, argv: list[str], *, writable: Sequence[Path],
-                readable: Sequence[Path] = ()) -> Iterator["Wrapped"]:
-        """`argv` wrapped, for as long as it runs (its /tmp is removed after)."""
+                readable: Sequence[Path] = (), lend: bool = True) -> Iterator["Wrapped"]:
+        """`argv` wrapped, for as long as it runs (its /tmp is removed after). `lend`: what
+        the agent's sandbox keeps readable for its daemon (jaato's own folder) stays readable
+        here too: a driver's sessions may need it, a grader never does."""
         self.scratch.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=self.scratch))
         status, signalled = tmp.with_name(tmp.name + ".status"), tmp.with_name(tmp.name + ".signal")
@@ -276,7 +283,7 @@ class Confinement:
             reported = [self.python, "-I", "-S", "-c", _REPORTER, str(fds[1]), *argv]
             with self.sandbox.command(reported, writable=list(writable),
                                       hidden=list(self.hidden), tmp=tmp,
-                                      readable=[*self.readable, *readable],
+                                      readable=[*(self.readable if lend else ()), *readable],
                                       sealed=self.sealed) as boxed:
                 # its /tmp is its own: a TMPDIR of the host's may be hidden from it, or missing
                 yield Wrapped([boxed.argv[0], "--json-status-fd", str(fds[0]),
@@ -396,64 +403,211 @@ def _parents_first(folders: list[Path]) -> list[Path]:
 # Tasks (processes and threads) of one sandbox: jaato's daemon and runners use ~200, and the
 # zombies of what an agent left count too (the daemon adopts orphans and does not reap them).
 PIDS_MAX = 4096
-_CGROUP_ROOTS = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"))  # cgroup v1, then v2
+CGROUP_FS = Path("/sys/fs/cgroup")
+CONTROLLERS = ("pids", "memory")
 
 
 @dataclass
-class PidsLimit:
-    """A pids cgroup for one sandbox: however the agent forks, the sandbox holds at most
-    `PIDS_MAX` tasks, so it cannot fill the machine's pid table under other arms and runs.
-    Where no pids controller can be written (not root, no cgroup), there is none."""
+class Limits:
+    """The cgroup one sandbox runs in: at most `PIDS_MAX` tasks and the memory it is given
+    (`set_memory`), however the agent forks or allocates, so it can fill neither the
+    machine's pid table nor its memory under other arms, pytest and the machine's other
+    work; and the kernel's own counts of what it refused (forks, OOM kills).
 
-    folder: Path
-    fd: int | None = None
+    Where the run may write a controller: cgroup v1 (a folder per controller, made inside
+    this process's own cgroup, else at the hierarchy's root) or v2 (a folder of both, made
+    beside this process's cgroup where its parent hands the controllers down, else at the
+    root). Where neither is writable (not root, nothing delegated) there is none.
+    """
+
+    folders: dict[str, Path]  # controller -> its folder (one folder for both under v2)
+    fds: tuple[int, ...] = ()  # cgroup.procs of each folder, open for join()
+    v2: bool = False
 
     @classmethod
-    def make(cls, name: str) -> "PidsLimit | None":
+    def make(cls, name: str, fs: Path = CGROUP_FS, own: str | None = None) -> "Limits | None":
         """`name` starts `jaato-eval-<pid>-`: a later run removes the empty cgroup of a run
-        whose process is gone (killed before it could remove it)."""
-        for root in _CGROUP_ROOTS:
-            for left in root.glob("jaato-eval-*-*"):
-                pid = left.name.split("-")[2]
-                if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-                    cls(left).remove()
-            if root == Path("/sys/fs/cgroup") and "pids" not in _read(root / "cgroup.subtree_control"):
-                continue  # v2: only where the root already hands the controller down
-            if not (root / "cgroup.procs").exists() or not os.access(root, os.W_OK):
-                continue
-            folder = root / name
-            try:
-                folder.mkdir(exist_ok=True)
-                (folder / "pids.max").write_text(f"{PIDS_MAX}\n")
-                fd = os.open(folder / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
-            except OSError:
-                cls(folder).remove()
-                continue
-            return cls(folder, fd)
-        return None
+        whose process is gone (killed before it could remove it). `fs` and `own` (the text
+        of /proc/self/cgroup) are the machine's unless a test gives others."""
+        own = _read(Path("/proc/self/cgroup")) if own is None else own
+        folders: dict[str, Path] = {}
+        for controller in CONTROLLERS:  # v1: each controller a hierarchy of its own
+            root = fs / controller
+            if (root / "cgroup.procs").exists() and not (root / "cgroup.controllers").exists():
+                place = _v1_place(root, controller, own)
+                folder = _made(place / name) if place is not None else None
+                if folder is not None:
+                    folders[controller] = folder
+        v2 = False
+        if not folders:
+            place = _v2_place(fs, own)
+            folder = _made(place / name) if place is not None else None
+            if place is not None and folder is not None:
+                handed = _read(place / "cgroup.subtree_control").split()
+                folders, v2 = {c: folder for c in CONTROLLERS if c in handed}, True
+        if not folders:
+            return None
+        try:
+            fds = tuple(os.open(f / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+                        for f in sorted(set(folders.values())))
+        except OSError:
+            cls(folders, v2=v2).remove()
+            return None
+        limits = cls(folders, fds, v2)
+        if "pids" in folders:
+            limits._write("pids", "pids.max", f"{PIDS_MAX}\n")
+        return limits
 
-    def refused(self) -> int:
-        """How many forks the limit has refused so far (the kernel's own count)."""
-        for line in _read(self.folder / "pids.events").splitlines():
-            name, _, count = line.partition(" ")
-            if name == "max" and count.strip().isdigit():
-                return int(count)
-        return 0
+    @property
+    def memory(self) -> bool:
+        """Whether the memory it may use is bounded here."""
+        return "memory" in self.folders
 
     def join(self) -> None:
         """In the sandbox's first process, before exec: it and all it starts are held."""
-        if self.fd is not None:
-            os.write(self.fd, b"0")
+        for fd in self.fds:
+            os.write(fd, b"0")
+
+    def set_memory(self, limit: int) -> str | None:
+        """Bound what its processes may hold in memory (swap included, where there is any);
+        None when done, else why not (a limit below what they hold now, which the kernel
+        cannot reclaim, is refused)."""
+        if not self.memory:
+            return "no memory controller"
+        if self.v2:
+            return self._write("memory", "memory.max", f"{limit}\n") or self._write(
+                "memory", "memory.swap.max", "0\n", missing_ok=True)
+        # v1: the memory+swap limit may never be below the memory one: raise it first, lower
+        # it last
+        current = _number(_read(self.folders["memory"] / "memory.limit_in_bytes"))
+        order = [("memory.memsw.limit_in_bytes", True), ("memory.limit_in_bytes", False)]
+        if current is not None and limit < current:
+            order.reverse()
+        for file, optional in order:
+            failed = self._write("memory", file, f"{limit}\n", missing_ok=optional)
+            if failed:
+                return failed
+        return None
+
+    def oom_kills(self) -> int:
+        """How many of its processes the kernel's OOM killer ended, at its memory limit."""
+        if not self.memory:
+            return 0
+        text = _read(self.folders["memory"] / ("memory.events" if self.v2 else "memory.oom_control"))
+        return _counter(text, "oom_kill")
+
+    def refused(self) -> int:
+        """How many forks the pids limit has refused so far (the kernel's own count)."""
+        return _counter(_read(self.folders["pids"] / "pids.events"), "max") if (
+            "pids" in self.folders) else 0
 
     def remove(self) -> None:
         """Once everything in it has ended (a cgroup with tasks cannot be removed)."""
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = ()
+        for folder in set(self.folders.values()):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+
+    def _write(self, controller: str, file: str, text: str, missing_ok: bool = False) -> str | None:
+        path = self.folders[controller] / file
         try:
-            self.folder.rmdir()
-        except OSError:
-            pass
+            path.write_text(text)
+        except FileNotFoundError:
+            return None if missing_ok else f"{path}: missing"
+        except OSError as exc:
+            return f"{path}: {exc.strerror or exc}"
+        return None
+
+
+def prefer_for_oom() -> None:
+    """In a sandbox's first process, before exec: the kernel's OOM killer, when the whole
+    machine runs short, ends its processes (which inherit this) before any other, pytest's
+    included. Raising it needs no privilege."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write(f"{OOM_SCORE_ADJ}\n")
+    except OSError:
+        pass
+
+
+def _v1_place(root: Path, controller: str, own: str) -> Path | None:
+    """Where a v1 controller's cgroup goes: inside this process's own cgroup (so a limit set
+    above it, a container's, still holds), else at the hierarchy's root."""
+    mine = None
+    for line in own.splitlines():
+        _, names, path = (line.split(":", 2) + ["", ""])[:3]
+        if controller in names.split(","):
+            mine = root / path.strip().lstrip("/")
+    for place in dict.fromkeys(p for p in (mine, root) if p is not None):
+        _sweep(place)
+        if os.access(place, os.W_OK) and (place / "cgroup.procs").exists():
+            return place
+    return None
+
+
+def _v2_place(fs: Path, own: str) -> Path | None:
+    """Where a v2 cgroup goes: beside this process's own (its parent holds no process and
+    may hand controllers down: how a delegated subtree works), else at the root; only where
+    the pids or memory controller is handed down and the folder is writable."""
+    unified = fs if (fs / "cgroup.controllers").exists() else fs / "unified"
+    mine = None
+    for line in own.splitlines():
+        if line.startswith("0::"):
+            path = line[3:].strip().lstrip("/")
+            mine = (unified / path).parent if path else None
+    for place in dict.fromkeys(p for p in (mine, unified) if p is not None):
+        _sweep(place)
+        handed = _read(place / "cgroup.subtree_control").split()
+        if any(c in handed for c in CONTROLLERS) and os.access(place, os.W_OK):
+            return place
+    return None
+
+
+def _sweep(place: Path) -> None:
+    """Remove the empty cgroups of runs whose process is gone."""
+    try:
+        left = list(place.glob("jaato-eval-*-*"))
+    except OSError:
+        return
+    for folder in left:
+        pid = folder.name.split("-")[2]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+
+
+def _made(folder: Path) -> Path | None:
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError:
+        return None
+    return folder
+
+
+def _names(folder: Path) -> set[str]:
+    try:
+        return {p.name for p in folder.iterdir()}
+    except OSError:
+        return set()
+
+
+def _counter(text: str, key: str) -> int:
+    for line in text.splitlines():
+        name, _, count = line.partition(" ")
+        if name == key and count.strip().isdigit():
+            return int(count)
+    return 0
+
+
+def _number(text: str) -> int | None:
+    text = text.strip()
+    return int(text) if text.isdigit() else None
 
 
 def _read(path: Path) -> str:

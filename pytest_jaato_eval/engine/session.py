@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jaato_sdk.client.convenience import AgentError, PermissionUnhandled, SessionEnded, Session
+from jaato_sdk.client.convenience import AgentError, SessionEnded, Session
 from jaato_sdk.client.errors import SessionCreateFailed, SessionNotConfirmed
 from jaato_sdk.client.ipc import IPCClient
 from jaato_sdk.events import ClientType, EventType
@@ -87,6 +87,15 @@ def session_error(error_type: str, summary: str | None, events: list[tuple[str, 
     if detail and not any(detail in p for p in parts):
         parts.append(detail)
     return " | ".join(" ".join(p.split()) for p in parts)[:2000]
+
+
+def denied(tools: list[str]) -> str:
+    """The record's note on the permission asks a session's tools made, all denied."""
+    names = ", ".join(dict.fromkeys(tools[:20]))
+    return (f"permission: {len(tools)} tool call(s) asked for a permission the profile leaves "
+            f"to a person ({names}); each was denied, as in a run nobody attends, and the "
+            f"session went on (allow a tool the task needs in the profile's "
+            f"plugin_configs.permission.policy)")
 
 
 def run_session_arm(spec: SessionArmSpec) -> AgentRun:
@@ -263,7 +272,16 @@ class _SessionArm:
         self._arm_ceiling()
         client = self.client
         out.session_id, out.session_ids = sid, [sid]  # S3: recorded the moment it exists
-        session = Session(client, sid)  # no on_permission: an unanswered ask is BLOCKED (S4)
+        asked: list[str] = []
+
+        def deny(ev: Any) -> str:
+            # Nobody answers in an eval run: the ask is denied, as a CI run would deny it, and
+            # the session goes on. Never a BLOCKED an agent could choose by calling a tool
+            # its profile leaves to a person.
+            asked.append(str(getattr(ev, "tool_name", "?")))
+            return "n"
+
+        session = Session(client, sid, deny)
         ACTIVITY.phase("turn 1")
         t0 = time.monotonic()
         try:
@@ -278,14 +296,12 @@ class _SessionArm:
                                           out.termination_detail)
                 out.blocked_reason = (provider_error(out.error)
                                       or f"session error: {out.error}") + overload_note(out.error)
-        except PermissionUnhandled as exc:
-            out.blocked_reason = (f"permission: tool {exc.tool_name!r} asked for permission and "
-                                  f"nobody answers in an eval run; allow it in the profile "
-                                  f"(plugin_configs.permission.policy.defaultPolicy: allow)")
         except SessionEnded as exc:
             out.blocked_reason = f"session ended: {exc.reason}: {exc}"
         finally:
             out.duration_seconds = round(time.monotonic() - t0, 3)
+            if asked:
+                out.caveats.append(denied(asked))
         terminus = session.terminus
         if terminus is not None and out.termination_reason is None:
             out.termination_reason = terminus.reason

@@ -18,10 +18,12 @@ def grade(spec: AnyGrader, ctx: GraderContext) -> Verdict:
 
 
 def run_graders(specs: tuple[AnyGrader, ...], ctx: GraderContext) -> list[Verdict]:
-    """Run graders in manifest order; each sees the verdicts before it."""
-    for spec in specs:
+    """Run graders in manifest order; each sees the verdicts before it, its own view of the
+    config root (`ctx.config_roots`) and, for its process, the workspace as the agent left
+    it (`GraderContext.confined`)."""
+    for index, spec in enumerate(specs):
         try:
-            verdict = grade(spec, ctx)
+            verdict = grade(spec, ctx.for_grader(index))
         except Exception as exc:  # noqa: BLE001 - a grader never raises: it is BLOCKED
             verdict = Verdict.blocked(spec.id, spec.kind, f"grader raised {type(exc).__name__}: {exc}")
         ctx.verdicts.append(verdict)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -10,6 +11,7 @@ from ..contract import build_contract_env
 from ..engine.agent_run import AgentRun
 from ..engine.sandbox import Confinement, Wrapped
 from ..verdict import Verdict
+from ..workspace import as_left
 from .ledger import Ledger
 
 
@@ -50,21 +52,37 @@ class GraderContext:
     # and the judge's part of its transcript.
     grader_runs: list[tuple[str, AgentRun]] = field(default_factory=list)
     confinement: Confinement | None = None  # the agent's sandbox, when it has one
+    # Each grader's own view of the config root, by its place in the manifest (arm.py's
+    # grader_configs): without the files the other graders name. Empty: `config_root`.
+    config_roots: tuple[Path, ...] = ()
+
+    def for_grader(self, index: int) -> "GraderContext":
+        """The context grader `index` is handed: its own view of the config root (the lists
+        of verdicts and sessions stay the arm's)."""
+        if index >= len(self.config_roots):
+            return self
+        return dataclasses.replace(self, config_root=self.config_roots[index])
 
     @contextlib.contextmanager
     def confined(self, argv: list[str], *, writable: Sequence[Path] = (),
                  readable: Sequence[Path] = ()) -> Iterator[Wrapped]:
-        """A grader's process `argv` as it must run: in the agent's sandbox when the agent had
-        one, seeing the harness's copies it grades with, writing only `writable`."""
-        if self.confinement is None:
-            yield Wrapped(argv)
-            return
-        mine = [p for p in (self.config_root, self.author_modules) if p is not None]
-        if self.socket_path:
-            mine.append(Path(self.socket_path).parent)
-        with self.confinement.command(argv, writable=writable,
-                                      readable=[*mine, *readable]) as wrapped:
-            yield wrapped
+        """A grader's process `argv` as it must run: on the workspace as the agent left it
+        (workspace.as_left: a fresh copy at its path for this process alone; none needed
+        where the sandbox shows it the workspace read-only), in the agent's sandbox when the
+        agent had one, seeing only its own files (its view of the config root, the author's
+        modules, the daemon's folder) and writing only `writable`. Raises WorkspaceError
+        when the workspace cannot be copied for it."""
+        read_only = self.confinement is not None and self.workspace not in writable
+        with contextlib.nullcontext(self.workspace) if read_only else as_left(self.workspace):
+            if self.confinement is None:
+                yield Wrapped(argv)
+                return
+            mine = [p for p in (self.config_root, self.author_modules) if p is not None]
+            if self.socket_path:
+                mine.append(Path(self.socket_path).parent)
+            with self.confinement.command(argv, writable=writable, readable=[*mine, *readable],
+                                          lend=False) as wrapped:
+                yield wrapped
 
     def contract_env(self, passthrough=(), per_key: bool = True) -> dict[str, str]:
         """The contract's environment for a grader's process, with what its spec passes

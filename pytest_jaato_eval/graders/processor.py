@@ -18,6 +18,7 @@ from pathlib import Path
 from ..contract import ParamCollision
 from ..task.model import ProcessorGrader
 from ..verdict import Verdict
+from ..workspace import WorkspaceError
 from .context import GraderContext
 from .output import TailReader, evidence as output_evidence, run_bounded
 from .script import _signame
@@ -113,6 +114,8 @@ def _run_child(spec: ProcessorGrader, ctx: GraderContext, claim: str, path: Path
         with ctx.confined(argv, writable=[scratch], readable=[CHILD, ctx.workspace]) as confined:
             done = run_bounded(confined.argv, timeout=timeout, cwd=scratch, env=env,
                                pass_fds=confined.pass_fds)
+    except WorkspaceError as exc:
+        return Verdict.blocked(spec.id, claim, str(exc))
     except OSError as exc:
         return Verdict.blocked(spec.id, claim, f"could not start the processor: {exc}")
     code, out = done.code, done.out

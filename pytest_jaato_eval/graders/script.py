@@ -14,6 +14,7 @@ import sys
 from ..contract import ParamCollision
 from ..task.model import ScriptGrader
 from ..verdict import Verdict
+from ..workspace import WorkspaceError
 from .context import GraderContext
 from .output import TailReader, evidence as output_evidence, run_bounded
 
@@ -42,6 +43,8 @@ def grade_script(spec: ScriptGrader, ctx: GraderContext) -> Verdict:
                                pass_fds=confined.pass_fds)
             ran = confined.ran()
             code = None if done.code is None else confined.returncode(done.code)
+    except WorkspaceError as exc:
+        return Verdict.blocked(spec.id, claim, str(exc))
     except OSError as exc:
         return Verdict.blocked(spec.id, claim, f"could not start: {exc}")
     out = done.out

@@ -8,6 +8,7 @@ are imported where a fixture first uses them.
 """
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from dataclasses import dataclass
@@ -19,7 +20,6 @@ import pytest
 from ..engine.files import read_text_bounded
 from ..results.record import ArmRecord
 from ..testing.fixture import scripted_model_fixture  # the server loads when a model starts
-from ..workspace import special_files
 from .outcome import raise_for
 from .run import ARM_KEY, HANDLE_KEY, WORKSPACE_KEY, worker_of
 
@@ -113,25 +113,54 @@ class BodyOverran(Exception):
     """The test body, the arm's grader, ran past what the arm ceiling left it: BLOCKED."""
 
 
-def _overran(signum, frame):
-    raise BodyOverran("the test body ran past the arm ceiling (--arm-timeout) left after the "
-                      "agent's run: a hang in the test, not a verdict on the agent")
+class _Overran:
+    """The body's alarm: what it was doing when the arm ceiling came says whose it is."""
+
+    def __init__(self, workspace: Path):
+        self.workspace = workspace
+
+    def __call__(self, signum, frame):
+        reading = _reading(self.workspace)
+        if reading:  # what the agent made held the body: its FAIL, like a trap
+            raise AssertionError(f"the test body ran past the arm ceiling (--arm-timeout) "
+                                 f"while reading {reading}, which the agent left in its "
+                                 f"workspace: read what an agent makes with jaato_arm.read()")
+        raise BodyOverran("the test body ran past the arm ceiling (--arm-timeout) left after "
+                          "the agent's run: a hang in the test, not a verdict on the agent")
 
 
-def guard_body(seconds_left: float) -> None:
+def _reading(workspace: Path) -> str | None:
+    """A file or folder of the workspace this process holds open (relative), if any."""
+    root = os.path.realpath(workspace)
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target == root or target.startswith(root + os.sep):
+            return os.path.relpath(target, root)
+    return None
+
+
+def guard_body(seconds_left: float, workspace: Path) -> None:
     """The rest of the arm ceiling, for the test body after `run()`: an alarm that raises
-    BodyOverran in it (the main thread, as pytest and xdist run tests). `end_guard` at the
-    call's end (a second at least). Nothing without SIGALRM, or in another thread."""
+    BodyOverran in it (the main thread, as pytest and xdist run tests), or the agent's FAIL
+    when the body was reading a file of `workspace` then. `end_guard` at the call's end (a
+    second at least). Nothing without SIGALRM, or in another thread."""
     if not hasattr(signal, "setitimer") or (
             threading.current_thread() is not threading.main_thread()):
         return
-    signal.signal(signal.SIGALRM, _overran)
+    signal.signal(signal.SIGALRM, _Overran(workspace))
     signal.setitimer(signal.ITIMER_REAL, max(seconds_left, 1.0))
 
 
 def end_guard() -> None:
     if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
-        if signal.getsignal(signal.SIGALRM) is _overran:
+        if isinstance(signal.getsignal(signal.SIGALRM), _Overran):
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
 
@@ -174,6 +203,7 @@ class ArmHandle:
         self.socket = socket
         self._worker = worker
         self.agent_run: Any = None  # the engine's AgentRun, once run() was called
+        self.agent_verdict: Any = None  # the agent's own act that FAILS the arm (arm.agent_act)
         self.record: ArmRecord | None = None  # a task.yaml arm's record, once run
 
     @property
@@ -220,17 +250,13 @@ class ArmHandle:
         run = self.agent_run
         if run.blocked_reason:
             raise EnvironmentFault(run.blocked_reason)
-        if run.agent_fault:  # the agent's own doing: its FAIL, whatever the test asserts next
-            raise AssertionError(run.agent_fault)
-        settings = self._worker.arm_settings()
-        planted = special_files(self.workspace, settings.hidden, settings.readable)
-        if planted:  # a FIFO where the test reads would hang it: the agent's FAIL, said now
-            raise AssertionError(f"the agent left {len(planted)} trap(s) for its grader in its "
-                                 f"workspace (a FIFO, a device, or a link to one or to what "
-                                 f"its sandbox hid): {', '.join(planted[:5])}")
         ceiling = self._worker.arm_settings().ceiling.seconds
-        if ceiling:
-            guard_body(ceiling - (run.duration_seconds or 0.0))
+        if ceiling:  # armed first: a test that swallows the error below is bounded too
+            guard_body(ceiling - (run.duration_seconds or 0.0), self.workspace)
+        from ..arm import agent_act
+        self.agent_verdict = agent_act(run, self.workspace, self._worker.arm_settings())
+        if self.agent_verdict is not None:  # its FAIL, whatever the test does next (a trap
+            raise AssertionError(self.agent_verdict.detail)  # would hang the test's reads)
         from ..graders.ledger import ledger_of
         return RunFacts(payload=run.payload, ledger=ledger_of(run.history), usage=dict(run.usage),
                         finish_reason=run.finish_reason, session_id=run.session_id,

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from ..contract import PASSTHROUGH_NAME
 from ..engine.ceiling import Ceiling
+from ..engine.resources import (DISK, DISK_KEY, MEMORY, MEMORY_KEY, SIZE_PHRASE,
+                                parse_size)
 from ..report.pdf import PdfUnavailable, load_weasyprint
 from .shard import Shard, parse_shard
 
@@ -113,6 +115,10 @@ def add_options(parser) -> None:
     parser.addini("jaato_snapshot_max_mb", "the largest arm snapshot kept, in MB before "
                   "compression (default 32; 0 keeps none; a task's snapshot: {max_mb: N} "
                   "wins)", default="")
+    parser.addini(MEMORY_KEY, "the memory each arm's agent may use, its sandbox's whole "
+                  "(512M, 8G; default 8G); a task's resources.memory overrides it", default="")
+    parser.addini(DISK_KEY, "the disk each arm's agent may fill (default 10G); a task's "
+                  "resources.disk overrides it", default="")
     parser.addini("jaato_daemon_env", "the only variables the private daemon (and so the "
                   "agent's runner) gets beyond a basic set: names, or NAME* patterns; blank: "
                   "the whole environment", type="linelist", default=[])
@@ -152,6 +158,8 @@ class Settings:
     pivot: str = "fit"  # --jaato-pivot: the terminal pivot's columns
     junit_blocked: str = "skipped"  # --jaato-junit-blocked: a BLOCKED arm's JUnit element
     heartbeat: float = DEFAULT_HEARTBEAT  # --jaato-heartbeat: seconds between liveness lines
+    memory_limit: int = MEMORY  # bytes each arm's agent may use (engine/resources.py)
+    disk_limit: int = DISK
 
 
 def _path(value: str, rootdir: Path) -> Path:
@@ -214,6 +222,7 @@ def read_settings(config) -> Settings:
         junit_blocked=_choice(opt.jaato_junit_blocked, ini, "jaato_junit_blocked",
                               JUNIT_BLOCKED_CHOICES),
         heartbeat=_heartbeat(opt, ini),
+        memory_limit=_size(ini, MEMORY_KEY, MEMORY), disk_limit=_size(ini, DISK_KEY, DISK),
     )
 
 
@@ -343,6 +352,14 @@ def _heartbeat(opt, ini) -> float:
     if not math.isfinite(seconds) or seconds < 0:
         raise UsageError(f"{source}: expected a number of seconds >= 0 (0 = none), got {raw!r}")
     return seconds
+def _size(ini, key: str, default: int) -> int:
+    text = str(ini(key)).strip()
+    if not text:
+        return default
+    size = parse_size(text)
+    if size is None:
+        raise UsageError(f"ini {key}: expected {SIZE_PHRASE}, got {text!r}")
+    return size
 
 
 def _daemon_env(ini) -> tuple[str, ...]:

@@ -409,6 +409,9 @@ def _python_record(arm: Any, worker: Any, handle: Any, excinfo: Any) -> ArmRecor
     """A Python arm's record: its run's facts, its test body's verdict."""
     run = handle.agent_run
     grader = f"python:{arm.task.id.rsplit('::', 1)[-1]}"
+    act = getattr(handle, "agent_verdict", None)
+    if act is not None:  # the agent's own act (arm.agent_act): its FAIL, whatever the test did
+        return _record(arm, worker, "", handle.workspace, verdicts=[act], run=run)
     if run is not None and run.blocked_reason:
         return _record(arm, worker, run.blocked_reason, handle.workspace, run=run)
     if excinfo is not None and not is_assertion(excinfo.value):

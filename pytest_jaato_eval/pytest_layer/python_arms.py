@@ -24,6 +24,7 @@ from ..task.arms import Arm, arms_of
 from .collect import PreflightBlocked, arm_param_id, wants_own_daemon
 from ..task.model import SESSION, Environment, Harness, Input, Task
 from ..task.samples import Sample
+from ..task.tree import TaskTree, TreeError, list_tree
 from .run import ARM_KEY, MarkerError, arm_of
 from .worker import Worker
 
@@ -86,8 +87,13 @@ def task_of(definition) -> Task:
         harness=Harness.model_construct(kind=SESSION, profile=str(kw["profile"]),
                                         profile_set=kw.get("profile_set")),
         input=Input.model_construct(agent=kw.get("agent")), graders=(), repeats=repeats)
+    try:  # what a task.yaml's fixture is checked for (task/tree.py), at collection too
+        listing = list_tree(dirs["fixture"])
+    except TreeError as exc:
+        _fail(where, f"fixture: {exc}")
     # content_hash: over the test file, fixture and config root
-    return task.found_at(test_file, dirs["fixture"], dirs["config_root"])
+    return task.found_at(test_file, dirs["fixture"], dirs["config_root"], tree=TaskTree(
+        test_file.read_bytes(), dirs["fixture"], listing, dirs["config_root"]))
 
 
 def parametrize(metafunc) -> None:

@@ -24,7 +24,7 @@ from ..activity import ACTIVITY
 from ..contract import curated_env
 from ..engine.budget import PoolError, PoolOwner
 from ..engine.daemon import DaemonError, ExternalDaemon, PrivateDaemon, StartAbandoned
-from ..engine.sandbox import Confinement, hideable, probe, seal_interpreter, shown
+from ..engine.sandbox import Confinement, hideable, probe, python_folders, seal_interpreter
 from .run import (CONTEXT_KEY, WORKER_KEY, RunContext, arm_of, deselect_resumed,
                   deselect_unregraded, has_kept_workspaces, own_folder)
 from .progress import DaemonClock
@@ -98,7 +98,10 @@ class Worker:
                 regrade=RegradeSource(self.settings.regrade, self.context.regraded)
                 if self.settings.regrade else None,
                 owned_dir=self.run_dir / "owned", sandbox=self.sandbox_name(),
-                confinement=self._grader_confinement(), **self._trap_folders(root))
+                confinement=self._grader_confinement(),
+                lent=tuple(python_folders()),  # a venv's bin/python: no trap (special_files)
+                memory_limit=self.settings.memory_limit, disk_limit=self.settings.disk_limit,
+                watched=self._agent_folders(root))
         return self._arm_settings
 
     def _grader_confinement(self):
@@ -145,15 +148,13 @@ class Worker:
         env["PATH"] = os.environ.get("PATH", os.defpath)  # the daemon's, as it was
         return env
 
-    def _trap_folders(self, root: Path) -> dict[str, tuple[Path, ...]]:
-        """For the arms' trap check: what the sandbox hides (everything), and what it shows
-        the agent (engine/sandbox.py's allow-list: the system, the interpreter, ~/.jaato,
-        its workspaces, the daemon's folder)."""
-        if self.sandbox_name() == "none":
-            return {}
-        _, readable = self.sandbox_folders()
-        return {"hidden": (Path("/"),),
-                "readable": shown(writable=(root, self.run_dir / "daemon"), readable=readable)}
+    def _agent_folders(self, root: Path) -> tuple[Path, ...]:
+        """What an agent may write on disk, whose growth its disk limit bounds
+        (engine/resources.py): the arms' folder, and a private daemon's folder and TMPDIR."""
+        if self.settings.socket:
+            return (Path(root).resolve(),)
+        return (Path(root).resolve(), (self.run_dir / "daemon").resolve(),
+                (self.run_dir / "tmp").resolve())
 
     def sandbox_name(self) -> str:
         """What confines this process's agents: "bwrap", or "none" (a daemon that is not

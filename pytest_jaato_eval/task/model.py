@@ -16,7 +16,7 @@ from .samples import Sample
 from .tree import TaskTree
 from .values import (DATES, ConfigPath, Contamination, Expect, InputParams, Integer, Ladder,
                      Mark, NonBlank, NonNegative, Number, Params, Passthrough, Positive,
-                     Repeats, SampleLimit, Scale, SetName, TaskId, Text, a_list, got, problem,
+                     Repeats, SampleLimit, Scale, SetName, Size, TaskId, Text, a_list, got, problem,
                      shown, type_name, value_kind)
 
 SESSION, DRIVER = "session", "driver"
@@ -336,6 +336,16 @@ class Snapshot(Section):
                                                      "jaato_snapshot_max_mb, else 32)")] = None
 
 
+class Resources(Section):
+    """What each arm's agent may use, where the run's defaults (the ini keys
+    jaato_memory_limit, jaato_disk_limit) are not enough, or too much for a test."""
+
+    memory: Annotated[Size, Field(description="its sandbox's memory, jaato's daemon included "
+                                              "(default 8G)")] = None
+    disk: Annotated[Size, Field(description="what it may add to the folders it can write "
+                                            "(default 10G)")] = None
+
+
 class Task(Section):
     """A task: task.yaml (M3-M12), its sections as the file gives them, and what the
     loader resolved once it was valid. The arms read the shortcuts below (kind, profile,
@@ -363,6 +373,9 @@ class Task(Section):
                      Field(description="pytest marks: `smoke` or {name: arguments}")] = ()
     snapshot: Annotated[Snapshot, Expect("a mapping"),
                         Field(description="each arm's snapshot, for a regrade")] = None
+    resources: Annotated[Resources, Expect("a mapping"),
+                         Field(description="raise (or lower) the memory and disk each arm's "
+                                           "agent may use")] = None
     contamination: Annotated[Contamination, Field(description="block (default): an arm whose "
                                                               "agent reached the answer key "
                                                               "FAILS, the calls named; caveat: "

@@ -50,8 +50,10 @@ def list_tree(base: Path, limit: int = MAX_ENTRIES, *,
               refuse_special: bool = True) -> list[tuple[str, str]]:
     """(relative path, "file" | "link" | "special" | "unreadable dir") in the hash's
     order: a folder's files sorted by name, then its folders, depth first. Raises
-    TreeError past `limit` entries, and on a special file when `refuse_special`."""
+    TreeError past `limit` entries, and, when `refuse_special` (a fixture), on a special
+    file or a link that leaves the tree."""
     out: list[tuple[str, str]] = []
+    real_base = os.path.realpath(base)
     seen = 0
     todo = [""]
     while todo:
@@ -72,6 +74,8 @@ def list_tree(base: Path, limit: int = MAX_ENTRIES, *,
                                 f"copied for every arm, so point it at the task's own folder")
             path = os.path.join(rel, entry.name) if rel else entry.name
             if entry.is_symlink():
+                if refuse_special:
+                    _stays_inside(entry.path, path, real_base)
                 out.append((path, "link"))
             elif entry.is_dir(follow_symlinks=False):
                 folders.append(path)
@@ -86,6 +90,26 @@ def list_tree(base: Path, limit: int = MAX_ENTRIES, *,
                                 f"opened, copied or hashed)")
         todo.extend(reversed(folders))
     return out
+
+
+def _stays_inside(link: str, rel: str, real_base: str) -> None:
+    """A fixture's link is copied as a link into every arm's workspace: one that leads out
+    of the fixture would lead out of the workspace there, which is a trap (an agent's) for
+    the graders; so the author's is refused here, where it is the author's to fix."""
+    try:
+        target = os.readlink(link)
+    except OSError:
+        return
+    shown = os.fsdecode(rel).encode("utf-8", "backslashreplace").decode()
+    if os.path.isabs(target):
+        raise TreeError(f"{shown!r} is a link to the absolute path {target!r}: in each arm's "
+                        f"workspace it would still lead there; expected a relative link that "
+                        f"stays inside the fixture")
+    real = os.path.realpath(link)
+    if real != real_base and not real.startswith(real_base.rstrip(os.sep) + os.sep):
+        raise TreeError(f"{shown!r} is a link to {target!r}, which leaves the fixture; "
+                        f"expected a relative link that stays inside it (a workspace holds "
+                        f"only what the fixture holds)")
 
 
 class TaskTree:

@@ -17,6 +17,7 @@ from pydantic import BeforeValidator, Field, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from ..contract import PASSTHROUGH_NAME
+from ..engine.resources import SIZE_PHRASE, parse_size
 from ..number import is_int, is_number
 
 # Parameters, mark arguments and the degrade ladder are handed on as JSON: a bound on how
@@ -288,3 +289,7 @@ Scale = value_kind("a list of two numbers [lowest, highest]",
                     "maxItems": 2}, scale)
 Contamination = value_kind("block or caveat", lambda v: v in ("block", "caveat"),
                            {"enum": ["block", "caveat"]})
+Size = value_kind(SIZE_PHRASE, lambda v: parse_size(v) is not None,
+                  {"anyOf": [{"type": "integer", "minimum": 1},
+                             {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*[KMGTkmgt]?(i?[Bb])?\s*$"}]},
+                  parse_size)

@@ -21,7 +21,7 @@ import yaml
 from jaato_project import WRITER, processes_mentioning, shell_agent
 
 from pytest_jaato_eval.arm import UNCONFINED
-from pytest_jaato_eval.engine.sandbox import (ETC, PIDS_MAX, SYSTEM_DIRS, PidsLimit, probe,
+from pytest_jaato_eval.engine.sandbox import (ETC, PIDS_MAX, SYSTEM_DIRS, Limits, probe,
                                               python_folders)
 from pytest_jaato_eval.results.transcripts import folder_of
 
@@ -467,9 +467,9 @@ def test_under_xdist_no_worker_sees_another_workers_folder_or_socket(project):
 def test_a_grader_writing_through_the_agents_link_writes_only_in_the_sandbox(project):
     """The agent leaves `report.txt` as a link to a file of the developer's (under /var/tmp);
     a script grader that writes the report would write through it, as the developer. A link
-    to what the sandbox does not show is a trap: the arm FAILS before any grader runs. A
-    grader that runs the agent's own program (which writes that file) runs it confined, in a
-    sandbox where the file is not there; so does a driver."""
+    out of the workspace is a trap: the arm FAILS before any grader runs. A grader that runs
+    the agent's own program (which writes that file) runs it confined, in a sandbox where the
+    file is not there; so does a driver."""
     try:
         outside = Path(tempfile.mkdtemp(prefix="jaato-eval-victim-", dir="/var/tmp"))
     except OSError:
@@ -527,12 +527,13 @@ def test_an_agent_that_fills_its_pids_limit_fails_and_the_arms_after_it_run(proj
     """The agent forks until its sandbox's pids limit refuses, and exits without reaping.
     Unconfined, its zombies pass to whatever adopts orphans and may never be reaped, and the
     machine's pid table is the limit. Confined, the pids cgroup holds it (where the run can
-    make one): the arm FAILS, the agent's own act, and since jaato's daemon may have failed
+    make one): the arm FAILS (verdict `resources`), the agent's own act, and since jaato's daemon may have failed
     to start its own threads or runners meanwhile, the next arm gets a fresh daemon. Zombies
     pass to the sandbox's first process, which reaps them."""
-    limit = PidsLimit.make(f"jaato-eval-{os.getpid()}-probe")
+    limit = Limits.make(f"jaato-eval-{os.getpid()}-probe")
     if limit is not None:
         limit.remove()
+        limit = limit if "pids" in limit.folders else None
     project.task("a-zombies", profile=shell_agent("zombies", "python3 zombies.py"),
                  graders=[{"kind": "script", "run": "test $(cat zombies.txt) -gt 2048"}])
     project.write("tasks/a-zombies/fixture/zombies.py", ZOMBIES)
@@ -544,8 +545,9 @@ def test_an_agent_that_fills_its_pids_limit_fails_and_the_arms_after_it_run(proj
     zombies = by["a-zombies"]
     if limit is not None:
         (verdict,) = zombies["verdicts"]
-        assert (verdict["grader_id"], verdict["state"]) == ("sandbox", "FAIL"), zombies
-        assert f"filled its sandbox's limit of {PIDS_MAX} tasks" in verdict["detail"]
+        assert (verdict["grader_id"], verdict["state"]) == ("resources", "FAIL"), zombies
+        assert f"pids: the agent's processes filled their sandbox's limit of {PIDS_MAX} tasks" \
+            in verdict["detail"]
     else:  # no pids cgroup here: it forked as many as it tried
         assert zombies["state"] == "PASS", zombies
     assert by["b-honest"]["state"] == "PASS", by["b-honest"]

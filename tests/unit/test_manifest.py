@@ -261,14 +261,20 @@ def test_a_fixture_of_dev_is_refused_naming_a_device(tmp_path):
 
 def test_symlinks_are_listed_never_followed(tmp_path):
     path = write(tmp_path, VALID)
-    (tmp_path / "fixture" / "root").symlink_to("/")
-    (tmp_path / "fixture" / "zero").symlink_to("/dev/zero")
+    (tmp_path / "fixture" / "data").mkdir()
+    (tmp_path / "fixture" / "other").mkdir()
+    (tmp_path / "fixture" / "here").symlink_to("data")
     (tmp_path / "fixture" / "loop").symlink_to("loop")
     task = _load_in_thread(path)["task"]
     first = task.content_hash
-    (tmp_path / "fixture" / "root").unlink()
-    (tmp_path / "fixture" / "root").symlink_to("/etc")
+    (tmp_path / "fixture" / "here").unlink()
+    (tmp_path / "fixture" / "here").symlink_to("other")
     assert load_task(path).content_hash != first  # the link's target is content
+    # one that leads out (to a device here) is refused by its name, never opened
+    (tmp_path / "fixture" / "zero").symlink_to("/dev/zero")
+    error = _load_in_thread(path)["error"]
+    assert error.where == "environment.fixture" and "'zero' is a link to the absolute path" \
+        in error.reason
 
 
 def test_the_walk_is_bounded(tmp_path, monkeypatch):

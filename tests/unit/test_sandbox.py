@@ -102,7 +102,7 @@ def test_the_root_and_system_folders_are_never_hidden(tmp_path):
         tmp_path.resolve()]
 
 
-def test_special_files_are_found_behind_links_but_links_are_not_walked(tmp_path):
+def test_special_files_are_found_behind_links_and_every_link_out_is_a_trap(tmp_path):
     import os
 
     from pytest_jaato_eval.workspace import special_files
@@ -110,13 +110,21 @@ def test_special_files_are_found_behind_links_but_links_are_not_walked(tmp_path)
     (ws / "sub").mkdir(parents=True)
     outside = tmp_path / "outside"
     outside.mkdir()
-    os.mkfifo(outside / "trap")
+    (outside / "plain.txt").write_text("a file of the host's")
     os.mkfifo(ws / "sub" / "fifo")
-    (ws / "answer.txt").symlink_to(outside / "trap")
-    (ws / "dir-link").symlink_to(outside)  # into a folder holding a FIFO: not walked
     (ws / "fine.txt").write_text("x")
-    (ws / "to-a-file").symlink_to(ws / "fine.txt")
-    assert sorted(special_files(ws)) == ["answer.txt", "sub/fifo"]
+    (ws / "to-a-file").symlink_to(ws / "fine.txt")  # inside: read as what it names
+    (ws / "sub" / "up").symlink_to("../fine.txt")
+    (ws / "to-the-fifo").symlink_to("sub/fifo")  # inside, to a FIFO: a trap
+    (ws / "answer.txt").symlink_to("/proc/kmsg")  # would block a reader
+    (ws / "dir-link").symlink_to(outside)  # a folder of the host's: not walked, a trap
+    (ws / "host.txt").symlink_to(outside / "plain.txt")  # a file of the host's
+    (ws / "nowhere").symlink_to(outside / "not-yet")  # a place a writer would create
+    (ws / "venv-python").symlink_to(os.path.realpath(sys.executable))  # the interpreter
+    (ws / "usr").symlink_to("/usr/bin")  # the read-only system: lent to every process
+    lent = [Path(os.path.realpath(sys.executable)).parent]
+    assert sorted(special_files(ws, lent)) == [
+        "answer.txt", "dir-link", "host.txt", "nowhere", "sub/fifo", "to-the-fifo"]
 
 
 def test_an_interpreter_under_tmp_is_mounted_after_the_private_tmp(monkeypatch):

@@ -309,7 +309,7 @@ def test_collection_never_enters_a_fixture_or_config_root(project):
     nested.mkdir()
     (nested / "task.yaml").write_text(task.read_text().replace("id: repo", "id: nested"))
     (nested / "fixture").mkdir()
-    (fixture / "root").symlink_to("/")
+    (fixture / "again").symlink_to(".")  # inside the fixture (one out of it is refused)
     (task.parent / "up").symlink_to("/")  # beside the fixture, in the task folder itself
     config = task.parent / ".jaato"
     (config / "test_grader_helper.py").write_text("def test_config():\n    assert False\n")

@@ -1,0 +1,152 @@
+"""What each grader sees: the workspace as the agent left it (workspace.as_left), and its own
+view of the config root (task/grader_files.py); and a fixture's links, checked when it is
+read (task/tree.py)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pytest_jaato_eval import contamination, workspace
+from pytest_jaato_eval.engine.agent_run import AgentRun
+from pytest_jaato_eval.graders import run_graders
+from pytest_jaato_eval.graders.context import GraderContext
+from pytest_jaato_eval.task import grader_files
+from pytest_jaato_eval.task.load import ManifestError, load_task
+
+
+def test_each_grader_gets_the_workspace_as_the_agent_left_it_at_its_own_path(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    (ws / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (ws / "result.txt").write_text("wrong\n")
+    (ws / "link").symlink_to("result.txt")
+    os.utime(ws / "result.txt", (1_000_000, 1_000_000))
+    with workspace.as_left(ws) as view:
+        assert view == ws
+        assert (ws / ".git" / "HEAD").read_text().startswith("ref:")  # nothing left out
+        assert os.readlink(ws / "link") == "result.txt"  # a link stays a link
+        assert (ws / "result.txt").stat().st_mtime == 1_000_000  # make's clock is kept
+        (ws / "result.txt").write_text("right\n")  # what a self-test of the agent's does
+        (ws / "build.o").write_text("artefact")
+        (ws / "link").unlink()
+    assert (ws / "result.txt").read_text() == "wrong\n"
+    assert not (ws / "build.o").exists() and (ws / "link").is_symlink()
+    assert [p.name for p in tmp_path.iterdir()] == ["ws"]  # the grader's copy is gone
+
+
+def graders_task(tmp_path: Path, graders: list[dict]):
+    (tmp_path / "fixture").mkdir()
+    root = tmp_path / ".jaato"
+    for rel in ("checks/first.sh", "checks/answer.sh", "keys/expected.txt", "lib/common.sh",
+                "profiles/echo/critic.yaml", "profiles/echo/w.yaml", "check.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"{rel}\n")
+    (tmp_path / "task.yaml").write_text(yaml.safe_dump({
+        "id": "t", "environment": {"fixture": "fixture", "config_root": ".jaato"},
+        "input": {"prompt": "p"}, "harness": {"profile": "w"}, "graders": graders}))
+    return load_task(tmp_path / "task.yaml")
+
+
+def test_a_grader_sees_the_config_root_without_what_the_other_graders_name(tmp_path):
+    task = graders_task(tmp_path, [
+        {"kind": "script", "run": "sh ./selftest.sh"},
+        {"kind": "script", "file": "checks/answer.sh"},
+        {"kind": "script", "run": 'grep -qxf "$JAATO_EVAL_CONFIG_ROOT/keys/expected.txt" out'},
+        {"kind": "processor", "script": "check.py"},
+        {"kind": "judge", "profile": "critic"},
+    ])
+    assert grader_files.named_in('x "${JAATO_EVAL_CONFIG_ROOT}/a/b.sh" $JAATO_EVAL_CONFIG_ROOT/../x'
+                                 ) == {"a/b.sh"}
+    judge = {"profiles/critic.yaml", "profiles/critic.yml", "profiles/echo/critic.yaml",
+             "profiles/echo/critic.yml"}
+    everything = {"checks/answer.sh", "keys/expected.txt", "check.py"} | judge
+    assert grader_files.hidden_from(task, 0) == everything  # the agent's own self-test
+    assert grader_files.hidden_from(task, 1) == everything - {"checks/answer.sh"}
+    assert grader_files.hidden_from(task, 4) == everything - judge
+    # and the agent's copy leaves out every grader's own, the run-named key too
+    assert contamination.graders_own(task) == everything
+
+
+def test_a_grader_that_runs_the_agents_code_cannot_read_the_next_graders_key_or_change_its_input(
+        tmp_path):
+    """Unconfined here (the sandbox's own test is end to end): the rule is the harness's,
+    whatever confines the process."""
+    task = graders_task(tmp_path, [
+        {"kind": "script", "run": "sh ./selftest.sh"},
+        {"kind": "script", "file": "checks/answer.sh"}])
+    root = tmp_path / ".jaato"
+    (root / "checks" / "answer.sh").write_text("grep -qx right result.txt\n")
+    (root / "checks" / "answer.sh").chmod(0o755)
+    owned = tmp_path / "owned"
+    views = tuple(workspace.copy_config(root, owned / str(i), grader_files.hidden_from(task, i))
+                  for i in range(2))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "result.txt").write_text("wrong\n")
+    (ws / "selftest.sh").write_text(  # the agent's self-test, run by the first grader
+        'cat "$JAATO_EVAL_CONFIG_ROOT/checks/answer.sh" > leaked.txt 2>&1\n'
+        "echo right > result.txt\n")
+    ctx = GraderContext(workspace=ws, config_root=root, params={},
+                        run=AgentRun(finish_reason="stop"), config_roots=views)
+    first, second = run_graders(task.graders, ctx)
+    assert first.state == "PASS", first
+    assert second.state == "FAIL", second  # it read the agent's result.txt, not the self-test's
+    assert not (ws / "leaked.txt").exists() and (ws / "result.txt").read_text() == "wrong\n"
+    assert not (views[0] / "checks" / "answer.sh").exists()
+    assert (views[1] / "checks" / "answer.sh").exists()
+
+
+def fixture_task(tmp_path: Path) -> Path:
+    (tmp_path / "fixture" / "data").mkdir(parents=True)
+    (tmp_path / "fixture" / "data" / "real.txt").write_text("x\n")
+    (tmp_path / ".jaato").mkdir()
+    (tmp_path / "task.yaml").write_text(yaml.safe_dump({
+        "id": "t", "environment": {"fixture": "fixture", "config_root": ".jaato"},
+        "input": {"prompt": "p"}, "harness": {"profile": "w"},
+        "graders": [{"kind": "script", "run": "true"}]}))
+    return tmp_path / "task.yaml"
+
+
+@pytest.mark.parametrize("target, says", [
+    ("../outside.txt", "'escape' is a link to '../outside.txt', which leaves the fixture; "
+                       "expected a relative link that stays inside it"),
+    ("/etc/hostname", "'escape' is a link to the absolute path '/etc/hostname': in each arm's "
+                      "workspace it would still lead there; expected a relative link"),
+    ("data/../../x", "'escape' is a link to 'data/../../x', which leaves the fixture"),
+])
+def test_a_fixture_link_that_leaves_the_fixture_is_a_manifest_error(tmp_path, target, says):
+    manifest = fixture_task(tmp_path)
+    (tmp_path / "fixture" / "escape").symlink_to(target)
+    with pytest.raises(ManifestError) as info:
+        load_task(manifest)
+    assert str(info.value).startswith(f"{manifest}: environment.fixture: ")
+    assert says in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_fixture_link_inside_the_fixture_is_copied_and_no_trap(tmp_path):
+    manifest = fixture_task(tmp_path)
+    (tmp_path / "fixture" / "link.txt").symlink_to("data/real.txt")
+    (tmp_path / "fixture" / "data" / "here").symlink_to(".")
+    task = load_task(manifest)
+    ws = workspace.materialise(tmp_path / "wss", "t@echo#0", task.fixture, "echo")
+    assert (ws / "link.txt").read_text() == "x\n"
+    assert workspace.special_files(ws, [Path(sys.prefix)]) == []
+
+
+def test_a_python_arm_body_stopped_while_reading_the_agents_file_is_the_agents_fail(tmp_path):
+    """The body's alarm (the rest of the arm ceiling) says whose the overrun is: a body
+    holding a file of the workspace open was held by what the agent made."""
+    from pytest_jaato_eval.pytest_layer.fixtures import BodyOverran, _Overran
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "big.bin").write_bytes(b"\0" * 10)
+    alarm = _Overran(ws)
+    with pytest.raises(BodyOverran):
+        alarm(14, None)
+    with open(ws / "big.bin", "rb"), pytest.raises(AssertionError) as info:
+        alarm(14, None)
+    assert "while reading big.bin, which the agent left in its workspace" in str(info.value)
