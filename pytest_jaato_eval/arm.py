@@ -353,7 +353,7 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
         cascade_id = f"jaato-eval-{settings.run_id}-{uuid.uuid4().hex[:8]}"
     try:
         config = workspace.agent_config(owned_config(task, settings), ws,
-                                        contamination.graders_own(task))
+                                        grader_files.graders_own(task))
     except workspace.WorkspaceError as exc:
         run.blocked_reason = str(exc)
         return run, cascade_id, on_arrival
@@ -581,7 +581,7 @@ def arm_sides(arm: Arm, settings: ArmSettings) -> dict[str, dict | None]:
     if not task.graders:
         return {"agent_side": None, "grader_side": None}
     config = settings.owned.get(Path(task.config_root).resolve(), task.config_root)
-    own = contamination.graders_own(task)
+    own = grader_files.graders_own(task)
     return {"agent_side": sides.agent_side(arm, config, own),
             "grader_side": sides.grader_side(arm, config, own)}
 
@@ -678,7 +678,7 @@ def keep_snapshot(arm: Arm, settings: ArmSettings, run: AgentRun, ledger: Ledger
         "cascade_id": cascade_id, "tampered": tampered, "planted": list(planted),
         "params": dict(arm.grader_params), "profile_set": arm.profile_set,
         "sample": None if sample is None else {"id": sample.id, "fields": dict(sample.fields)},
-        "agent_side": sides.agent_side(arm, config, contamination.graders_own(task))})
+        "agent_side": sides.agent_side(arm, config, grader_files.graders_own(task))})
     staging = settings.staging or Path(settings.workspace_root).parent / "snapshots"
     try:
         snapshots.take(ws, facts, staging / name, cap)
@@ -718,7 +718,7 @@ def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, ws: Path
         run.blocked_reason = str(exc)
         return arm_record(arm, settings, run, [], ws, [], discard=False, ceiling=None,
                           source=source, snapshot=Snapshot(note=source.snapshot_note))
-    now = sides.agent_side(arm, config, contamination.graders_own(task))
+    now = sides.agent_side(arm, config, grader_files.graders_own(task))
     changed = sides.changed(source.agent_side, now)
     kept = Snapshot(note=source.snapshot_note)
     if source.snapshot is not None:  # the new store keeps what its record names

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .task import grader_files
 from .task.model import ProcessorGrader, ScriptGrader
 from .verdict import BLOCKED, FAIL, Verdict
 
@@ -56,13 +55,6 @@ def _real(path: str | Path) -> str:
 
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
-def graders_own(task: Any) -> set[str]:
-    """The config root's files only graders use, relative to it (task/grader_files.py): a
-    session is handed a copy of the config root without them (arm.py): the answer key is
-    not the agent's to read, and the judge's rubric is not the agent's to see."""
-    return grader_files.graders_own(task)
 
 
 def protected_for(task: Any, workspace: Path) -> Protected:

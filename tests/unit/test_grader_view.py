@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_jaato_eval import contamination, workspace
+from pytest_jaato_eval import workspace
 from pytest_jaato_eval.engine.agent_run import AgentRun
 from pytest_jaato_eval.graders import run_graders
 from pytest_jaato_eval.graders.context import GraderContext
@@ -68,7 +68,7 @@ def test_a_grader_sees_the_config_root_without_what_the_other_graders_name(tmp_p
     assert grader_files.hidden_from(task, 1) == everything - {"checks/answer.sh"}
     assert grader_files.hidden_from(task, 4) == everything - judge
     # and the agent's copy leaves out every grader's own, the run-named key too
-    assert contamination.graders_own(task) == everything
+    assert grader_files.graders_own(task) == everything
 
 
 def test_a_grader_that_runs_the_agents_code_cannot_read_the_next_graders_key_or_change_its_input(

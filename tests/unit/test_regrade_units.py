@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from pytest_jaato_eval.cli import flip_lines, main
-from pytest_jaato_eval.contamination import graders_own
+from pytest_jaato_eval.task.grader_files import graders_own
 from pytest_jaato_eval.results import snapshots
 from pytest_jaato_eval.results.account import account
 from pytest_jaato_eval.results.compare import compare_groups, grader_flips

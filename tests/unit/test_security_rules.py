@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from pytest_jaato_eval import contamination
+from pytest_jaato_eval.task import grader_files
 from pytest_jaato_eval.graders import judge
 from pytest_jaato_eval.cli import main as commands_main
 from pytest_jaato_eval.contract import build_contract_env, curated_env, safe_path
@@ -285,7 +286,7 @@ def test_the_new_keys_are_read(tmp_path):
 def test_a_judge_on_the_agents_own_profile_leaves_that_profile_in_the_agents_config(tmp_path):
     """The agent's config copy leaves out a judge's profile, unless the agent's session runs
     on that same profile: without it the agent could not start at all."""
-    own = contamination.graders_own(load_task(manifest(tmp_path, graders=[
+    own = grader_files.graders_own(load_task(manifest(tmp_path, graders=[
         {"kind": "judge", "profile": "w"}, {"kind": "judge", "profile": "r"}])))
     assert own == {"profiles/r.yaml", "profiles/r.yml"}
 
