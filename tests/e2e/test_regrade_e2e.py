@@ -32,9 +32,11 @@ def test_what_the_agent_leaves_is_kept_as_it_is_or_left_out_saying_why(project, 
     project.task("plain", graders=READY)
     result = project.run("tasks")
     live = {r["task_id"]: r for r in project.records()}
-    assert live["fifo"]["state"] == "FAIL", result.stdout.str()  # a trap: the agent's FAIL
-    assert {t: live[t]["state"] for t in ("linkout", "big", "plain")} == dict.fromkeys(
-        ("linkout", "big", "plain"), "PASS"), result.stdout.str()
+    # a FIFO and links out of the workspace are traps: the agent's FAIL
+    assert {t: live[t]["state"] for t in ("fifo", "linkout")} == dict.fromkeys(
+        ("fifo", "linkout"), "FAIL"), result.stdout.str()
+    assert {t: live[t]["state"] for t in ("big", "plain")} == dict.fromkeys(
+        ("big", "plain"), "PASS"), result.stdout.str()
     assert live["fifo"]["snapshot"] is None
     assert "the workspace holds a FIFO, 'trap'" in live["fifo"]["snapshot_note"]
     assert live["big"]["snapshot"] is None and "over the snapshot cap" in live["big"][
@@ -57,7 +59,9 @@ def test_what_the_agent_leaves_is_kept_as_it_is_or_left_out_saying_why(project, 
     assert again["big"]["state"] == "BLOCKED" and "over the snapshot cap" in again["big"][
         "blocked_reason"]
     assert again["plain"]["state"] == "PASS"
-    assert again["linkout"]["state"] == "PASS"
+    # the agent's act stands on a regrade: its traps, as its snapshot recorded them
+    (act,) = again["linkout"]["verdicts"]
+    assert (act["grader_id"], act["state"]) == ("workspace", "FAIL"), again["linkout"]
     assert sum("points out of the workspace: not recreated" in n
                for n in again["linkout"]["notes"]) == 2
     assert not (project.root / "out.txt").exists()
