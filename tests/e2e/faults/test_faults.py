@@ -227,18 +227,30 @@ def test_symlink_out_of_the_fixture_and_a_climbing_task_id_write_nothing_outside
     outside.mkdir()
     (outside / "precious.txt").write_text("keep me\n")
     task = project.task("../../climb", directory="climb")
-    (task.parent / "fixture" / "escape").symlink_to(outside)
+    fixture = task.parent / "fixture"
+    (fixture / "escape").symlink_to(outside)
     root = project.tmp / "ws"
+    refused = project.run("tasks", f"--jaato-workspaces={root}", "--keep-workspaces")
+    assert refused.ret != 0 and project.records() == []
+    refused.stdout.fnmatch_lines(["*climb/task.yaml: environment.fixture: 'escape' is a link*"
+                                  "expected a relative link that stays inside the fixture"])
+    assert "Traceback" not in refused.stdout.str()
+    # a link that stays inside the fixture is copied as a link, into the run's own folder
+    (fixture / "escape").unlink()
+    (fixture / "inner").write_text("in\n")
+    (fixture / "alias").symlink_to("inner")
     result = project.run("tasks", f"--jaato-workspaces={root}", "--keep-workspaces")
     (r,) = project.records()
     assert r["state"] == "PASS" and result.ret == 0
     ws = Path(r["workspace"])
     assert ws.parent == root.resolve() / f"run-{r['run_id']}", "the workspace stays in the run's folder"
-    assert os.readlink(ws / "escape") == str(outside), "the link was copied as a link"
+    assert os.readlink(ws / "alias") == "inner", "the link was copied as a link"
     assert sorted(p.name for p in outside.iterdir()) == ["precious.txt"]
     assert (outside / "precious.txt").read_text() == "keep me\n"
     assert sorted(p.name for p in project.tmp.iterdir() if p.name != "ws") == ["outside"]
-    # removing the workspace must not follow the link either
+    # removing the workspace must not follow a link either
+    (ws / "out").symlink_to(outside)
     from pytest_jaato_eval.workspace import discard
     discard(ws)
+    assert not ws.exists()
     assert (outside / "precious.txt").read_text() == "keep me\n"
