@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import AbstractSet, Iterator, Sequence
 from urllib.parse import quote
 
+from .engine import files
 from .task.tree import skipped_in_fixture
 
 _MAX_NAME = 120
@@ -124,43 +125,49 @@ def special_files(ws: Path, lent: Sequence[Path] = ()) -> list[str]:
     (to /proc, /sys, a device, a file of the host's, another workspace, or nowhere yet),
     which the harness and a Python arm's test, running as the developer outside the
     sandbox, would read or write through. A link to a regular file or folder of the
-    read-only system (`SYSTEM_LENT`, and `lent`: the interpreter's folders) is none."""
+    read-only system (`SYSTEM_LENT`, and `lent`: the interpreter's folders) is none.
+
+    The tree is walked and each link resolved one name at a time from descriptors
+    (files.walk_tree, files.resolve), so no depth or path length hides an entry or a
+    link's way out; a link the lookup cannot follow to its end (more links than the kernel
+    follows) is a trap too."""
     found: list[str] = []
-    seen = 0
-    root = os.path.realpath(ws)
-    for folder, dirs, files in os.walk(ws, followlinks=False):
-        for name in dirs + files:
-            seen += 1
-            path = os.path.join(folder, name)
-            try:
-                mode = os.lstat(path).st_mode
-                if stat.S_ISLNK(mode):
-                    mode = _through(path, root, lent)
-            except OSError:
-                continue
+    lent = (*SYSTEM_LENT, *lent)
+    try:
+        for seen, entry in enumerate(files.walk_tree(ws, open_up=True)):
+            if seen >= SPECIAL_WALK:
+                break
+            mode = entry.st.st_mode
+            if stat.S_ISLNK(mode):
+                try:
+                    mode = _through(ws, entry.rel, lent)
+                except OSError:
+                    continue
             if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-                found.append(os.path.relpath(os.path.join(folder, name), ws))
+                found.append(_shown(entry.rel))
                 if len(found) >= SPECIAL_SHOWN:
-                    return found
-        if seen >= SPECIAL_WALK:
-            break
+                    break
+    except OSError:  # the workspace gone, or a folder gone from under the walk
+        pass
     return found
 
 
-def _through(link: str, root: str, lent: Sequence[Path]) -> int:
-    """What a reader of `link` meets, as a mode: a FIFO's for a link out of the workspace
-    (as much a trap), else the target's own (a FIFO or device inside is one too)."""
-    target = os.path.realpath(link)
-    if target == root or target.startswith(root.rstrip(os.sep) + os.sep):
-        return os.stat(link).st_mode
-    if any(Path(target).is_relative_to(p) for p in (*SYSTEM_LENT, *lent)):
-        try:
-            mode = os.stat(target).st_mode
-        except OSError:
-            return stat.S_IFIFO  # a link into the system to nothing: a place to create
-        if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-            return mode
-    return stat.S_IFIFO
+def _shown(rel: str, keep: int = 120) -> str:
+    """A path as a record says it: a name nested past any reader's patience cut in its
+    middle."""
+    return rel if len(rel) <= 2 * keep else f"{rel[:keep]}…{rel[-keep:]}"
+
+
+def _through(ws: Path, rel: str, lent: Sequence[Path]) -> int:
+    """What a reader of the link `rel` meets, as a mode: a FIFO's for a link out of the
+    workspace (as much a trap), else the target's own (a FIFO or device inside is one too;
+    a link to nothing inside is none)."""
+    where, mode = files.resolve(ws, rel, lent)
+    if where == files.IN:
+        return stat.S_IFREG if mode is None else mode
+    if where == files.LENT and mode is not None and (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        return mode
+    return stat.S_IFIFO  # out, or into the system to nothing (a place to create)
 
 
 def squatter(root: Path, arm_id: str, since: float, made: list[Path]) -> Path | None:
@@ -236,49 +243,136 @@ def as_left(ws: Path) -> Iterator[Path]:
 def _copy_as_is(ws: Path, dest: Path) -> None:
     """Everything the agent left, links as links, times and modes kept; special files (a
     trap the arm has failed on already) never opened. In this process (no program to start:
-    most workspaces are a few files), each file by copy_file_range. A folder the agent
-    closed to its owner (chmod 000) is opened again and the copy tried once more."""
-    for attempt in range(2):
-        try:
-            shutil.copytree(ws, dest, symlinks=True, ignore=_Filter(ws, usual_skips=False),
-                            copy_function=_copy_file)
-            return
-        except (PermissionError, shutil.Error):
-            remove_tree(dest)
-            if attempt:
-                raise
-            _open_up(ws)
-
-
-def _copy_file(src: str, dst: str, *, follow_symlinks: bool = True) -> str:
-    """A regular file's bytes copied in the kernel (copy_file_range: blocks shared where the
-    file system can, as btrfs and XFS can), then its times and mode."""
-    if not hasattr(os, "copy_file_range"):
-        return shutil.copy2(src, dst, follow_symlinks=False)
+    most workspaces are a few files). The tree is walked from descriptors (files.walk_tree):
+    any depth, any path length, without recursion; a folder the agent closed to its owner
+    (chmod 000) is opened again. The copy takes no more disk than the tree: a file with
+    several names is copied once and named again by hard links, and a sparse file keeps
+    its holes (only its data is copied, each range by copy_file_range)."""
+    os.mkdir(dest, 0o700)
+    out = os.open(dest, _TREE)
+    made: list[tuple[str, os.stat_result]] = []  # the folders entered in the copy
+    last: tuple[str, os.stat_result] | None = None  # the folder made last, not yet entered
+    linked: dict[tuple[int, int], tuple[str, ...]] = {}
     try:
-        with open(src, "rb") as given, open(dst, "wb") as made:
-            while os.copy_file_range(given.fileno(), made.fileno(), 1 << 30):
-                pass
-    except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-            raise
-        return shutil.copy2(src, dst, follow_symlinks=False)  # the file system cannot
-    shutil.copystat(src, dst, follow_symlinks=False)
-    return dst
+        for entry in files.walk_tree(ws, open_up=True):
+            depth = len(entry.parts) - 1
+            if depth == len(made) + 1 and last is not None:  # into the folder just made
+                out = _step(out, last[0])
+                made.append(last)
+            while len(made) > depth:
+                out = _leave(out, made.pop())
+            last = None
+            st, name, src = entry.st, entry.name, entry.folder
+            if stat.S_ISDIR(st.st_mode):
+                os.mkdir(name, 0o700, dir_fd=out)
+                last = (name, st)
+            elif stat.S_ISLNK(st.st_mode):
+                os.symlink(os.readlink(name, dir_fd=src), name, dir_fd=out)
+                os.utime(name, ns=(st.st_atime_ns, st.st_mtime_ns), dir_fd=out,
+                         follow_symlinks=False)
+            elif stat.S_ISREG(st.st_mode):
+                first = linked.get((st.st_dev, st.st_ino)) if st.st_nlink > 1 else None
+                if first is not None:
+                    _link(dest, first, out, name)
+                    continue
+                _copy_file(src, name, out, st)
+                if st.st_nlink > 1:
+                    linked[(st.st_dev, st.st_ino)] = entry.parts
+        while made:
+            out = _leave(out, made.pop())
+    finally:
+        os.close(out)
+    _stamp(os.fspath(dest), os.lstat(ws))
 
 
-def _open_up(ws: Path) -> None:
-    """Its owner may read every folder and file of the workspace again (links untouched)."""
-    for folder, dirs, files in os.walk(ws):
-        for name in dirs + files:
-            path = os.path.join(folder, name)
-            try:
-                st = os.lstat(path)
-                want = stat.S_IRUSR | (stat.S_IXUSR | stat.S_IWUSR if stat.S_ISDIR(st.st_mode) else 0)
-                if not stat.S_ISLNK(st.st_mode) and st.st_mode & want != want:
-                    os.chmod(path, stat.S_IMODE(st.st_mode) | want)
-            except OSError:
-                continue
+_TREE = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _step(fd: int, name: str) -> int:
+    try:
+        return os.open(name, _TREE, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _leave(fd: int, folder: tuple[str, os.stat_result]) -> int:
+    """Back up from a copied folder, then its mode and times (set last: a folder closed to
+    writing is written first)."""
+    up = _step(fd, "..")
+    os.chmod(folder[0], stat.S_IMODE(folder[1].st_mode), dir_fd=up, follow_symlinks=False)
+    os.utime(folder[0], ns=(folder[1].st_atime_ns, folder[1].st_mtime_ns), dir_fd=up,
+             follow_symlinks=False)
+    return up
+
+
+def _stamp(path: str, st: os.stat_result) -> None:
+    os.chmod(path, stat.S_IMODE(st.st_mode))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _link(dest: Path, first: tuple[str, ...], out: int, name: str) -> None:
+    """`name` in the folder `out` made another name of the copy at `first` (names below
+    `dest`), that copy's folder reached one name at a time."""
+    fd = os.open(dest, _TREE)
+    try:
+        for part in first[:-1]:
+            fd = _step(fd, part)
+        os.link(first[-1], name, src_dir_fd=fd, dst_dir_fd=out, follow_symlinks=False)
+    finally:
+        os.close(fd)
+
+
+def _copy_file(src: int, name: str, out: int, st: os.stat_result) -> None:
+    """The regular file `name` of the folder `src` copied into the folder `out`: its data
+    ranges only (holes stay holes), in the kernel where it can (copy_file_range: blocks
+    shared where the file system can, as btrfs and XFS can), then its mode and times."""
+    given = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                    dir_fd=src)
+    try:
+        if not stat.S_ISREG(os.fstat(given).st_mode):
+            return  # replaced since it was listed: a trap the arm failed on already
+        made = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                       0o600, dir_fd=out)
+        try:
+            for start, end in _data(given, st.st_size):
+                _copy_range(given, made, start, end)
+            os.ftruncate(made, st.st_size)
+            os.fchmod(made, stat.S_IMODE(st.st_mode))
+            os.utime(made, ns=(st.st_atime_ns, st.st_mtime_ns))
+        finally:
+            os.close(made)
+    finally:
+        os.close(given)
+
+
+def _data(fd: int, size: int) -> Iterator[tuple[int, int]]:
+    """The ranges of a file that hold data (SEEK_DATA/SEEK_HOLE); the whole file where the
+    file system cannot tell."""
+    pos = 0
+    while pos < size:
+        try:
+            start = os.lseek(fd, pos, os.SEEK_DATA)
+            end = os.lseek(fd, start, os.SEEK_HOLE)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # nothing but a hole from `pos` on
+                return
+            start, end = pos, size
+        yield start, min(end, size)
+        pos = end
+
+
+def _copy_range(given: int, made: int, start: int, end: int) -> None:
+    pos = start
+    while pos < end:
+        try:
+            done = os.copy_file_range(given, made, end - pos, pos, pos)
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+            done = os.pwrite(made, os.pread(given, min(end - pos, 1 << 20), pos), pos)
+        if not done:
+            return  # the file shrank since it was looked at
+        pos += done
 
 
 def _first_error(exc: BaseException) -> str:

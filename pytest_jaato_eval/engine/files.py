@@ -12,6 +12,7 @@ import os
 import shutil
 import stat
 from pathlib import Path
+from typing import Iterator, Sequence
 
 LOG_CAP = 16 * 1024 * 1024  # a session log or record larger than this is read in part
 
@@ -38,9 +39,14 @@ def load_yaml(text: str):
 
 
 def inside(path: Path, root: Path) -> bool:
-    """True when `path`, every link resolved, is `root` or below it."""
+    """True when `path`, a path below `root`, is `root` or below it with every link resolved
+    (`resolve`: the agent shapes what lies below `root`). False for a path not written
+    below `root`."""
+    path, root = os.fspath(path), os.fspath(root).rstrip(os.sep) or os.sep
+    if path != root and not path.startswith(root.rstrip(os.sep) + os.sep):
+        return False
     try:
-        return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root))
+        return resolve(root, path[len(root):])[0] == IN
     except (OSError, ValueError):
         return False
 
@@ -156,3 +162,177 @@ def remove(path: Path) -> None:
             os.unlink(path)
     except (OSError, RecursionError):
         pass
+
+
+# -- a tree the agent shaped, walked and resolved without a path string the kernel would refuse
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_LOOKUP = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+MAX_LINKS = 40  # links followed in one lookup: the kernel's own bound (ELOOP past it)
+
+
+class Entry:
+    """One entry of a walked tree: its names below the root, its lstat, and its folder's
+    descriptor (open only until the walk goes on)."""
+
+    __slots__ = ("parts", "st", "folder")
+
+    def __init__(self, parts: tuple[str, ...], st: os.stat_result, folder: int):
+        self.parts, self.st, self.folder = parts, st, folder
+
+    @property
+    def name(self) -> str:
+        return self.parts[-1]
+
+    @property
+    def rel(self) -> str:
+        return os.path.join(*self.parts)
+
+
+def walk_tree(root: Path | str, open_up: bool = False) -> Iterator[Entry]:
+    """Every entry below `root`, depth first, each folder just before what it holds, in name
+    order; never into a link. Any depth and any path length with one descriptor open: each
+    step is relative to its folder's descriptor (openat), and the walk goes back up by `..`
+    of a folder it entered itself, never by a path. A folder that cannot be listed is
+    yielded and not entered; with `open_up`, a folder its owner closed (chmod 000) is opened
+    to its owner first."""
+    fd = os.open(root, _DIR)
+    pending: list[list[str]] = []  # per level entered: the names still to yield, reversed
+    try:
+        pending.append(sorted(_names(fd), reverse=True))
+        parts: list[str] = []
+        while pending:
+            if not pending[-1]:
+                pending.pop()
+                if pending:
+                    up = os.open("..", _DIR, dir_fd=fd)
+                    os.close(fd)
+                    fd = up
+                    parts.pop()
+                continue
+            name = pending[-1].pop()
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                continue  # gone since its folder was listed
+            here = (*parts, name)
+            yield Entry(here, st, fd)
+            if not stat.S_ISDIR(st.st_mode):
+                continue
+            inner = _enter(fd, name, st, open_up)
+            if inner is None:
+                continue
+            try:
+                names = sorted(_names(inner), reverse=True)
+            except OSError:
+                os.close(inner)
+                continue
+            os.close(fd)
+            fd = inner
+            parts.append(name)
+            pending.append(names)
+    finally:
+        os.close(fd)
+
+
+def _names(fd: int) -> list[str]:
+    with os.scandir(fd) as listing:
+        return [entry.name for entry in listing]
+
+
+def _enter(fd: int, name: str, st: os.stat_result, open_up: bool) -> int | None:
+    for attempt in range(2):
+        try:
+            return os.open(name, _DIR, dir_fd=fd)
+        except PermissionError:
+            if attempt or not open_up:
+                return None
+            try:
+                os.chmod(name, stat.S_IMODE(st.st_mode) | stat.S_IRWXU, dir_fd=fd,
+                         follow_symlinks=False)
+            except (OSError, NotImplementedError):
+                return None
+        except OSError:
+            return None
+    return None
+
+
+IN, LENT, OUT = "in", "lent", "out"
+
+
+def resolve(root: Path | str, rel: str, lent: Sequence[Path | str] = ()) -> tuple[str, int | None]:
+    """Where `rel`, a path below `root`, leads once every link on the way is followed, as
+    (IN / LENT / OUT, the mode of what is there or None for nothing).
+
+    Resolved one name at a time, each looked up relative to its folder's descriptor and each
+    link read and followed here, as the kernel would follow it: a tree deeper than PATH_MAX
+    cannot make this give up where the kernel goes on (os.path.realpath does, then takes a
+    link for a folder). IN: it ends in `root`; LENT: it ends in one of `lent` (read-only
+    folders every reader is lent); OUT otherwise, and as soon as the lookup goes anywhere
+    but `root`, `lent` and the folders on the way to them (so never through /proc's links,
+    whose target is not their text), or follows more than MAX_LINKS links."""
+    top = _parts(os.path.realpath(root))  # the harness's own path: realpath is safe on it
+    keep = [top, *(_parts(os.path.realpath(p)) for p in lent)]
+    todo = [p for p in reversed(rel.split("/")) if p]
+    where: list[str] = list(top)
+    fd = os.open(root, _LOOKUP)
+    links = 0
+    try:
+        while todo:
+            name = todo.pop()
+            if name == ".":
+                continue
+            if name == "..":
+                if where:
+                    where.pop()
+                    fd = _step(fd, "..")
+                continue
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:  # nothing there (or nothing this process may look at)
+                return _verdict(where + [name], keep), None
+            if stat.S_ISLNK(st.st_mode):
+                links += 1
+                if links > MAX_LINKS:
+                    return OUT, None
+                target = os.readlink(name, dir_fd=fd)
+                if target.startswith("/"):
+                    where = []
+                    fd = _step(fd, "/")
+                todo.extend(p for p in reversed(target.split("/")) if p)
+                continue
+            where.append(name)
+            if not _on_the_way(where, keep):
+                return OUT, st.st_mode
+            if stat.S_ISDIR(st.st_mode):
+                fd = _step(fd, name)
+            elif todo:
+                return OUT, None  # a file taken for a folder: the lookup fails (ENOTDIR)
+            else:
+                return _verdict(where, keep), st.st_mode
+        return _verdict(where, keep), os.fstat(fd).st_mode
+    finally:
+        os.close(fd)
+
+
+def _step(fd: int, name: str) -> int:
+    """The folder `name` (a folder just looked at, `..` or `/`) from `fd`, which is closed."""
+    try:
+        return os.open(name, _LOOKUP, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _parts(path: str) -> list[str]:
+    return [p for p in path.split("/") if p]
+
+
+def _on_the_way(where: list[str], keep: list[list[str]]) -> bool:
+    """`where` is below one of `keep`, or one of the folders on the way to one."""
+    n = len(where)
+    return any(k[:n] == where or where[:len(k)] == k for k in keep)
+
+
+def _verdict(where: list[str], keep: list[list[str]]) -> str:
+    if where[:len(keep[0])] == keep[0]:
+        return IN
+    return LENT if any(where[:len(k)] == k for k in keep[1:]) else OUT

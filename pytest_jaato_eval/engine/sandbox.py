@@ -534,6 +534,19 @@ def prefer_for_oom() -> None:
         pass
 
 
+def machine_oom_kills() -> int | None:
+    """How many processes the kernel's OOM killer has ended on this machine since it
+    started (/proc/vmstat's `oom_kill`), None where it is not said."""
+    try:
+        with open("/proc/vmstat", "rb") as f:
+            for line in f:
+                if line.startswith(b"oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def _v1_place(root: Path, controller: str, own: str) -> Path | None:
     """Where a v1 controller's cgroup goes: inside this process's own cgroup (so a limit set
     above it, a container's, still holds), else at the hierarchy's root."""

@@ -12,6 +12,7 @@ import signal
 import sys
 
 from ..contract import ParamCollision
+from ..engine.sandbox import machine_oom_kills
 from ..task.model import ScriptGrader
 from ..verdict import Verdict
 from ..workspace import WorkspaceError
@@ -37,6 +38,7 @@ def grade_script(spec: ScriptGrader, ctx: GraderContext) -> Verdict:
         return Verdict.blocked(spec.id, claim, f"{spec.file} is not a file under "
                                f"the config root {ctx.config_root}")
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else command
+    oom_before = machine_oom_kills()
     try:
         with ctx.confined(argv, writable=[ctx.workspace]) as confined:
             done = run_bounded(confined.argv, timeout=timeout, cwd=ctx.workspace, env=env,
@@ -63,6 +65,15 @@ def grade_script(spec: ScriptGrader, ctx: GraderContext) -> Verdict:
                                f"\"$JAATO_EVAL_PYTHON\" or an absolute tool, not a PATH bet",
                                evidence)
     if code < 0:
+        if confined.signalled is not None and not _oom_between(oom_before):
+            # In a pid namespace of its own, nothing of the run's reaches it but its own
+            # processes (the command, and what it ran: the agent's self-test) and the
+            # kernel's faults: its exit, as a shell reports 128 + N. The OOM killer (the
+            # machine's fault) and a kill by hand from outside stay BLOCKED; only the first
+            # is seen.
+            return Verdict.failed(spec.id, claim, f"killed by {_signame(-code)}, from inside "
+                                  f"its sandbox: by its command or a program it ran (the "
+                                  f"machine's OOM killer did not act)", evidence)
         return Verdict.blocked(spec.id, claim, f"killed by {_signame(-code)}", evidence)
     return Verdict.failed(spec.id, claim, f"exit {code}, expected {expect}", evidence)
 
@@ -80,6 +91,12 @@ def _file_command(file: str, config_root, env: dict) -> list[str] | None:
     if file.endswith(".py"):
         return [env.get("JAATO_EVAL_PYTHON") or sys.executable, path]
     return [path]
+
+
+def _oom_between(before: int | None) -> bool:
+    """The machine's OOM killer acted since `before` (or whether it did is not known)."""
+    after = machine_oom_kills()
+    return before is None or after is None or after > before
 
 
 def _signame(num: int) -> str:

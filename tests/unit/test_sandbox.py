@@ -11,6 +11,7 @@ from pytest_jaato_eval.engine.agent_run import AgentRun
 from pytest_jaato_eval.engine.sandbox import (TMP_SIZE, Confinement, Sandbox, confined_path,
                                               hideable, probe, seal_interpreter)
 from pytest_jaato_eval.graders.context import GraderContext
+from pytest_jaato_eval.graders import script
 from pytest_jaato_eval.graders.script import grade_script
 from pytest_jaato_eval.task.model import ScriptGrader
 
@@ -166,10 +167,18 @@ def test_a_sandbox_that_cannot_be_set_up_is_the_graders_blocked_never_the_agents
     (tmp_path / "gone").mkdir()
     assert grade_script(spec, ctx).state == "PASS"
     assert grade_script(ScriptGrader(kind="script", run="exit 1"), ctx).state == "FAIL"
-    # bubblewrap reports a death by a signal as 128 + N; the reporter inside tells them apart
+    # bubblewrap reports a death by a signal as 128 + N; the reporter inside tells them apart.
+    # Confined, a signal from inside (what the grader ran: the agent's self-test) is its FAIL;
+    # one while the machine's OOM killer acted is the machine's: BLOCKED
     killed = grade_script(ScriptGrader(kind="script", run="kill -9 $$"), ctx)
-    assert killed.state == "BLOCKED" and "killed by SIGKILL" in killed.detail, killed
-    assert grade_script(ScriptGrader(kind="script", run="exit 137"), ctx).state == "FAIL"
+    assert killed.state == "FAIL" and killed.detail.startswith(
+        "killed by SIGKILL, from inside its sandbox"), killed
+    assert grade_script(ScriptGrader(kind="script", run="exit 137"), ctx).detail == (
+        "exit 137, expected 0")
+    counts = iter(range(6, 100))  # the OOM killer ends something while the grader runs
+    monkeypatch.setattr(script, "machine_oom_kills", lambda: next(counts))
+    killed = grade_script(ScriptGrader(kind="script", run="kill -9 $$"), ctx)
+    assert (killed.state, killed.detail) == ("BLOCKED", "killed by SIGKILL"), killed
     # a TMPDIR of the host's (hidden, or missing, in the sandbox) is its private /tmp there
     monkeypatch.setenv("TMPDIR", str(tmp_path / "hidden-tmp"))
     made = grade_script(ScriptGrader(kind="script", run='test "$TMPDIR" = /tmp && mktemp'), ctx)
