@@ -729,7 +729,11 @@ def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, ws: Path
                 settings.pending_snapshots[arm.id] = (source.snapshot, path, False)
         except snapshots.Unreadable:
             pass
-    if source.snapshot is None:
+    if source.snapshot is None and (act := _act_of(source)) is not None:
+        verdicts = [act]  # the agent's own act FAILED it, before any grader: no grader changes it
+        notes.append(f"regraded without a snapshot ({source.snapshot_note or 'none kept'}): "
+                     f"the agent's act that failed it in run {source.run_id} stands")
+    elif source.snapshot is None:
         run.blocked_reason = "no snapshot kept" + (
             f" ({source.snapshot_note})" if source.snapshot_note else
             " (the record is from a run that kept none)")
@@ -761,6 +765,20 @@ def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, ws: Path
     return arm_record(arm, settings, run, verdicts, ws, notes, discard=False,
                       grader_runs=grader_runs, ceiling=source.budget_ceiling, source=source,
                       snapshot=kept)
+
+
+# The verdicts `agent_act` gives: the agent's own act, judged before (and instead of) any grader.
+AGENT_ACTS = ("resources", "sandbox", "checkout", "workspace")
+
+
+def _act_of(source: ArmRecord) -> Verdict | None:
+    """The agent's act that FAILED the live arm (its one verdict before any grader), if so."""
+    acts = [v for v in source.verdicts if v.get("grader_id") in AGENT_ACTS]
+    if len(acts) != 1 or acts[0].get("state") != "FAIL" or source.verdicts[0] is not acts[0]:
+        return None
+    v = acts[0]
+    return Verdict.failed(v["grader_id"], str(v.get("claim") or ""), str(v.get("detail") or ""),
+                          [str(e) for e in v.get("evidence") or []])
 
 
 _RUN_FIELDS = {f.name for f in dataclasses.fields(AgentRun)}

@@ -5,6 +5,8 @@ do not interfere); each asserts the verdict the agent's act must get: its FAIL, 
 its merits, never BLOCKED."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 from jaato_project import shell_agent
@@ -81,10 +83,11 @@ def test_what_the_agent_leaves_cannot_hide_a_trap_or_turn_its_fail_into_blocked(
                  graders=[{"kind": "script", "run": "sh ./selftest.sh"}])
     project.write("tasks/d-killer/fixture/plant.sh",
                   "printf 'kill -KILL $PPID\\n' > selftest.sh\n")
+    # many files, each an inode and no block, under a small disk limit: graded on merit
     project.task("e-files", profile=shell_agent("files", "sh many.sh"),
                  extra={"resources": {"disk": "16M"}})
     project.write("tasks/e-files/fixture/many.sh",
-                  "mkdir many && cd many && seq 10000 | xargs touch && cd .. && "
+                  "mkdir many && cd many && seq 3000 | xargs touch && cd .. && "
                   "echo READY > answer.txt\n")
     project.task("g-deep-fifo", profile=shell_agent("fifo", "python3 plant.py"),
                  graders=[{"kind": "script", "run": "sh ./selftest.sh", "timeout_seconds": 5}])
@@ -128,8 +131,10 @@ def test_what_the_agent_leaves_cannot_hide_a_trap_or_turn_its_fail_into_blocked(
         "e-files": ("PASS", [("script:grep -qx READY answer.txt", "PASS")]),
         "g-deep-fifo": trap,  # before: BLOCKED, its copy for the grader could not be made
         "h-honest": ("PASS", [("script:grep -qx READY answer.txt", "PASS")]),
-        # before: PASS, the test read the checkout's expected.txt through the link
-        "arms/test_answer.py::test_answers": trap,
+        # before: PASS, the test read the checkout's expected.txt through the link (the
+        # path the agent's command names is its contamination too)
+        "arms/test_answer.py::test_answers": ("FAIL", [("workspace", "FAIL"),
+                                                       ("contamination", "FAIL")]),
     }, got
     assert by["a-realpath"]["verdicts"][0]["evidence"][0] == "answer.txt"
     fifo = by["g-deep-fifo"]["verdicts"][0]["evidence"]
@@ -137,3 +142,17 @@ def test_what_the_agent_leaves_cannot_hide_a_trap_or_turn_its_fail_into_blocked(
     killed = by["d-killer"]["verdicts"][0]["detail"]
     assert killed.startswith("killed by SIGKILL, from inside its sandbox"), killed
     assert result.ret == 1
+
+    # Graded again from what each arm kept: the agent's acts stand where no snapshot could
+    # be kept (a tree past PATH_MAX), and what was kept is graded as it was live.
+    regraded = project.root / "regraded.jsonl"
+    project.run("tasks", "--jaato-sandbox=bwrap", "-p", "no:randomly",
+                f"--jaato-regrade={project.store}", f"--jaato-out={regraded}",
+                shared_daemon=False)
+    again = {r["task_id"]: r for r in map(json.loads, regraded.read_text().splitlines())}
+    assert {task: (r["state"], [(v["grader_id"], v["state"]) for v in r["verdicts"]])
+            for task, r in again.items() if task != "c-multiplied"} == {
+        task: verdicts for task, verdicts in got.items() if "/" not in task
+        and task != "c-multiplied"}  # before: a-realpath and g-deep-fifo BLOCKED
+    assert again["c-multiplied"]["blocked_reason"].startswith(
+        "no snapshot kept (the workspace and the run's facts hold more than")

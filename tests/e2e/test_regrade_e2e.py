@@ -53,9 +53,11 @@ def test_what_the_agent_leaves_is_kept_as_it_is_or_left_out_saying_why(project, 
     result = project.run("tasks", f"--jaato-regrade={project.store}",
                          f"--jaato-out={regraded}", "-v")
     again = {r["task_id"]: r for r in map(json.loads, regraded.read_text().splitlines())}
-    assert again["fifo"]["state"] == "BLOCKED", result.stdout.str()
-    assert again["fifo"]["blocked_reason"].startswith(
-        "no snapshot kept (snapshot left out: the workspace holds a FIFO, 'trap'")
+    # no snapshot of a workspace holding a FIFO; the trap that FAILED the live arm stands
+    assert [(v["grader_id"], v["state"]) for v in again["fifo"]["verdicts"]] == [
+        ("workspace", "FAIL")], result.stdout.str()
+    assert any(n.startswith("regraded without a snapshot (snapshot left out: the workspace "
+                            "holds a FIFO, 'trap'") for n in again["fifo"]["notes"])
     assert again["big"]["state"] == "BLOCKED" and "over the snapshot cap" in again["big"][
         "blocked_reason"]
     assert again["plain"]["state"] == "PASS"
@@ -65,7 +67,7 @@ def test_what_the_agent_leaves_is_kept_as_it_is_or_left_out_saying_why(project, 
     assert sum("points out of the workspace: not recreated" in n
                for n in again["linkout"]["notes"]) == 2
     assert not (project.root / "out.txt").exists()
-    result.stdout.fnmatch_lines(["*BLOCKED*fifo*no snapshot kept*"])
+    result.stdout.fnmatch_lines(["*BLOCKED*big*no snapshot kept*"])
 
 
 def test_a_run_that_grades_nothing_is_graded_later_by_a_regrade(project):

@@ -150,3 +150,99 @@ def test_a_python_arm_body_stopped_while_reading_the_agents_file_is_the_agents_f
     with open(ws / "big.bin", "rb"), pytest.raises(AssertionError) as info:
         alarm(14, None)
     assert "while reading big.bin, which the agent left in its workspace" in str(info.value)
+
+
+def _deep(ws: Path, levels: int = 20, name: str = "d" * 250) -> Path:
+    """A tree deeper than PATH_MAX below `ws`, with a short alias `s` at each level; returns
+    its deepest folder's path as the kernel could never take it whole."""
+    here = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(levels):
+            os.mkdir(name, dir_fd=here)
+            os.symlink(name, "s", dir_fd=here)
+            inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=here)
+            os.close(here)
+            here = inner
+        os.symlink("/", "L", dir_fd=here)
+        os.mkfifo("f", dir_fd=here)
+    finally:
+        os.close(here)
+    return ws
+
+
+def test_a_link_out_through_a_tree_deeper_than_path_max_is_a_trap(tmp_path):
+    """os.path.realpath gives up past PATH_MAX and takes `L` for a folder, so `..` lands it
+    back inside; the kernel follows `L -> /` out to the key. The walk and the lookup go one
+    name at a time from descriptors: the link is a trap, and so are the deep `L` and FIFO
+    that a walk by path never lists."""
+    key = tmp_path / "owned" / "key.txt"
+    key.parent.mkdir()
+    key.write_text("PLATYPUS\n")
+    (tmp_path / "ws").mkdir()
+    ws = _deep(tmp_path / "ws")
+    link = "s/" * 20 + "L" + "/.." * 21 + str(key)
+    os.symlink(link, ws / "answer.txt")
+    assert (ws / "answer.txt").read_text() == "PLATYPUS\n"  # what a reader outside would get
+    assert os.path.realpath(ws / "answer.txt").startswith(str(ws))  # what fooled the check
+    traps = workspace.special_files(ws)
+    assert traps[0] == "answer.txt" and len(traps) == 3, traps
+    assert traps[1].endswith("/L") and traps[2].endswith("/f") and "…" in traps[1]
+
+
+@pytest.mark.parametrize("target, trap", [
+    ("seed.txt", False), ("{ws}/seed.txt", False), ("sub/../seed.txt", False),
+    ("nowhere", False),              # a link to nothing inside: nothing to read through
+    ("/usr/bin/env", False),         # a program of the read-only system
+    ("/usr/no-such-file", True),     # into the system, to nothing: a place to create
+    ("..", True), ("../other/x", True), ("/proc/self/root/etc/passwd", True),
+    ("/proc/self/cwd", True), ("/dev/null", True), ("loop", True),  # ELOOP past 40 links
+])
+def test_where_a_link_leads_is_decided_one_name_at_a_time(tmp_path, target, trap):
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    (ws / "seed.txt").write_text("seed\n")
+    for i in range(45):
+        os.symlink(f"loop{i + 1}", ws / f"loop{i}")
+    os.symlink("seed.txt", ws / "loop45")
+    os.symlink("loop0", ws / "loop")
+    os.symlink(target.format(ws=ws), ws / "x")
+    assert ("x" in workspace.special_files(ws)) is trap
+
+
+def test_a_graders_copy_walks_any_depth_and_takes_no_more_disk_than_the_tree(tmp_path):
+    """600 nested folders (deeper than shutil.copytree's recursion), a file of 2 MB with 100
+    names and a 256 MB sparse file: the copy holds every name, one inode for the 100 names
+    and no block for the hole; modes and times as the agent left them."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    deep = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(600):
+        os.mkdir("n", dir_fd=deep)
+        inner = os.open("n", os.O_RDONLY | os.O_DIRECTORY, dir_fd=deep)
+        os.close(deep)
+        deep = inner
+    os.close(os.open("deepest.txt", os.O_WRONLY | os.O_CREAT, 0o640, dir_fd=deep))
+    os.close(deep)
+    (ws / "big.bin").write_bytes(os.urandom(2 << 20))
+    for i in range(100):
+        os.link(ws / "big.bin", ws / f"h{i}")
+    with open(ws / "sparse.bin", "wb") as f:
+        f.truncate(256 << 20)
+    (ws / "closed").mkdir()
+    (ws / "closed" / "inside.txt").write_text("x\n")
+    os.chmod(ws / "closed", 0o500)
+    os.utime(ws / "closed", (1_000_000, 1_000_000))
+    before = {p: os.lstat(p) for p in (ws / "big.bin", ws / "sparse.bin", ws / "closed")}
+    with workspace.as_left(ws):
+        copy = {p: os.lstat(p) for p in before}
+        assert copy[ws / "big.bin"].st_ino != before[ws / "big.bin"].st_ino  # a copy
+        assert os.lstat(ws / "h99").st_ino == copy[ws / "big.bin"].st_ino
+        assert copy[ws / "big.bin"].st_nlink == 101
+        assert copy[ws / "sparse.bin"].st_size == 256 << 20
+        assert copy[ws / "sparse.bin"].st_blocks < 1024
+        assert (ws / "big.bin").read_bytes() == (ws / "h0").read_bytes()
+        assert (ws / "closed" / "inside.txt").read_text() == "x\n"
+        for p, st in before.items():
+            assert (copy[p].st_mode, copy[p].st_mtime_ns) == (st.st_mode, st.st_mtime_ns), p
+        assert len(list(workspace.files.walk_tree(ws))) == len(before) + 600 + 1 + 100 + 1
+    assert os.lstat(ws / "big.bin").st_ino == before[ws / "big.bin"].st_ino  # the agent's back
