@@ -42,11 +42,11 @@ def inside(path: Path, root: Path) -> bool:
     """True when `path`, a path below `root`, is `root` or below it with every link resolved
     (`resolve`: the agent shapes what lies below `root`). False for a path not written
     below `root`."""
-    path, root = os.fspath(path), os.fspath(root).rstrip(os.sep) or os.sep
-    if path != root and not path.startswith(root.rstrip(os.sep) + os.sep):
+    given, top = os.fspath(path), os.fspath(root).rstrip(os.sep) or os.sep
+    if given != top and not given.startswith(top.rstrip(os.sep) + os.sep):
         return False
     try:
-        return resolve(root, path[len(root):])[0] == IN
+        return resolve(top, given[len(top):])[0] == IN
     except (OSError, ValueError):
         return False
 

@@ -64,6 +64,10 @@ open("selftest.sh", "w").write("cat " + "s/" * 20 + "f\\n")
 """
 
 
+# ~40 s live and as long again regraded; the rules each case shows are also in faster tests:
+# tests/unit/test_grader_view.py (the trap check, the graders' copy), tests/unit/test_sandbox.py
+# (a grader killed from inside), tests/e2e/test_regrade_e2e.py (an act that stands on a regrade)
+@pytest.mark.slow
 def test_what_the_agent_leaves_cannot_hide_a_trap_or_turn_its_fail_into_blocked(project):
     project.task("a-realpath", profile=shell_agent(
         "linker", "python3 plant.py owned/0-a-realpath/keys/expected.txt"),
@@ -155,4 +159,4 @@ def test_what_the_agent_leaves_cannot_hide_a_trap_or_turn_its_fail_into_blocked(
         task: verdicts for task, verdicts in got.items() if "/" not in task
         and task != "c-multiplied"}  # before: a-realpath and g-deep-fifo BLOCKED
     assert again["c-multiplied"]["blocked_reason"].startswith(
-        "no snapshot kept (the workspace and the run's facts hold more than")
+        "no snapshot kept (snapshot left out: the workspace and the run's facts hold more than")
