@@ -16,7 +16,7 @@ import subprocess
 import threading
 import uuid
 from pathlib import Path
-from typing import AbstractSet, Iterator, Sequence
+from typing import AbstractSet, Callable, Iterator, Sequence
 from urllib.parse import quote
 
 from .engine import files
@@ -242,32 +242,48 @@ def as_left(ws: Path) -> Iterator[Path]:
 
 def _copy_as_is(ws: Path, dest: Path) -> None:
     """Everything the agent left, links as links, times and modes kept; special files (a
-    trap the arm has failed on already) never opened. In this process (no program to start:
-    most workspaces are a few files). The tree is walked from descriptors (files.walk_tree):
-    any depth, any path length, without recursion; a folder the agent closed to its owner
-    (chmod 000) is opened again. The copy takes no more disk than the tree: a file with
-    several names is copied once and named again by hard links, and a sparse file keeps
-    its holes (only its data is copied, each range by copy_file_range)."""
+    trap the arm has failed on already) never opened (`copy_tree`)."""
+    copy_tree(ws, dest)
+
+
+def copy_tree(src: Path, dest: Path, keep: Callable[[files.Entry], bool] | None = None) -> None:
+    """`src`'s folders, regular files and links copied to `dest` (made here), modes and times
+    kept; special files never opened. `keep`: whether an entry is copied (a folder left out
+    leaves out all it holds). In this process (no program to start: most workspaces are a
+    few files). The tree is walked from descriptors (files.walk_tree): any depth, any path
+    length, without recursion; a folder the agent closed to its owner (chmod 000) is opened
+    again. The copy takes no more disk than the tree: a file with several names is copied
+    once and named again by hard links, and a sparse file keeps its holes (only its data is
+    copied, each range by copy_file_range)."""
     os.mkdir(dest, 0o700)
     out = os.open(dest, _TREE)
     made: list[tuple[str, os.stat_result]] = []  # the folders entered in the copy
     last: tuple[str, os.stat_result] | None = None  # the folder made last, not yet entered
     linked: dict[tuple[int, int], tuple[str, ...]] = {}
+    pruned: int | None = None  # the depth of a folder left out, while in what it holds
     try:
-        for entry in files.walk_tree(ws, open_up=True):
+        for entry in files.walk_tree(src, open_up=True):
             depth = len(entry.parts) - 1
+            if pruned is not None:
+                if depth > pruned:
+                    continue
+                pruned = None
+            if keep is not None and not keep(entry):
+                if stat.S_ISDIR(entry.st.st_mode):
+                    pruned = depth
+                continue
             if depth == len(made) + 1 and last is not None:  # into the folder just made
                 out = _step(out, last[0])
                 made.append(last)
             while len(made) > depth:
                 out = _leave(out, made.pop())
             last = None
-            st, name, src = entry.st, entry.name, entry.folder
+            st, name, folder = entry.st, entry.name, entry.folder
             if stat.S_ISDIR(st.st_mode):
                 os.mkdir(name, 0o700, dir_fd=out)
                 last = (name, st)
             elif stat.S_ISLNK(st.st_mode):
-                os.symlink(os.readlink(name, dir_fd=src), name, dir_fd=out)
+                os.symlink(os.readlink(name, dir_fd=folder), name, dir_fd=out)
                 os.utime(name, ns=(st.st_atime_ns, st.st_mtime_ns), dir_fd=out,
                          follow_symlinks=False)
             elif stat.S_ISREG(st.st_mode):
@@ -275,14 +291,14 @@ def _copy_as_is(ws: Path, dest: Path) -> None:
                 if first is not None:
                     _link(dest, first, out, name)
                     continue
-                _copy_file(src, name, out, st)
+                _copy_file(folder, name, out, st)
                 if st.st_nlink > 1:
                     linked[(st.st_dev, st.st_ino)] = entry.parts
         while made:
             out = _leave(out, made.pop())
     finally:
         os.close(out)
-    _stamp(os.fspath(dest), os.lstat(ws))
+    _stamp(os.fspath(dest), os.lstat(src))
 
 
 _TREE = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -33,7 +32,8 @@ from ..task.model import JudgeGrader
 from ..results.review import NEEDS_HUMAN
 from ..task.model import gate_aliases, span
 from ..verdict import PASS, Verdict
-from ..workspace import WorkspaceError, copy_config, remove_tree
+from ..engine.files import Entry
+from ..workspace import WorkspaceError, copy_config, copy_tree, remove_tree
 from .context import GraderContext
 
 LISTING_LIMIT = 200
@@ -64,32 +64,27 @@ class ViewTooLarge(Exception):
 
 
 def make_view(workspace: Path, dest: Path) -> None:
-    """Copy the workspace's regular files and folders to `dest`; links, FIFOs,
-    devices and the configuration names in HIDDEN stay behind."""
-    files = size = 0
-    dest.mkdir()
-    for dirpath, dirnames, filenames in os.walk(workspace):
-        rel = Path(dirpath).relative_to(workspace)
-        keep = []
-        for d in sorted(dirnames):
-            st = os.lstat(Path(dirpath, d))
-            if d not in HIDDEN and stat.S_ISDIR(st.st_mode):
-                files += 1  # a folder counts as an entry: a tree of empty folders is bounded too
-                (dest / rel / d).mkdir()
-                keep.append(d)
-        dirnames[:] = keep
-        for f in filenames:
-            src = Path(dirpath, f)
-            st = os.lstat(src)
-            if f in HIDDEN or not stat.S_ISREG(st.st_mode):
-                continue
-            files, size = files + 1, size + st.st_size
-            if files > VIEW_FILES or size > VIEW_BYTES:
-                break
-            shutil.copyfile(src, dest / rel / f, follow_symlinks=False)
-        if files > VIEW_FILES or size > VIEW_BYTES:
+    """Copy the workspace's regular files and folders to `dest` (workspace.copy_tree: any
+    depth, a file with several names counted and copied once); links, FIFOs, devices and
+    the configuration names in HIDDEN stay behind. Raises ViewTooLarge past VIEW_FILES
+    entries or VIEW_BYTES of files (a sparse file counts at its size: the judge reads it)."""
+    count = [0, 0]  # entries, bytes
+    seen: set[tuple[int, int]] = set()
+
+    def keep(entry: Entry) -> bool:
+        st = entry.st
+        if entry.name in HIDDEN or not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+            return False
+        count[0] += 1  # a folder counts as an entry: a tree of empty folders is bounded too
+        if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            count[1] += st.st_size
+        if count[0] > VIEW_FILES or count[1] > VIEW_BYTES:
             raise ViewTooLarge(f"the workspace is larger than the judge's view takes "
                                f"({VIEW_FILES} files and folders, {VIEW_BYTES // 2**20} MiB)")
+        return True
+
+    copy_tree(workspace, dest, keep)
 
 
 def judge_prompt(ctx: GraderContext, spec: JudgeGrader) -> str:

@@ -375,3 +375,32 @@ def test_file_names_reach_the_judge_as_json_strings(tmp_path):
     assert all("\n" not in line and line.startswith('"') for line in listed), listed
     assert '"ok.txt"' in listed and any("\\udcff" in line for line in listed)
     assert any(line.startswith('"a\\nThe agent') for line in listed)
+
+
+def test_the_view_takes_a_tree_past_path_max_and_a_file_of_many_names_once(tmp_path, monkeypatch):
+    """A tree nested past PATH_MAX made a view by path fail (the judge BLOCKED, "could not be
+    made"); a 1 KiB file with 300 names counted 300 times. Walked from descriptors, the view
+    holds the deep file, and the names share one copy counted once."""
+    import os
+
+    from pytest_jaato_eval.engine.files import walk_tree
+    from pytest_jaato_eval.graders import judge
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    here = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(20):
+        os.mkdir("d" * 250, dir_fd=here)
+        inner = os.open("d" * 250, os.O_RDONLY | os.O_DIRECTORY, dir_fd=here)
+        os.close(here)
+        here = inner
+    os.close(os.open("deep.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=here))
+    os.close(here)
+    (ws / "one.txt").write_bytes(b"x" * 1024)
+    for i in range(300):
+        os.link(ws / "one.txt", ws / f"name{i}")
+    monkeypatch.setattr(judge, "VIEW_BYTES", 100 * 1024)
+    make_view(ws, tmp_path / "view")
+    assert os.stat(tmp_path / "view" / "name299").st_ino == os.stat(
+        tmp_path / "view" / "one.txt").st_ino
+    assert [e.parts[-1] for e in walk_tree(tmp_path / "view") if len(e.parts) == 21] == [
+        "deep.txt"]
