@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.daemon, pytest.mark.skipif(
 # short, and a link out through its deepest folder: Python's os.path.realpath gives up on a
 # path longer than PATH_MAX and takes what follows for a plain folder, so `..` brings it
 # back inside the workspace, while the kernel follows `L -> /` and leaves it.
-DEEP_LINK = """\
+DEEP_TREE = """\
 import os, sys
 ws = os.getcwd()
 name = "d" * 250
@@ -28,6 +28,8 @@ for _ in range(20):
     os.mkdir(name)
     os.symlink(name, "s")
     os.chdir(name)
+"""
+DEEP_LINK = DEEP_TREE + """\
 os.symlink("/", "L")
 os.chdir(ws)
 key = os.path.join(os.path.dirname(os.path.dirname(ws)), sys.argv[1])  # absolute, or in the run
@@ -50,14 +52,7 @@ echo READY > answer.txt
 """
 # A FIFO past PATH_MAX, which a walk by path cannot list, read by the agent's self-test
 # through the aliases: a grader that runs it would wait on the FIFO until its timeout.
-DEEP_FIFO = """\
-import os
-ws = os.getcwd()
-name = "d" * 250
-for _ in range(20):
-    os.mkdir(name)
-    os.symlink(name, "s")
-    os.chdir(name)
+DEEP_FIFO = DEEP_TREE + """\
 os.mkfifo("f")
 os.chdir(ws)
 open("selftest.sh", "w").write("cat " + "s/" * 20 + "f\\n")
