@@ -12,6 +12,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+import yaml
+
 DEFAULT_MODEL = "scripted"
 DEFAULT_MAX_MODEL_LEN = 32768
 MALFORMED_MODES = ("garbage", "truncated", "unterminated")
@@ -259,7 +261,6 @@ def load_script(path: str | Path) -> ScriptSpec:
     if path.suffix == ".json":
         data = json.loads(raw)
     else:
-        import yaml  # a project dependency; the server itself needs only the stdlib
 
         data = yaml.safe_load(raw)
     if isinstance(data, list):
