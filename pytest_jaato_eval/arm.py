@@ -56,25 +56,18 @@ class Pools(Protocol):
 
 @dataclass(frozen=True)
 class ArmSettings:
+    """What a run decides once for its arms, before the first, and never changes; what
+    they accumulate is the worker's `ArmState`."""
+
     workspace_root: Path
     keep_workspaces: str  # "never" | "failed" (FAIL and BLOCKED) | "always"
     ceiling: Ceiling
     run_id: str
-    # Every workspace made, and those kept. The daemon may still write into a
-    # discarded one a moment later, and an interrupted arm never reaches its own
-    # discard, so the run removes every unkept one again at its end.
-    made: list[Path] = field(default_factory=list)
-    kept: list[Path] = field(default_factory=list)
-    # (session id, workspace) of every session an arm opened: the clean-up's exact paths.
-    sessions: list[tuple[str, Path]] = field(default_factory=list)
     # Credentials in the environment at run start: masked in every record (redact.py).
     redact: Redactor = field(default_factory=Redactor.from_environ)
-    # The harness's own copy of each config root, taken at its task's first arm in this
-    # process, in a folder the agent's sandbox hides: the graders, the judge and the ceilings
-    # read it, and every session gets a copy of it, never the checkout. None: the checkout.
+    # Where the harness's own copies of the config roots go (ArmState.owned): a folder the
+    # agent's sandbox hides. None: the graders read the checkout.
     owned_dir: Path | None = None
-    owned: dict[Path, Path] = field(default_factory=dict)
-    grader_views: dict[tuple[Path, int], Path] = field(default_factory=dict)  # grader_configs
     sandbox: str = "none"  # what confined the agents of this process (engine/sandbox.py)
     started: float = field(default_factory=time.time)
     # Where a link the agent leaves may lead out of its workspace without being a trap
@@ -87,21 +80,41 @@ class ArmSettings:
     memory_limit: int = resources.MEMORY
     disk_limit: int = resources.DISK
     watched: tuple[Path, ...] = ()
-    # Keep each arm's transcript (results/transcripts.py); the compressed file of an arm
-    # waits here, by arm id, until its report takes it to the store's writer.
+    # Keep each arm's transcript (results/transcripts.py).
     transcripts: bool = True
-    pending_transcripts: dict[str, tuple[str, bytes]] = field(default_factory=dict)
     # Keep each arm's snapshot (results/snapshots.py), staged in `staging` (a folder no
-    # agent sees) until its report takes it to the store's writer: (name, file, move it).
-    # `snapshot_max_mb`: the ini's cap (a task's own `snapshot.max_mb` wins).
+    # agent sees). `snapshot_max_mb`: the ini's cap (a task's own `snapshot.max_mb` wins).
     snapshots: bool = True
     snapshot_max_mb: float | None = None
     staging: Path | None = None
-    pending_snapshots: dict[str, tuple[str, Path, bool]] = field(default_factory=dict)
     # --jaato-regrade: the store whose arms are graded again instead of run (regrade_arm).
     regrade: "RegradeSource | None" = None
     # --jaato-no-grade: the agents run and their snapshots are kept; no grader runs.
     grade: bool = True
+
+
+@dataclass
+class ArmState:
+    """What this process's arms accumulate: owned by its worker (pytest_layer/worker.py),
+    which removes at the run's end what they made and did not keep."""
+
+    # Every workspace made, and those kept. The daemon may still write into a
+    # discarded one a moment later, and an interrupted arm never reaches its own
+    # discard, so the run removes every unkept one again at its end.
+    made: list[Path] = field(default_factory=list)
+    kept: list[Path] = field(default_factory=list)
+    # (session id, workspace) of every session an arm opened: the clean-up's exact paths.
+    sessions: list[tuple[str, Path]] = field(default_factory=list)
+    # The harness's own copy of each config root (and fixture), taken at its task's first
+    # arm in this process: the graders, the judge and the ceilings read it, and every
+    # session gets a copy of it, never the checkout. Each grader's view of it, by
+    # (config root, the grader's place in the manifest): grader_configs.
+    owned: dict[Path, Path] = field(default_factory=dict)
+    grader_views: dict[tuple[Path, int], Path] = field(default_factory=dict)
+    # An arm's compressed transcript (name, bytes) and its staged snapshot (name, file, move
+    # it), by arm id, until its report takes them to the store's writer.
+    pending_transcripts: dict[str, tuple[str, bytes]] = field(default_factory=dict)
+    pending_snapshots: dict[str, tuple[str, Path, bool]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -109,7 +122,7 @@ class RegradeSource:
     """The store a regrade grades again: its path and its latest record per arm."""
 
     store: Path
-    records: Mapping[str, ArmRecord]
+    records: Mapping[str, ArmRecord]  # read-only: a MappingProxyType
 
     def record_of(self, arm: Arm) -> ArmRecord | None:
         return next((self.records[i] for i in arm.ids if i in self.records), None)
@@ -124,51 +137,52 @@ class Snapshot:
     noted: bool = False  # the note is also said beside the verdict (the record's notes)
 
 
-def owned_config(task: Task, settings: ArmSettings) -> Path:
+def owned_config(task: Task, settings: ArmSettings, arm_state: ArmState) -> Path:
     """The config root the harness grades with (raises WorkspaceError if it cannot be copied)."""
-    return _owned(task.config_root, settings, "")
+    return _owned(task.config_root, settings, arm_state, "")
 
 
-def owned_fixture(task: Task, settings: ArmSettings) -> Path:
+def owned_fixture(task: Task, settings: ArmSettings, arm_state: ArmState) -> Path:
     """The harness's copy of the task's fixture, taken before any agent of the task ran:
     where a grader or driver imports the author's own packages from (contract.py)."""
-    return _owned(task.fixture, settings, "-fixture")
+    return _owned(task.fixture, settings, arm_state, "-fixture")
 
 
-def grader_configs(task: Task, settings: ArmSettings) -> tuple[Path, ...]:
+def grader_configs(task: Task, settings: ArmSettings, arm_state: ArmState,
+                   ) -> tuple[Path, ...]:
     """Each grader's own view of the harness's config root, by its place in the manifest:
     the copy without the files the other graders name (task/grader_files.py), so a grader
     that runs the agent's code hands it no other grader's answer key. Made at the task's
     first arm in this process, in the folder the agent's sandbox hides; a grader that names
     nothing another hides sees the harness's copy itself."""
-    owned = owned_config(task, settings)
+    owned = owned_config(task, settings, arm_state)
     views = []
     for index in range(len(task.graders)):
         hidden = grader_files.hidden_from(task, index)
         key = (Path(task.config_root).resolve(), index)
         if not hidden or settings.owned_dir is None:
             views.append(owned)
-        elif key in settings.grader_views:
-            views.append(settings.grader_views[key])
+        elif key in arm_state.grader_views:
+            views.append(arm_state.grader_views[key])
         else:
             dest = owned.with_name(f"{owned.name}-grader{index}")
-            views.append(settings.grader_views.setdefault(
+            views.append(arm_state.grader_views.setdefault(
                 key, workspace.copy_config(owned, dest, hidden)))
     return tuple(views)
 
 
-def _owned(folder: Path, settings: ArmSettings, suffix: str) -> Path:
+def _owned(folder: Path, settings: ArmSettings, arm_state: ArmState, suffix: str) -> Path:
     """The harness's copy of a task's folder, taken at its first use in this process."""
     if settings.owned_dir is None:
         return folder
     source = Path(folder).resolve()
-    if source not in settings.owned:
-        settings.owned[source] = workspace.copy_config(
-            source, Path(settings.owned_dir) / f"{len(settings.owned)}-{source.parent.name}{suffix}")
-    return settings.owned[source]
+    if source not in arm_state.owned:
+        arm_state.owned[source] = workspace.copy_config(
+            source, Path(settings.owned_dir) / f"{len(arm_state.owned)}-{source.parent.name}{suffix}")
+    return arm_state.owned[source]
 
 
-def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
+def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, arm_state: ArmState, pools: Pools,
             ws: Path | None = None) -> ArmRecord:
     """Run an arm and return its record. Never raises for an arm-level fault.
 
@@ -185,12 +199,12 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
     ceiling: dict | None | EllipsisType = ...  # read before the agent runs, unless blocked
     views: tuple[Path, ...] = ()
     try:
-        config = owned_config(task, settings)
-        views = grader_configs(task, settings)
+        config = owned_config(task, settings, arm_state)
+        views = grader_configs(task, settings, arm_state)
         ceiling = budget_ceiling(arm, config)
-        modules = owned_fixture(task, settings)
+        modules = owned_fixture(task, settings, arm_state)
         if ws is None:
-            ws = make_workspace(arm, settings)
+            ws = make_workspace(arm, settings, arm_state)
         socket = daemon.ensure()
     except (workspace.WorkspaceError, DaemonError) as exc:
         run.blocked_reason = str(exc)
@@ -199,7 +213,7 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
         # Unconfined, the agent can write the checkout: what it holds is hashed around the
         # agent's run (confined, it is hidden from the agent).
         before = _checkout_hash(task) if settings.sandbox == "none" else None
-        run, cascade_id, on_arrival = run_agent(arm, socket, ws, settings, pools,
+        run, cascade_id, on_arrival = run_agent(arm, socket, ws, settings, arm_state, pools,
                                                 owned=daemon.owned())
         if before is not None and _checkout_hash(task) != before:
             tampered = (f"the task's files in the checkout ({task.directory}) changed during "
@@ -211,20 +225,20 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, pools: Pools,
     planted = traps(run, ws, settings)
     snapshot = Snapshot(note="the agent's run was blocked: there was nothing to grade")
     if not run.blocked_reason and ws is not None:  # the agent's run is over; no grader ran yet
-        snapshot = keep_snapshot(arm, settings, run, ledger, ws, cascade_id, tampered, planted,
-                                 config)
+        snapshot = keep_snapshot(arm, settings, arm_state, run, ledger, ws, cascade_id, tampered,
+                                 planted, config)
         if snapshot.noted:
             caveats.append(str(snapshot.note))
     verdicts: list = []
     grader_runs: list = []
     act = agent_act(run, ws, settings, tampered, planted)
     if settings.grade or act is not None:  # the agent's act: said now
-        verdicts, grader_runs = grade(arm, settings, run, ledger, ws, config, views, modules,
-                                      socket, cascade_id, act)
+        verdicts, grader_runs = grade(arm, settings, arm_state, run, ledger, ws, config, views,
+                                      modules, socket, cascade_id, act)
     elif not run.blocked_reason and ws is not None:
         run.blocked_reason = NOT_GRADED + (
             "" if snapshot.name else f"; and no snapshot was kept ({snapshot.note})")
-    return arm_record(arm, settings, run, verdicts, ws, caveats, on_arrival,
+    return arm_record(arm, settings, arm_state, run, verdicts, ws, caveats, on_arrival,
                       discard=owns_workspace, grader_runs=grader_runs, ledger=ledger,
                       ceiling=ceiling, snapshot=snapshot)
 
@@ -233,7 +247,7 @@ NOT_GRADED = ("not graded (--jaato-no-grade): its snapshot waits for a regrade "
               "(--jaato-regrade STORE)")
 
 
-def grade(arm: Arm, settings: ArmSettings, run: AgentRun, ledger: Ledger, ws: Path | None,
+def grade(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentRun, ledger: Ledger, ws: Path | None,
           config: Path, views: tuple[Path, ...], modules: Path | None, socket: str | None,
           cascade_id: str | None, act: Verdict | None) -> tuple[list, list]:
     """(verdicts, the sessions graders opened) on what the agent left: the one path a live
@@ -256,7 +270,7 @@ def grade(arm: Arm, settings: ArmSettings, run: AgentRun, ledger: Ledger, ws: Pa
         verdicts = run_graders(task.graders, ctx)
         grader_runs = ctx.grader_runs
         # a judge's sessions are the harness's own: never taken for the next agent's
-        settings.sessions.extend((sid, ws) for _, r in grader_runs for sid in r.session_ids)
+        arm_state.sessions.extend((sid, ws) for _, r in grader_runs for sid in r.session_ids)
     return verdicts, grader_runs
 
 
@@ -306,7 +320,7 @@ def _checkout_hash(task: Task) -> str | None:
         return None
 
 
-def make_workspace(arm: Arm, settings: ArmSettings) -> Path:
+def make_workspace(arm: Arm, settings: ArmSettings, arm_state: ArmState) -> Path:
     """The arm's fresh workspace, remembered so the run can remove it at its end.
 
     A folder already in its place that this run did not make, made since the run began, is
@@ -322,16 +336,17 @@ def make_workspace(arm: Arm, settings: ArmSettings) -> Path:
         ws = make()
     except workspace.WorkspaceError:
         squat = workspace.squatter(settings.workspace_root, arm.id, settings.started,
-                                   settings.made)
+                                   arm_state.made)
         if squat is None:
             raise
         workspace.remove_tree(squat)
         ws = make()
-    settings.made.append(ws)
+    arm_state.made.append(ws)
     return ws
 
 
-def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Pools,
+def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, arm_state: ArmState,
+              pools: Pools,
               prompt: str | None = None, owned: Owned | None = None,
               ) -> tuple[AgentRun, str | None, dict | None]:
     """The arm's agent, run to its end: (run, cascade id, pool reading on arrival).
@@ -352,13 +367,13 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
     elif task.harness.kind == DRIVER:
         cascade_id = f"jaato-eval-{settings.run_id}-{uuid.uuid4().hex[:8]}"
     try:
-        config = workspace.agent_config(owned_config(task, settings), ws,
+        config = workspace.agent_config(owned_config(task, settings, arm_state), ws,
                                         grader_files.graders_own(task))
     except workspace.WorkspaceError as exc:
         run.blocked_reason = str(exc)
         return run, cascade_id, on_arrival
-    kept = [*settings.kept, *(state for k in settings.kept
-                              for state in k.parent.glob(f".{k.name}-*-state"))]
+    kept = [*arm_state.kept, *(folder for k in arm_state.kept
+                           for folder in k.parent.glob(f".{k.name}-*-arm_state"))]
     with resources.guarded(resources.Bounds.of(task.resources, settings.memory_limit,
                                                settings.disk_limit),
                            owned.limits if owned is not None else None, settings.watched,
@@ -371,7 +386,7 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
                 socket_path=socket, workspace=ws, config_root=config, run=task.harness.run,
                 params=dict(arm.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling,
                 env_passthrough=task.harness.env_passthrough,
-                author_modules=owned_fixture(task, settings), confinement=settings.confinement))
+                author_modules=owned_fixture(task, settings, arm_state), confinement=settings.confinement))
         else:
             run = run_session_arm(SessionArmSpec(
                 socket_path=socket, workspace=ws, config_root=config,
@@ -379,7 +394,7 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
                 agent=task.input.agent,
                 agent_params=dict(arm.agent_params) if task.input.agent_params else None,
                 cascade_id=cascade_id, ceiling=settings.ceiling))
-        fault = agent_faults(run, owned, socket, settings, ws, config,  # before the hunt
+        fault = agent_faults(run, owned, socket, settings, arm_state, ws, config,  # before the hunt
                              leftovers.watch, driver=task.harness.kind == DRIVER)
     run.caveats.extend(leftovers.said)
     if leftovers.lost and not run.blocked_reason:
@@ -387,7 +402,7 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
     if owned is not None and leftovers.watch is not None and leftovers.watch.daemon_alive():
         # Once more, now that no process of the agent's is left to open one: a session
         # opened meanwhile is stopped, and what its tools started is hunted again.
-        late = _foreign(run, socket, settings, ws, config, task.harness.kind == DRIVER, owned)
+        late = _foreign(run, socket, arm_state, ws, config, task.harness.kind == DRIVER, owned)
         if late:
             fault = fault or late
             again = end_new(leftovers.watch)
@@ -410,7 +425,7 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, pools: Poo
         run.blocked_reason, run.agent_fault = guard.short, None
     elif fault:  # the agent's own act: its FAIL, whatever else it made of the run
         run.agent_fault, run.blocked_reason = fault, None
-    settings.sessions.extend((sid, ws) for sid in run.session_ids)  # the clean-up's exact paths
+    arm_state.sessions.extend((sid, ws) for sid in run.session_ids)  # the clean-up's exact paths
     if (run.blocked_reason or "").startswith("CascadeExhaustedError"):
         run.blocked_reason = f"pool {cascade_id} of task {task.id!r} exhausted: {run.blocked_reason}"
     return run, cascade_id, on_arrival
@@ -430,7 +445,7 @@ RUNNER_LOST = "runner RPC closed"  # jaato's words for a runner that died under 
 
 
 def agent_faults(run: AgentRun, owned: Owned | None, socket: str, settings: ArmSettings,
-                 ws: Path, config: Path, watch: Watch | None = None,
+                 arm_state: ArmState, ws: Path, config: Path, watch: Watch | None = None,
                  driver: bool = False) -> str | None:
     """What the agent did to the daemon it ran on, on a daemon of the run's own: sessions of
     its own opened there (stopped now, before grading); and, in the sandbox, where only the
@@ -461,16 +476,16 @@ def agent_faults(run: AgentRun, owned: Owned | None, socket: str, settings: ArmS
     if confined and RUNNER_LOST in (run.blocked_reason or ""):
         return (f"the runner of the agent's session ended under it, in a sandbox where only "
                 f"the agent's processes reach it ({run.blocked_reason})")
-    return _foreign(run, socket, settings, ws, config, driver, owned)
+    return _foreign(run, socket, arm_state, ws, config, driver, owned)
 
 
-def _foreign(run: AgentRun, socket: str, settings: ArmSettings, ws: Path,
+def _foreign(run: AgentRun, socket: str, arm_state: ArmState, ws: Path,
              config: Path, driver: bool, owned: Owned) -> str | None:
     """Sessions on the daemon the harness did not open, stopped: said as the agent's act."""
     # The sessions the harness opened: a session arm's one (not every session whose files
     # are in the workspace: a session the agent opens there leaves them too), a driver's.
     opened = set(run.session_ids) if driver else {run.session_id}
-    known = {sid for sid, _ in settings.sessions} | opened
+    known = {sid for sid, _ in arm_state.sessions} | opened
     foreign = end_foreign_sessions(socket, known, ws, config)
     if foreign.unknown:
         run.caveats.append(f"the daemon's sessions could not be listed after the agent's run "
@@ -490,7 +505,7 @@ def keeps(settings: ArmSettings, state: str) -> bool:
         settings.keep_workspaces == "failed" and state in (FAIL, BLOCKED))
 
 
-def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
+def arm_record(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentRun, verdicts: list,
                ws: Path | None, caveats: list[str], on_arrival: dict | None = None, *,
                discard: bool = True, grader_runs: list | None = None,
                ledger: Ledger | None = None, ceiling: dict | None | EllipsisType = ...,
@@ -537,18 +552,18 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
 
     transcript = None
     if source is not None:
-        transcript = keep_regraded_transcript(arm, settings, source, grader_runs or [])
+        transcript = keep_regraded_transcript(arm, settings, arm_state, source, grader_runs or [])
     elif settings.transcripts and (run.session_id or grader_runs):  # before the workspace goes
-        transcript = keep_transcript(arm, settings, run, grader_runs or [], ws)
+        transcript = keep_transcript(arm, settings, arm_state, run, grader_runs or [], ws)
     kept = None
     if ws is not None and os.path.lexists(ws):  # (an agent past its disk limit: removed)
         if keeps(settings, state):
             kept = str(ws)
-            settings.kept.append(ws)
+            arm_state.kept.append(ws)
         elif discard:
             workspace.discard(ws)
     if ceiling is ...:
-        ceiling = budget_ceiling(arm, settings.owned.get(Path(task.config_root).resolve(),
+        ceiling = budget_ceiling(arm, arm_state.owned.get(Path(task.config_root).resolve(),
                                                          task.config_root))
     snapshot = snapshot or Snapshot(note=ENDED_EARLY if task.graders else PYTHON_ARM)
     extra = {"run_id": settings.run_id, "task_hash": task.content_hash,
@@ -560,7 +575,7 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
              "judge_usage": summed_usage(r.usage for _, r in grader_runs) if grader_runs
              else None, "transcript": transcript,
              "snapshot": snapshot.name, "snapshot_note": snapshot.note,
-             **arm_sides(arm, settings)}
+             **arm_sides(arm, arm_state)}
     if source is not None:
         extra.update(carried(source, settings))
     # The one choke point: the store, JUnit, the failure text and the reports all read
@@ -573,14 +588,14 @@ def arm_record(arm: Arm, settings: ArmSettings, run: AgentRun, verdicts: list,
         pool_on_arrival=on_arrival, extra=extra, mask=settings.redact)
 
 
-def arm_sides(arm: Arm, settings: ArmSettings) -> dict[str, dict | None]:
+def arm_sides(arm: Arm, arm_state: ArmState) -> dict[str, dict | None]:
     """The record's `agent_side` and `grader_side` (task/sides.py), from the config root
     the arm's session and graders were given. An arm written in Python has no graders of
     the task's to regrade it with: it has neither."""
     task = arm.task
     if not task.graders:
         return {"agent_side": None, "grader_side": None}
-    config = settings.owned.get(Path(task.config_root).resolve(), task.config_root)
+    config = arm_state.owned.get(Path(task.config_root).resolve(), task.config_root)
     own = grader_files.graders_own(task)
     return {"agent_side": sides.agent_side(arm, config, own),
             "grader_side": sides.grader_side(arm, config, own)}
@@ -608,7 +623,7 @@ def carried(source: ArmRecord, settings: ArmSettings) -> dict:
                          "judge_usage": source.judge_usage}}
 
 
-def keep_transcript(arm: Arm, settings: ArmSettings, run: AgentRun, grader_runs: list,
+def keep_transcript(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentRun, grader_runs: list,
                     ws: Path | None) -> str:
     """Build, mask and compress the arm's transcript; hold it for the store's writer and
     return its file name (the record's `transcript`)."""
@@ -617,11 +632,12 @@ def keep_transcript(arm: Arm, settings: ArmSettings, run: AgentRun, grader_runs:
         driver=arm.task.harness.kind == DRIVER, grader_runs=grader_runs,
         session_files=(lambda sid: tracker_record(ws, sid)) if ws is not None else None)
     name = transcripts.file_name(arm.id, settings.run_id)
-    settings.pending_transcripts[arm.id] = (name, transcripts.encode(settings.redact(document)))
+    arm_state.pending_transcripts[arm.id] = (name, transcripts.encode(settings.redact(document)))
     return name
 
 
-def keep_regraded_transcript(arm: Arm, settings: ArmSettings, source: ArmRecord,
+def keep_regraded_transcript(arm: Arm, settings: ArmSettings, arm_state: ArmState,
+                             source: ArmRecord,
                              grader_runs: list) -> str | None:
     """A regraded arm's transcript: the agent's sessions from the record it graded again,
     and the sessions this regrade's graders opened (a judge's)."""
@@ -641,7 +657,7 @@ def keep_regraded_transcript(arm: Arm, settings: ArmSettings, source: ArmRecord,
                                 and s.get("role") != "judge"] + document["sessions"]
         document["cuts"] = [*(before.get("cuts") or []), *document["cuts"]]
     name = transcripts.file_name(arm.id, settings.run_id)
-    settings.pending_transcripts[arm.id] = (name, transcripts.encode(settings.redact(document)))
+    arm_state.pending_transcripts[arm.id] = (name, transcripts.encode(settings.redact(document)))
     return name
 
 
@@ -655,7 +671,7 @@ def snapshot_cap(task: Task, settings: ArmSettings) -> int:
                                settings.snapshot_max_mb)
 
 
-def keep_snapshot(arm: Arm, settings: ArmSettings, run: AgentRun, ledger: Ledger, ws: Path,
+def keep_snapshot(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentRun, ledger: Ledger, ws: Path,
                   cascade_id: str | None, tampered: str | None, planted: list[str],
                   config: Path) -> Snapshot:
     """R4: snapshot what the graders are about to grade, staged for the store's writer.
@@ -686,7 +702,7 @@ def keep_snapshot(arm: Arm, settings: ArmSettings, run: AgentRun, ledger: Ledger
         return Snapshot(note=f"snapshot left out: {exc}", noted=True)
     except (OSError, ValueError, TypeError) as exc:  # never the arm's failure
         return Snapshot(note=f"snapshot left out: {type(exc).__name__}: {exc}", noted=True)
-    settings.pending_snapshots[arm.id] = (name, staging / name, True)
+    arm_state.pending_snapshots[arm.id] = (name, staging / name, True)
     return Snapshot(name=name)
 
 
@@ -695,7 +711,8 @@ def needs_daemon(task: Task) -> bool:
     return any(isinstance(g, JudgeGrader) for g in task.graders)
 
 
-def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, ws: Path) -> ArmRecord:
+def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, arm_state: ArmState,
+                ws: Path) -> ArmRecord:
     """R5: grade an arm again from its snapshot in the store being regraded (--jaato-regrade),
     with the task's current graders, by the live arm's own grading path (`grade`), in
     `ws`: no agent runs. BLOCKED, never graded, when the arm kept no snapshot or its
@@ -709,14 +726,14 @@ def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, ws: Path
     grader_runs: list = []
     if source is None:
         run.blocked_reason = f"regrade: {regrade.store} holds no record of this arm"
-        return arm_record(arm, settings, run, [], ws, [], discard=False, ceiling=None)
+        return arm_record(arm, settings, arm_state, run, [], ws, [], discard=False, ceiling=None)
     try:
-        config = owned_config(task, settings)
-        views = grader_configs(task, settings)
-        modules = owned_fixture(task, settings)
+        config = owned_config(task, settings, arm_state)
+        views = grader_configs(task, settings, arm_state)
+        modules = owned_fixture(task, settings, arm_state)
     except workspace.WorkspaceError as exc:
         run.blocked_reason = str(exc)
-        return arm_record(arm, settings, run, [], ws, [], discard=False, ceiling=None,
+        return arm_record(arm, settings, arm_state, run, [], ws, [], discard=False, ceiling=None,
                           source=source, snapshot=Snapshot(note=source.snapshot_note))
     now = sides.agent_side(arm, config, grader_files.graders_own(task))
     changed = sides.changed(source.agent_side, now)
@@ -726,7 +743,7 @@ def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, ws: Path
             path = snapshots.path_of(regrade.store, source.snapshot)
             if path.is_file() and not path.is_symlink():
                 kept = Snapshot(name=source.snapshot)
-                settings.pending_snapshots[arm.id] = (source.snapshot, path, False)
+                arm_state.pending_snapshots[arm.id] = (source.snapshot, path, False)
         except snapshots.Unreadable:
             pass
     if source.snapshot is None and (act := _act_of(source)) is not None:
@@ -760,9 +777,9 @@ def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, ws: Path
                     run.blocked_reason = str(exc)
             if not run.blocked_reason:
                 act = agent_act(run, ws, settings, facts.get("tampered"), planted)
-                verdicts, grader_runs = grade(arm, settings, run, ledger, ws, config, views,
-                                              modules, socket, facts.get("cascade_id"), act)
-    return arm_record(arm, settings, run, verdicts, ws, notes, discard=False,
+                verdicts, grader_runs = grade(arm, settings, arm_state, run, ledger, ws, config,
+                                              views, modules, socket, facts.get("cascade_id"), act)
+    return arm_record(arm, settings, arm_state, run, verdicts, ws, notes, discard=False,
                       grader_runs=grader_runs, ceiling=source.budget_ceiling, source=source,
                       snapshot=kept)
 

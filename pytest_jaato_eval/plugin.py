@@ -58,7 +58,7 @@ def pytest_configure(config):
                 Liveness(config, settings.heartbeat, controller.workers_folder), LIVENESS)
         # P4 columns, only when pytest-html is there and writes a report (its hooks exist then)
         if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):
-            from .pytest_layer import pytest_html
+            from .pytest_layer import pytest_html  # pytest-html, optional: only when it reports
             pytest_html.register(config, controller)
 
 
@@ -79,19 +79,23 @@ def pytest_collect_directory(path, parent):  # before pytest's own Dir, after co
     return None
 
 
+def _arms_found():
+    """The side of the hooks that only a run with arms needs (task.yaml files, `jaato`
+    markers): loaded once, at the first of them; a run with neither never imports it."""
+    from .pytest_layer import arms_found  # the one lazy load: pydantic, the task model, the worker
+    return arms_found
+
+
 def pytest_collect_file(file_path, parent):
     if file_path.name == MANIFEST:
-        from .pytest_layer.collect import TaskFile  # pydantic: only once a task is found
-        return TaskFile.from_parent(parent, path=file_path)
+        return _arms_found().task_file(parent, file_path)
     return None
 
 
 @pytest.hookimpl(trylast=True)  # after the test's own parametrize: its samples come first
 def pytest_generate_tests(metafunc):
     if metafunc.definition.get_closest_marker("jaato"):
-        from .pytest_layer.python_arms import check_takes_arm, parametrize  # pydantic: arms only
-        check_takes_arm(metafunc)
-        parametrize(metafunc)
+        _arms_found().parametrize_arm(metafunc)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -99,8 +103,7 @@ def pytest_pycollect_makeitem(collector, name, obj):
     try:
         return (yield)
     except MarkerError as exc:  # that test's error; the module's other tests still collect
-        from .pytest_layer.python_arms import MarkerErrorNode  # pydantic: only for an arm
-        return MarkerErrorNode.from_parent(collector, name=name, message=str(exc))
+        return _arms_found().marker_error(collector, name, str(exc))
 
 
 # A wrapper, so before every other impl (a conftest's tryfirst too): whatever deselects per
@@ -108,8 +111,7 @@ def pytest_pycollect_makeitem(collector, name, obj):
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
     if config.option.jaato_samples:  # Python arms' (a task.yaml collects only N samples)
-        from .pytest_layer.python_arms import first_samples  # pydantic: only for arms
-        first_samples(config, items, config.option.jaato_samples)
+        _arms_found().first_samples(config, items, config.option.jaato_samples)
     if config.option.jaato_shard:
         select_shard(config, items)  # every machine splits the same collection
     return (yield)
@@ -124,8 +126,7 @@ def pytest_collection_finish(session):
 def pytest_itemcollected(item):
     callspec = getattr(item, "callspec", None)
     if callspec is not None and "jaato_arm" in callspec.params and arm_of(item) is None:
-        from .pytest_layer.python_arms import collected  # pydantic: only for an arm
-        collected(item)
+        _arms_found().collected(item)
 
 
 @pytest.hookimpl(wrapper=True)

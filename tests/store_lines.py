@@ -1,11 +1,14 @@
 """Store lines for the command tests (tests/unit/test_commands.py, test_merge.py), and the
-command line itself in a fresh interpreter."""
+command line itself: in a fresh interpreter, or in this one for a table of cases."""
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
+from pytest_jaato_eval.cli import main
 from pytest_jaato_eval.testing.records import PROVENANCE, arm_record, write_store
 
 
@@ -26,3 +29,14 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     """The real entry point, in a fresh interpreter."""
     return subprocess.run([sys.executable, "-m", "pytest_jaato_eval", *map(str, args)],
                           capture_output=True, text=True, timeout=120)
+
+
+def cli_in_process(*args: str) -> subprocess.CompletedProcess:
+    """The commands' `main`, in this interpreter, its output captured: what a table of cases
+    needs. An exception `main` does not turn into a line propagates, failing the test as a
+    traceback would; run_cli keeps the entry point itself under test."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main([str(a) for a in args])
+    return subprocess.CompletedProcess(["pytest_jaato_eval", *map(str, args)], code,
+                                       out.getvalue(), err.getvalue())

@@ -94,7 +94,7 @@ class Boxed:
     """A command as bubblewrap starts it: its argv, and the descriptor bubblewrap reads the
     sandbox's description from (`--args`), which the start must pass. Started once."""
 
-    argv: list[str]
+    argv: tuple[str, ...]
     pass_fds: tuple[int, ...]
 
 
@@ -123,7 +123,7 @@ class Sandbox:
         try:
             os.write(fd, b"".join(os.fsencode(o) + b"\0" for o in options))
             os.lseek(fd, 0, os.SEEK_SET)
-            yield Boxed([self.bwrap, "--args", str(fd), "--", *argv], (fd,))
+            yield Boxed((self.bwrap, "--args", str(fd), "--", *argv), (fd,))
         finally:
             os.close(fd)
 
@@ -286,8 +286,8 @@ class Confinement:
                                       readable=[*(self.readable if lend else ()), *readable],
                                       sealed=self.sealed) as boxed:
                 # its /tmp is its own: a TMPDIR of the host's may be hidden from it, or missing
-                yield Wrapped([boxed.argv[0], "--json-status-fd", str(fds[0]),
-                               "--setenv", "TMPDIR", "/tmp", *boxed.argv[1:]],
+                yield Wrapped((boxed.argv[0], "--json-status-fd", str(fds[0]),
+                               "--setenv", "TMPDIR", "/tmp", *boxed.argv[1:]),
                               (*fds, *boxed.pass_fds), status, signalled)
         finally:
             for fd in fds:
@@ -303,7 +303,7 @@ class Wrapped:
     bubblewrap says whether the command itself ran and the reporter how it ended (None: not
     confined)."""
 
-    argv: list[str]
+    argv: tuple[str, ...]
     pass_fds: tuple[int, ...] = ()
     status: Path | None = None
     signalled: Path | None = None

@@ -75,7 +75,7 @@ class GraderContext:
         read_only = self.confinement is not None and self.workspace not in writable
         with contextlib.nullcontext(self.workspace) if read_only else as_left(self.workspace):
             if self.confinement is None:
-                yield Wrapped(argv)
+                yield Wrapped(tuple(argv))
                 return
             mine = [p for p in (self.config_root, self.author_modules) if p is not None]
             if self.socket_path:

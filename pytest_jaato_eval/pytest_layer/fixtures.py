@@ -13,7 +13,8 @@ import signal
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from types import MappingProxyType
+from typing import Any, Iterator, Mapping
 
 import pytest
 
@@ -56,10 +57,10 @@ def jaato_workspace(request) -> Iterator[Path]:
     worker = worker_of(request.config)
     settings = worker.arm_settings()
     from ..arm import make_workspace
-    ws = make_workspace(arm, settings)
+    ws = make_workspace(arm, settings, worker.arm_state)
     request.node.stash[WORKSPACE_KEY] = ws
     yield ws
-    if ws not in settings.kept:
+    if ws not in worker.arm_state.kept:
         worker.discard(ws)
 
 
@@ -171,12 +172,12 @@ class RunFacts:
 
     payload: Any
     ledger: Any
-    usage: dict
+    usage: Mapping[str, Any]  # read-only
     finish_reason: str | None
     session_id: str | None
     model: str | None
     turns: int
-    history: list | None
+    history: tuple | None
 
 
 class _Daemon:
@@ -245,7 +246,8 @@ class ArmHandle:
             self.agent_run = AgentRun(blocked_reason=str(exc))
         else:
             self.agent_run, _, _ = run_agent(self.arm, socket, self.workspace,
-                                             self._worker.arm_settings(), self._worker,
+                                             self._worker.arm_settings(),
+                                             self._worker.arm_state, self._worker,
                                              prompt=prompt, owned=daemon.owned())
         run = self.agent_run
         if run.blocked_reason:
@@ -258,9 +260,10 @@ class ArmHandle:
         if self.agent_verdict is not None:  # its FAIL, whatever the test does next (a trap
             raise AssertionError(self.agent_verdict.detail)  # would hang the test's reads)
         from ..graders.ledger import ledger_of
-        return RunFacts(payload=run.payload, ledger=ledger_of(run.history), usage=dict(run.usage),
+        return RunFacts(payload=run.payload, ledger=ledger_of(run.history), usage=MappingProxyType(dict(run.usage)),
                         finish_reason=run.finish_reason, session_id=run.session_id,
-                        model=run.model, turns=run.turns, history=run.history)
+                        model=run.model, turns=run.turns,
+                        history=None if run.history is None else tuple(run.history))
 
     def read(self, relpath: str, limit: int = 16 * 1024 * 1024) -> str | None:
         """A file the agent left, as text: its first `limit` bytes, or None when it is
@@ -272,12 +275,13 @@ class ArmHandle:
         from ..arm import regrade_arm
         daemon = _Daemon(self.socket, self._worker) if self.socket else None
         self.record = regrade_arm(self.arm, daemon, self._worker.arm_settings(),
-                                  self.workspace)
+                                  self._worker.arm_state, self.workspace)
         raise_for(self.record)
 
     def run_task(self) -> None:
         """A task.yaml arm: its manifest's session or driver, then its graders."""
         from ..arm import run_arm
         self.record = run_arm(self.arm, _Daemon(self.socket, self._worker),
-                              self._worker.arm_settings(), self._worker, ws=self.workspace)
+                              self._worker.arm_settings(), self._worker.arm_state, self._worker,
+                              ws=self.workspace)
         raise_for(self.record)

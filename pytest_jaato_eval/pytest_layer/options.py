@@ -130,7 +130,7 @@ class UsageError(Exception):
 
 @dataclass(frozen=True)
 class Settings:
-    profile_sets: list[str] | None
+    profile_sets: tuple[str, ...] | None
     repeats: int | None
     ceiling: Ceiling
     socket: str | None
@@ -172,7 +172,7 @@ def read_settings(config) -> Settings:
     rootdir = Path(config.rootpath)
 
     raw_sets = opt.jaato_profile_set if opt.jaato_profile_set is not None else ini("jaato_profile_set")
-    sets = [s.strip() for s in str(raw_sets).split(",") if s.strip()] or None
+    sets = tuple(s.strip() for s in str(raw_sets).split(",") if s.strip()) or None
 
     if opt.jaato_repeats is not None and opt.jaato_repeats < 1:
         raise UsageError(f"--jaato-repeats: expected an integer >= 1, got {opt.jaato_repeats}")

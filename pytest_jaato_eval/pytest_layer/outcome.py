@@ -334,8 +334,8 @@ def mask_report(report: Any, mask: Any) -> None:
 def carry_transcript(report: Any, worker: Any, arm_id: str) -> None:
     """The arm's transcript rides on its report to the store's writer (the controller,
     in this process or across xdist's channel): its file name and compressed bytes."""
-    settings = worker.arm_settings()
-    pending = settings.pending_transcripts.pop(arm_id, None)
+    worker.arm_settings()  # the worker's state is made with its settings
+    pending = worker.arm_state.pending_transcripts.pop(arm_id, None)
     if pending is not None:
         setattr(report, TRANSCRIPT_ATTR, {"name": pending[0],
                                           "data": base64.b64encode(pending[1]).decode()})
@@ -356,7 +356,8 @@ def carry_snapshot(report: Any, worker: Any, arm_id: str) -> None:
     """Where the arm's snapshot waits (a file this run's worker staged, or for a regrade the
     graded store's): its report names it to the store's writer, who brings it beside the
     store. A name and a path, never the bytes: a report is kept until the run ends."""
-    pending = worker.arm_settings().pending_snapshots.pop(arm_id, None)
+    worker.arm_settings()
+    pending = worker.arm_state.pending_snapshots.pop(arm_id, None)
     if pending is not None:
         setattr(report, SNAPSHOT_ATTR, {"name": pending[0], "path": str(pending[1]),
                                         "move": bool(pending[2])})
@@ -402,7 +403,8 @@ def _record(arm: Any, worker: Any, reason: str, ws: Any, verdicts=(), run: Any =
     run = run or AgentRun()
     if not verdicts and not run.blocked_reason:
         run.blocked_reason = reason
-    return arm_record(arm, worker.arm_settings(), run, list(verdicts), ws, [], discard=False)
+    return arm_record(arm, worker.arm_settings(), worker.arm_state, run, list(verdicts), ws, [],
+                      discard=False)
 
 
 def _python_record(arm: Any, worker: Any, handle: Any, excinfo: Any) -> ArmRecord:

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -54,6 +55,7 @@ class Worker:
         self._run_dir: Path | None = None
         self._daemon = None
         self._arm_settings = None
+        self.arm_state: Any = None  # what this process's arms accumulate (arm.ArmState)
         self._pools: dict[str, tuple[str, str | None]] = {}
         self._pool_owner: Any = None
         self._bin: Any = None  # workspaces being removed in the background
@@ -78,7 +80,7 @@ class Worker:
 
     def arm_settings(self):
         if self._arm_settings is None:
-            from ..arm import ArmSettings, RegradeSource  # the SDK: only when an arm runs
+            from ..arm import ArmSettings, ArmState, RegradeSource  # the SDK: only when an arm runs
             processes.set_run(self.context.run_id)  # the trees this process starts carry its name
             root = self.run_dir / "workspaces"
             if self.settings.workspaces:
@@ -95,13 +97,15 @@ class Worker:
                 snapshots=self.settings.snapshots, grade=self.settings.grade,
                 snapshot_max_mb=self.settings.snapshot_max_mb,
                 staging=self.run_dir / "snapshots",
-                regrade=RegradeSource(self.settings.regrade, self.context.regraded)
+                regrade=RegradeSource(self.settings.regrade,
+                                      MappingProxyType(self.context.regraded))
                 if self.settings.regrade else None,
                 owned_dir=self.run_dir / "owned", sandbox=self.sandbox_name(),
                 confinement=self._grader_confinement(),
                 lent=tuple(python_folders()),  # a venv's bin/python: no trap (special_files)
                 memory_limit=self.settings.memory_limit, disk_limit=self.settings.disk_limit,
                 watched=self._agent_folders(root))
+            self.arm_state = ArmState()
         return self._arm_settings
 
     def _grader_confinement(self):
@@ -360,9 +364,9 @@ class Worker:
         if self._bin is not None:
             self._bin.empty(BIN_WAIT)  # past it, the loop below removes what is left
         if self._arm_settings is not None:  # now the daemon can no longer write into them
-            for ws in set(self._arm_settings.made) - set(self._arm_settings.kept):
+            for ws in set(self.arm_state.made) - set(self.arm_state.kept):
                 workspace.discard(ws)
-            sweep.remove_session_tmp(self._arm_settings.sessions)
+            sweep.remove_session_tmp(self.arm_state.sessions)
             if self.settings.workspaces:  # this run's folder in the one given, unless kept in
                 folder = self._arm_settings.workspace_root
                 while folder != self.settings.workspaces and folder.is_relative_to(
@@ -384,15 +388,15 @@ class Worker:
         try:
             self._empty_run_dir(run_dir)
         finally:
-            kept = set(self._arm_settings.kept) if self._arm_settings is not None else None
+            kept = set(self.arm_state.kept) if self.arm_state is not None else None
             _left_for_later(run_dir, self.context.run_id, kept)
 
     def _empty_run_dir(self, run_dir: Path) -> None:
         kept = run_dir / "workspaces"
         # What this run kept, by its own list: an external daemon may still write into a
         # discarded workspace (a session's trackers), which must not pass for a kept one.
-        has_kept = any(ws.parent == kept.resolve() for ws in self._arm_settings.kept) if (
-            self._arm_settings is not None) else has_kept_workspaces(run_dir)
+        has_kept = any(ws.parent == kept.resolve() for ws in self.arm_state.kept) if (
+            self.arm_state is not None) else has_kept_workspaces(run_dir)
         for child in list(run_dir.iterdir()):
             if child != kept or not has_kept:
                 if child.is_dir() and not child.is_symlink():

@@ -6,7 +6,7 @@ collecting a task needs only this (`pytest --co` never loads the engine).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .model import DRIVER, Task
 from .samples import Sample, first, render
@@ -65,7 +65,7 @@ class Arm:
         return (self.params if self.task.harness.kind == DRIVER else self.agent_params) or {}
 
 
-def arms_of(task: Task, profile_sets: list[str] | None, repeats: int | None,
+def arms_of(task: Task, profile_sets: Sequence[str] | None, repeats: int | None,
             samples: int | None = None) -> list[Arm]:
     """X2: task x sample x profile set x repeat. The CLI's sets win over the task's own;
     `samples` (--jaato-samples) over the dataset's limit."""

@@ -23,6 +23,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Mapping
 
 from ..number import is_int
@@ -45,7 +46,10 @@ class Sample:
     """One row of a dataset, or one parameter set of a Python arm."""
 
     id: str
-    fields: Mapping[str, Any]
+    fields: Mapping[str, Any]  # read-only whatever it is given: a sample is shared by arms
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fields", MappingProxyType(dict(self.fields)))
 
     def values(self) -> dict[str, Any]:
         """What a template sees: the row's fields, and the row as `sample` with its id."""

@@ -9,7 +9,10 @@ import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Mapping
+
+import yaml
 
 DEFAULT_MODEL = "scripted"
 DEFAULT_MAX_MODEL_LEN = 32768
@@ -29,7 +32,11 @@ class ToolCall:
     arguments that are not valid JSON (the daemon keeps them as unreadable)."""
 
     name: str
-    args: Mapping[str, Any] | str = field(default_factory=dict)
+    args: Mapping[str, Any] | str = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.args, str):  # read-only, whatever mapping it is given
+            object.__setattr__(self, "args", MappingProxyType(dict(self.args)))
 
     def arguments_json(self) -> str:
         return self.args if isinstance(self.args, str) else json.dumps(dict(self.args))
@@ -254,7 +261,6 @@ def load_script(path: str | Path) -> ScriptSpec:
     if path.suffix == ".json":
         data = json.loads(raw)
     else:
-        import yaml  # a project dependency; the server itself needs only the stdlib
 
         data = yaml.safe_load(raw)
     if isinstance(data, list):

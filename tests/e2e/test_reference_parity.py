@@ -1,4 +1,4 @@
-"""jaato-eval 0.3.4 itself and the plugin, side by side on one daemon, over the task set in
+"""jaato-eval 0.3.4 itself and the plugin, side by side (a daemon each), over the task set in
 tests/parity/tasks (built from jaato-eval's README examples and its own tests: the judge on
 any rubric scale, parameters, budgets, what its loader reads as not given): every arm gets the
 reference's verdict, both say what a user must act on, and the reference's store validates,
@@ -9,15 +9,17 @@ it is missing, tests/parity/side_by_side.py makes a venv of its own under .venv/
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from jaato_project import HANG, REPO
+from jaato_project import HANG, REPO, short_tmpdir
+
+from pytest_jaato_eval.engine.daemon import PrivateDaemon
 
 sys.path.insert(0, str(REPO / "tests" / "parity"))
 import side_by_side  # noqa: E402
@@ -25,47 +27,42 @@ import side_by_side  # noqa: E402
 pytestmark = [pytest.mark.daemon, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def both(daemon, tmp_path_factory):
-    """(reference run, our run, scratch folder): the same tasks, the same daemon.
-
-    Made once per suite run: under -n the module's tests land on several workers, and each
-    would run both engines over every task again (~40 s each). The first worker to get here
-    runs them and leaves the outcome in a folder all workers share (pytest's base temp,
-    which pytest's own retention removes); the others wait on a lock and read it.
-    """
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # every worker's base temp sits in the run's one folder
-    scratch = shared / "parity"
-    with open(shared / "parity.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        outcome = scratch / "outcome.json"
-        if not outcome.exists():
-            shutil.rmtree(scratch, ignore_errors=True)  # a worker that died midway
-            runs = run_both(daemon, scratch)
-            outcome.write_text(json.dumps({name: [run.returncode, run.stdout, run.stderr]
-                                           for name, run in zip(("ref", "ours"), runs)}))
-        done = json.loads(outcome.read_text())
-    ref, ours = (subprocess.CompletedProcess([name], *done[name]) for name in ("ref", "ours"))
-    return ref, ours, scratch
+def test_side_by_side_with_jaato_eval(daemon, tmp_path):
+    """One test, not one per check: the two runs are the cost (~a minute each), and under -n
+    tests sharing them would either run them on every worker or wait on one another."""
+    ref, ours = run_both(daemon, tmp_path)
+    agree_arm_by_arm(ref, ours, tmp_path)
+    give_the_same_advice(ref, ours)
+    reference_store_validates_reports_and_compares(tmp_path)
+    resume_over_the_reference_store_runs_nothing_again(tmp_path, daemon)
 
 
 def run_both(daemon, scratch):
+    """Both engines at once, each on a daemon of its own (one daemon driven by two sessions
+    at a time stalls: docs/running.md): ours on the suite's, the reference on one started
+    here with the same environment."""
     (scratch / "tmp").mkdir(parents=True)
     env = {**os.environ, "TMPDIR": str(scratch / "tmp")}
     ref_python = side_by_side.reference_python(REPO / ".venv" / "jaato-eval-0.3.4")
-    ours = side_by_side.run_ours(  # first: the reference then finds the daemon's runners warm
-        side_by_side.copy_tasks(side_by_side.TASKS, scratch / "our-tasks"),
-        scratch / "ours.jsonl", daemon.socket_path, scratch, env)
-    ref = side_by_side.run_reference(
-        ref_python, side_by_side.copy_tasks(side_by_side.TASKS, scratch / "ref-tasks"),
-        scratch / "ref.jsonl", daemon.socket_path, scratch, env)
-    return ref, ours
+    our_tasks = side_by_side.copy_tasks(side_by_side.TASKS, scratch / "our-tasks")
+    ref_tasks = side_by_side.copy_tasks(side_by_side.TASKS, scratch / "ref-tasks")
+    (scratch / "home").mkdir()
+    theirs = PrivateDaemon(short_tmpdir("jtr-") / "d", env={
+        **daemon.env, "TMPDIR": str(scratch / "tmp"), "HOME": str(scratch / "home")})
+    theirs.ensure()
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            ref = pool.submit(side_by_side.run_reference, ref_python, ref_tasks,
+                              scratch / "ref.jsonl", theirs.socket_path, scratch, env)
+            ours = pool.submit(side_by_side.run_ours, our_tasks, scratch / "ours.jsonl",
+                               daemon.socket_path, scratch, env)
+            return ref.result(), ours.result()
+    finally:
+        theirs.stop()
+        shutil.rmtree(theirs.run_dir.parent, ignore_errors=True)
 
 
-def test_the_reference_and_the_plugin_agree_arm_by_arm(both):
-    ref, ours, scratch = both
+def agree_arm_by_arm(ref, ours, scratch):
     reference = side_by_side.records(scratch / "ref.jsonl")
     assert reference, f"jaato-eval wrote no store: {ref.stderr[-2000:]}"
     pairs = side_by_side.pair(reference, side_by_side.records(scratch / "ours.jsonl"))
@@ -111,10 +108,9 @@ RUBRICS = {
 }
 
 
-def test_the_reference_and_the_plugin_give_the_same_advice(both):
+def give_the_same_advice(ref, ours):
     """What a run says that its user acts on, in each engine's words: a pool deadline no arm
     can reach, before anything runs; an arm graded without the agent's sign-off."""
-    ref, ours, _ = both
     assert "budget-seconds: budget.seconds=1800 exceeds the per-arm ceiling" in ref.stderr
     assert "'budget-seconds': budget.seconds (1800) exceeds the per-arm ceiling" in ours.stdout
     assert "unsigned-tree@default#0  (graded without a sign-off: NudgeExhausted" in ref.stderr
@@ -128,8 +124,7 @@ def run_command(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-def test_the_reference_store_validates_reports_and_compares(both):
-    _, _, scratch = both
+def reference_store_validates_reports_and_compares(scratch):
     ref_store, our_store = scratch / "ref.jsonl", scratch / "ours.jsonl"
     valid = run_command("validate", str(ref_store))
     assert valid.returncode == 0, valid.stdout + valid.stderr
@@ -153,10 +148,9 @@ def test_the_reference_store_validates_reports_and_compares(both):
                                               if r["state"] != "BLOCKED"])
 
 
-def test_resume_over_the_reference_store_runs_nothing_again(both, daemon):
+def resume_over_the_reference_store_runs_nothing_again(scratch, daemon):
     """jaato-eval's `t@default#0` is our `t@echo#0` (the task's own set): --resume over its
     store finds every arm done."""
-    _, _, scratch = both
     store = scratch / "resumed.jsonl"
     shutil.copyfile(scratch / "ref.jsonl", store)
     before = store.read_text()

@@ -15,7 +15,7 @@ import pytest
 from document_checks import code_blocks
 from pytest_jaato_eval.cli import main
 from pytest_jaato_eval.results.record import RECORD_KEYS
-from store_lines import arm, run_cli, write
+from store_lines import arm, cli_in_process, run_cli, write
 
 DATA = Path(__file__).parents[1] / "data"
 REFERENCE_STORE = DATA / "jaato-eval-0.3.4.jsonl"  # the record shape jaato-eval 0.3.4 writes
@@ -423,10 +423,10 @@ def test_hostile_but_valid_json_is_never_a_traceback(tmp_path, key, value):
     path.write_text(json.dumps(arm("t", "s", 0, "PASS")) + "\n" + json.dumps(bad) + "\n")
     for args in (["report", path, "--html", tmp_path / "r.html"], ["compare", path, path],
                  ["validate", path]):
-        result = run_cli(*args)
+        result = cli_in_process(*args)
         assert "Traceback" not in result.stderr + result.stdout, (args, result.stderr)
         assert result.returncode in (0, 1, 2)
-    validate = run_cli("validate", path)
+    validate = cli_in_process("validate", path)
     assert validate.returncode == 1 and f"{path}:2: t@s#1: " in validate.stdout
     if key not in ("state", "verdicts"):
         assert f": {key}" in validate.stdout

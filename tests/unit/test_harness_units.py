@@ -412,7 +412,7 @@ def test_a_daemon_gone_is_the_agents_act_only_after_its_session_began(tmp_path):
     that arm's agent ever ran: its arm stays BLOCKED, never FAILs for an act of the agent
     before it. Once an agent's session did begin, a daemon gone under it is that agent's
     act, and the daemon's owner is told to start it afresh for the next arm."""
-    from pytest_jaato_eval.arm import ArmSettings, agent_faults
+    from pytest_jaato_eval.arm import ArmSettings, ArmState, agent_faults
     from pytest_jaato_eval.engine.agent_run import AgentRun
     from pytest_jaato_eval.engine.ceiling import Ceiling
     from pytest_jaato_eval.engine.leftovers import Owned
@@ -423,11 +423,13 @@ def test_a_daemon_gone_is_the_agents_act_only_after_its_session_began(tmp_path):
     settings = ArmSettings(workspace_root=tmp_path, keep_workspaces="never",
                            ceiling=Ceiling(0), run_id="r", sandbox="bwrap")
     unborn = AgentRun(blocked_reason="daemon: could not connect")
-    assert agent_faults(unborn, owned, str(tmp_path / "s"), settings, tmp_path, tmp_path) \
+    assert agent_faults(unborn, owned, str(tmp_path / "s"), settings, ArmState(),
+                        tmp_path, tmp_path) \
         is None
     assert restarts == []
     ran = AgentRun(session_id="20261202_000000", session_ids=["20261202_000000"])
-    fault = agent_faults(ran, owned, str(tmp_path / "s"), settings, tmp_path, tmp_path)
+    fault = agent_faults(ran, owned, str(tmp_path / "s"), settings, ArmState(),
+                        tmp_path, tmp_path)
     assert fault and "ended during the agent's session" in fault
     assert restarts == [1]
 
@@ -437,7 +439,7 @@ def test_a_driver_arm_whose_driver_ran_answers_for_its_daemon_without_session_re
     workspace, which the agent can remove. Once its driver ran, a daemon gone is the agent's
     act whether or not a record is left; a driver arm that never got to start its driver
     (the daemon unreachable) is not."""
-    from pytest_jaato_eval.arm import ArmSettings, agent_faults
+    from pytest_jaato_eval.arm import ArmSettings, ArmState, agent_faults
     from pytest_jaato_eval.engine.agent_run import AgentRun
     from pytest_jaato_eval.engine.ceiling import Ceiling
     from pytest_jaato_eval.engine.leftovers import Owned
@@ -449,10 +451,12 @@ def test_a_driver_arm_whose_driver_ran_answers_for_its_daemon_without_session_re
                            ceiling=Ceiling(0), run_id="r", sandbox="bwrap")
     socket = str(tmp_path / "s")
     unborn = AgentRun(blocked_reason="daemon: could not connect")
-    assert agent_faults(unborn, owned, socket, settings, tmp_path, tmp_path, driver=True) is None
+    assert agent_faults(unborn, owned, socket, settings, ArmState(), tmp_path, tmp_path,
+                        driver=True) is None
     assert restarts == []
     erased = AgentRun(duration_seconds=2.5, error_type="DriverStoppedShort")  # no record left
-    fault = agent_faults(erased, owned, socket, settings, tmp_path, tmp_path, driver=True)
+    fault = agent_faults(erased, owned, socket, settings, ArmState(), tmp_path, tmp_path,
+                        driver=True)
     assert fault and "ended during the agent's session" in fault
     assert restarts == [1]
 

@@ -79,8 +79,8 @@ def test_the_sandbox_description_is_read_from_a_descriptor_never_from_its_comman
     the program to run, and no path of the sandbox's."""
     with Sandbox("/usr/bin/bwrap").command(["python", "-c", "pass"], writable=[Path("/w")],
                                            readable=[Path("/r")]) as boxed:
-        assert boxed.argv == ["/usr/bin/bwrap", "--args", str(boxed.pass_fds[0]), "--",
-                              "python", "-c", "pass"]
+        assert boxed.argv == ("/usr/bin/bwrap", "--args", str(boxed.pass_fds[0]), "--",
+                              "python", "-c", "pass")
         given = os.pread(boxed.pass_fds[0], 1 << 20, 0).split(b"\0")
         assert b"/w" in given and b"/r" in given and b"--unshare-pid" in given
         assert given[given.index(b"PATH") + 1].decode() == confined_path(os.environ["PATH"])
