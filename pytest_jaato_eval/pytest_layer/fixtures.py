@@ -16,6 +16,7 @@ from typing import Any, Iterator, Mapping
 
 import pytest
 
+from ..engine.agent_run import AgentRun
 from ..engine.daemon import DaemonError
 from ..engine.files import read_text_bounded
 from ..results.record import ArmRecord
@@ -144,7 +145,7 @@ class ArmHandle:
         try:
             socket = daemon.ensure()
         except DaemonError as exc:
-            self.agent_run = engine.AgentRun(blocked_reason=str(exc))
+            self.agent_run = AgentRun(blocked_reason=str(exc))
         else:
             self.agent_run, _, _ = engine.run_agent(self.arm, socket, self.workspace,
                                              self._worker.arm_settings(),

@@ -21,6 +21,7 @@ from xml.etree import ElementTree
 import pytest
 from _pytest.skipping import xfailed_key  # where pytest keeps the evaluated xfail mark
 
+from ..engine.agent_run import AgentRun
 from ..redact import Redactor
 from ..render import safe_text
 from ..results.pivot import table_lines
@@ -225,7 +226,7 @@ def block_crashed(report: Any, nodeid: str, arm: dict[str, str], run_id: str,
     record = build_record(
         arm_id=arm["arm_id"], task_id=arm.get("task_id") or arm["arm_id"],
         profile_set=arm.get("profile_set") or "default", repeat=repeat,
-        state=BLOCKED, blocked_reason=reason, verdicts=[], run=arm_side().AgentRun(), notes=[
+        state=BLOCKED, blocked_reason=reason, verdicts=[], run=AgentRun(), notes=[
             "synthesised by the controller: the worker running this arm crashed"],
         completion_nudges=None, extra={"run_id": run_id, "task_hash": None, "workspace": None,
                                        "finished_at": time.time(),
@@ -396,11 +397,10 @@ def _setup_reason(excinfo: Any, worker: Any) -> str:
 
 
 def _record(arm: Any, worker: Any, reason: str, ws: Any, verdicts=(), run: Any = None):
-    engine = arm_side()
-    run = run or engine.AgentRun()
+    run = run or AgentRun()
     if not verdicts and not run.blocked_reason:
         run.blocked_reason = reason
-    return engine.arm_record(arm, worker.arm_settings(), worker.arm_state, run, list(verdicts), ws, [],
+    return arm_side().arm_record(arm, worker.arm_settings(), worker.arm_state, run, list(verdicts), ws, [],
                       discard=False)
 
 
@@ -450,4 +450,4 @@ def traceback_lines(excinfo: Any, limit: int = 200) -> list[str]:
 
 
 def _never_ran(reason: str):
-    return arm_side().AgentRun(blocked_reason=reason)
+    return AgentRun(blocked_reason=reason)
