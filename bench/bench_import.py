@@ -6,8 +6,9 @@ plain test:
 
 * with     ``PY -m pytest -q -p no:cacheprovider``  (the plugin loads, as in any run)
 * without  the same plus ``-p no:jaato_eval``
+* before   (with ``--before REF``) the same with the plugin as of REF, first on PYTHONPATH
 
-and prints the median wall time of each, their difference and ratio, and the
+and prints the median wall and CPU time of each, their differences and ratios, and the
 plugin module's own import time (``python -X importtime``), with whether the
 run imported ``jaato_sdk``.
 
@@ -37,13 +38,16 @@ def test_no_sdk_was_imported():
 """
 
 
-def timed_run(python: str, cwd: Path, extra: list[str]) -> float:
+def timed_run(python: str, cwd: Path, extra: list[str],
+              pythonpath: str | None = None) -> tuple[float, float]:
+    """(wall, CPU seconds) of one run."""
     argv = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *bk.DEV_ONLY_PLUGINS, *extra]
-    m = bk.measure(argv, cwd=cwd, output=cwd.parent / "pytest.out")
+    env = dict(os.environ, **({"PYTHONPATH": pythonpath} if pythonpath else {}))
+    m = bk.measure(argv, cwd=cwd, env=env, output=cwd.parent / "pytest.out")
     if m["rc"] != 0:
         out = (cwd.parent / "pytest.out").read_text(errors="replace")
         raise SystemExit(f"{' '.join(argv)} failed ({m['rc']}):\n{out[-2000:]}{m['stderr']}")
-    return m["wall"]
+    return m["wall"], m["cpu"]
 
 
 def import_time(python: str, pythonpath: str | None = None) -> tuple[float, bool]:
@@ -80,26 +84,37 @@ def main(argv: list[str] | None = None) -> int:
         root.mkdir()
         (root / "test_plain.py").write_text(PLAIN_TEST)
         (root / "pytest.ini").write_text("[pytest]\n")
+        old = str(bk.git_export(args.before, scratch / "old")) if args.before else None
         timed_run(args.python, root, [])  # warm the file cache once, unmeasured
-        with_plugin, without = [], []
-        for _ in range(args.runs):  # alternate, so drift in machine load hits both alike
+        with_plugin, without, with_before = [], [], []
+        for _ in range(args.runs):  # alternate, so drift in machine load hits all alike
             with_plugin.append(timed_run(args.python, root, []))
             without.append(timed_run(args.python, root, ["-p", "no:jaato_eval"]))
+            if old:
+                with_before.append(timed_run(args.python, root, [], pythonpath=old))
         own = statistics.median(import_time(args.python)[0] for _ in range(args.imports))
         sdk = import_time(args.python)[1]
-        if args.before:
-            old = str(bk.git_export(args.before, scratch / "old"))
+        if old:
             before = statistics.median(import_time(args.python, old)[0]
                                        for _ in range(args.imports))
-    a, b = statistics.median(with_plugin), statistics.median(without)
+    a, b = (statistics.median(w for w, _ in xs) for xs in (with_plugin, without))
+    ca, cb = (statistics.median(c for _, c in xs) for xs in (with_plugin, without))
     result = {"runs": args.runs, "with_plugin_s": round(a, 4), "without_plugin_s": round(b, 4),
               "added_ms": round((a - b) * 1000, 1), "ratio": round(a / b, 3),
+              "with_plugin_cpu_s": round(ca, 4), "without_plugin_cpu_s": round(cb, 4),
               "plugin_import_s": round(own, 4), "plugin_import_pulls_sdk": sdk,
               "plugin_import_before_s": before, "load_average": os.getloadavg()[0]}
-    print(f"one-test pytest run, median of {args.runs} (alternating):")
-    print(f"  with the plugin      {a * 1000:8.1f} ms")
-    print(f"  -p no:jaato_eval     {b * 1000:8.1f} ms")
-    print(f"  added by the plugin  {(a - b) * 1000:8.1f} ms  (ratio {a / b:.3f})")
+    print(f"one-test pytest run, median of {args.runs} (alternating), wall / CPU:")
+    print(f"  with the plugin      {a * 1000:8.1f} ms / {ca * 1000:8.1f} ms")
+    print(f"  -p no:jaato_eval     {b * 1000:8.1f} ms / {cb * 1000:8.1f} ms")
+    print(f"  added by the plugin  {(a - b) * 1000:8.1f} ms / {(ca - cb) * 1000:8.1f} ms"
+          f"  (ratio {a / b:.3f} / {ca / cb:.3f})")
+    if with_before:
+        wa, wc = (statistics.median(x[i] for x in with_before) for i in (0, 1))
+        result.update(before_s=round(wa, 4), before_cpu_s=round(wc, 4),
+                      ratio_to_before=round(a / wa, 3), cpu_ratio_to_before=round(ca / wc, 3))
+        print(f"  the plugin as of {args.before}: {wa * 1000:8.1f} ms / {wc * 1000:8.1f} ms"
+              f"  (now {a / wa:.3f} / {ca / wc:.3f} of it)")
     print(f"  import pytest_jaato_eval.plugin: {own * 1000:.1f} ms cumulative; "
           f"imports jaato_sdk: {'yes' if sdk else 'no'}")
     if before is not None:

@@ -44,7 +44,8 @@ from .results.pivot import FORMATS, Cell, open_stores, pair_lines, plural, point
 from .results.table import table_lines
 from .results.record import ArmRecord
 from .results.review import awaiting_review
-from .results.store import StoreError, check_output, free_name
+from .results.outputs import check_output
+from .results.store import StoreError, free_name
 from .results.stores import Merged, Refused, Unusable, combine, limited, read_store
 from .results.transcript_view import seconds, text_lines
 from .results.validate import validate_across, validate_store
@@ -370,7 +371,7 @@ def cmd_merge(args) -> int:
 def _matcher(expr: str | None) -> Callable[..., bool] | None:
     if expr is None:
         return None
-    from _pytest.mark.expression import Expression  # pytest's own -k grammar, only for -k
+    from _pytest.mark.expression import Expression  # pytest's -k grammar loads all of pytest (~0.3 s): only for -k
     try:
         compiled = Expression.compile(expr)
     except SyntaxError as exc:  # what pytest's parser raises (ParseError in older pytest)
@@ -463,7 +464,7 @@ def cmd_review(args) -> int:
 
 
 def cmd_schema(args) -> int:
-    from .task.load import cmd_schema  # pydantic only when asked
+    from .task.load import cmd_schema  # pydantic and the task model, heavy: only for `schema`
     return cmd_schema(args)
 
 

@@ -1,35 +1,38 @@
 """pytest-jaato-eval: the hook table. Each hook delegates; the rules live in named modules.
 
     pytest_layer/   the pytest side: collect.py (task.yaml -> arm items), python_arms.py
-                    (@pytest.mark.jaato tests), fixtures.py (jaato_daemon, jaato_workspace,
-                    jaato_arm), outcome.py (PASS/FAIL/BLOCKED on reports), run.py (the run's
-                    context), worker.py (daemon, pools, workspaces), controller.py (store
-                    writer, pivot printer, exit status), fence.py, task_folder.py,
-                    heap.py (collecting thousands of tasks), shard.py, pytest_html.py
+                    (@pytest.mark.jaato tests), fixtures.py (the fixtures' bodies),
+                    outcome.py (PASS/FAIL/BLOCKED on reports), run.py (the run's
+                    context), worker.py (daemon, pools, workspaces, an arm's reports),
+                    controller.py (store writer, pivot printer, exit status), fence.py,
+                    task_folder.py, heap.py (collecting thousands of tasks), shard.py,
+                    pytest_html.py; arms_found.py, the side only a run with arms loads
     arm.py          one arm, end to end, without pytest (engine/, graders/ below it)
     results/        the arm record, the store, the pivot; report/compare/validate/merge
     report/         the HTML/PDF documents
 
-Loaded by every pytest run in the environment: this module imports only what the
-hooks need, and everything else (the SDK, the engine, the reports, the scripted
-model) loads when a task or an arm is first found.
+Loaded by every pytest run in the environment: this module and what it imports at the
+top read options and walk folders, no more. The rest loads in one import (`_arms_found`)
+when a task or an arm is first found, and registers the plugin objects that own the
+run's other hooks: the controller (store, pivot, exit status) and the worker (daemon,
+workspaces, an arm's reports).
 """
 from __future__ import annotations
 
 import pytest
 
-from .pytest_layer.controller import Controller
 from .pytest_layer.fence import MANIFEST, ignored, is_task_dir
-from .pytest_layer.fixtures import (  # noqa: F401 - pytest finds fixtures in the plugin module
-    end_guard, jaato_arm, jaato_daemon, jaato_regrade, jaato_workspace, scripted_model)
 from .pytest_layer.heap import HEAP_KEY, install as install_heap
-from .pytest_layer.liveness import PLUGIN_NAME as LIVENESS, Liveness, arm_begins, arm_ends
 from .pytest_layer.options import UsageError, add_options, read_settings
-from .pytest_layer.outcome import label, on_report
-from .pytest_layer.progress import teststatus
-from .pytest_layer.run import CONTEXT_KEY, WORKER_KEY, MarkerError, RunContext, arm_of, new_run_id
+from .pytest_layer.run import CONTEXT_KEY, MarkerError, RunContext, arm_of, new_run_id
 from .pytest_layer.shard import select_shard
-from .pytest_layer.task_folder import collect_task_folder
+
+
+def _arms_found():
+    """The side of the hooks that only a run with arms needs: loaded once, at the first
+    task or arm (or under xdist's distribution, at configure); registers the controller."""
+    from .pytest_layer import arms_found  # the one lazy registration: pydantic, the task model, the store, the engine
+    return arms_found
 
 
 def pytest_addoption(parser):
@@ -50,40 +53,37 @@ def pytest_configure(config):
     config.stash[CONTEXT_KEY] = RunContext(
         settings, workerinput.get("jaato_run_id") or new_run_id(),
         parent_dir=workerinput.get("jaato_run_root"), worker_id=workerinput.get("workerid"))
-    if not workerinput:  # one store writer, one pivot printer, whatever -n is (X6)
-        controller = Controller(config.stash[CONTEXT_KEY])
-        config.pluginmanager.register(controller, "jaato-eval-controller")
-        if settings.heartbeat:  # a long arm shows it is alive (--jaato-heartbeat 0: silent)
-            config.pluginmanager.register(
-                Liveness(config, settings.heartbeat, controller.workers_folder), LIVENESS)
-        # P4 columns, only when pytest-html is there and writes a report (its hooks exist then)
-        if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):
-            from .pytest_layer import pytest_html  # pytest-html, optional: only when it reports
-            pytest_html.register(config, controller)
+    # As xdist registers its DSession: under -n the workers collect, and the controller's
+    # one store writer must be there before they report (X6).
+    if (not workerinput and getattr(config.option, "dist", "no") != "no"
+            and not config.option.collectonly):
+        _arms_found().register_controller(config)
+    # P4 columns, only when pytest-html is there and writes a report (its hooks exist then)
+    if not workerinput and config.pluginmanager.hasplugin("html") and config.getoption(
+            "htmlpath", None):
+        from .pytest_layer import pytest_html  # pytest-html, optional: only when it reports
+        pytest_html.register(config)
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config, log):
     """B1 under `-n`: a pooled task's arms go to one worker, where its one pool lives."""
-    from .pytest_layer.scheduling import pool_aware_scheduler  # xdist: only under -n
+    from .pytest_layer.scheduling import pool_aware_scheduler  # xdist, optional: only under -n
     return pool_aware_scheduler(config, log)
 
 
+def _declared_roots(task_dir):
+    return _arms_found().declared_roots(task_dir)  # a task folder's manifest: a task is found
+
+
 def pytest_ignore_collect(collection_path, config):
-    return ignored(collection_path) or None  # never a fixture or config root
+    return ignored(collection_path, _declared_roots) or None  # never a fixture or config root
 
 
 def pytest_collect_directory(path, parent):  # before pytest's own Dir, after conftests
     if is_task_dir(path):  # one stat per folder walked, in every run
-        return collect_task_folder(path, parent)
+        return _arms_found().task_folder(path, parent)
     return None
-
-
-def _arms_found():
-    """The side of the hooks that only a run with arms needs (task.yaml files, `jaato`
-    markers): loaded once, at the first of them; a run with neither never imports it."""
-    from .pytest_layer import arms_found  # the one lazy load: pydantic, the task model, the worker
-    return arms_found
 
 
 def pytest_collect_file(file_path, parent):
@@ -129,27 +129,56 @@ def pytest_itemcollected(item):
         _arms_found().collected(item)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item, call):
-    arm = arm_of(item)
-    if arm is not None:
-        if call.when == "call":
-            end_guard()  # the body's share of the arm ceiling ends with it
-        label(item, arm)  # before the report copies the item's user properties
-    report = yield
-    if arm is not None:
-        on_report(item, call, report, item.config.stash[WORKER_KEY])
-    return report
+# The arms' hooks are the plugin objects' own: the worker's (an arm's setup, reports and
+# live phase: worker.py) and the controller's (store, pivot, exit status, the terminal's
+# arm lines: controller.py). The fixtures stay here, where pytest finds them for every
+# item, and delegate to the lazily loaded side.
+
+@pytest.fixture(scope="session")
+def jaato_daemon(request) -> str:
+    """The socket path of the jaato daemon arms run on; one per process (per xdist worker).
+
+    Default: with ``--jaato-socket``, that daemon; else a private daemon of this
+    run, started on first use (early, in the background, once an arm is collected)
+    and stopped at the end. Override it in a ``conftest.py`` to run arms on a daemon
+    of your own: return its socket path. A daemon that cannot be reached makes every
+    arm BLOCKED, with a record naming this fixture.
+    """
+    return _arms_found().jaato_daemon(request)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item):
-    arm_begins(item)  # the arm's clock and phase, for the live line (liveness.py)
+@pytest.fixture
+def jaato_workspace(request):
+    """The arm's workspace: a fresh copy of its fixture folder (a ``pathlib.Path``).
+
+    Made before the agent starts, so a fixture of yours that requests it can seed
+    files there; discarded after grading, or kept per ``--keep-workspaces`` /
+    ``--keep-failed-workspaces``.
+    """
+    yield from _arms_found().jaato_workspace(request)
 
 
-def pytest_runtest_logfinish(nodeid, location):
-    arm_ends()
+@pytest.fixture
+def jaato_arm(request, jaato_daemon, jaato_workspace):
+    """The arm this test is: ``id``, ``task``, ``profile_set``, ``repeat``, ``workspace``,
+    and ``run(prompt)``, which runs its agent and returns the run's facts.
+
+    A Python arm's test (``@pytest.mark.jaato(...)``) calls ``run`` and asserts on
+    what the agent left; a task.yaml arm's item runs its manifest through it.
+    """
+    return _arms_found().jaato_arm(request, jaato_daemon, jaato_workspace)
 
 
-def pytest_report_teststatus(report, config):
-    return teststatus(report, config)  # an arm's line, its verdict, cost and time; else None
+@pytest.fixture
+def jaato_regrade(request, jaato_workspace):
+    """A task.yaml arm under ``--jaato-regrade``: its handle, whose ``regrade_task()``
+    grades the arm's snapshot with the task's current graders (docs/regrading.md). The
+    daemon (``jaato_daemon``) is asked for only when a judge grades the task."""
+    return _arms_found().jaato_regrade(request, jaato_workspace)
+
+
+@pytest.fixture(name="scripted_model")
+def scripted_model():
+    """A scripted OpenAI-compatible model on 127.0.0.1 (docs/scripted-model.md): yields
+    ``start(turns, **kwargs)``; every model started through it stops at teardown."""
+    yield from _arms_found().scripted_model_fixture()

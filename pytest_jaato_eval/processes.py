@@ -17,6 +17,7 @@ session and is re-parented between two snapshots is not found. Only a cgroup
 """
 from __future__ import annotations
 
+import asyncio
 import atexit
 import logging
 import math
@@ -406,7 +407,6 @@ class _ExitWatch:
 
 async def start_async(cmd: str, *, env: dict[str, str], **kw):
     """asyncio's shell subprocess as a new tree (the driver's)."""
-    import asyncio  # its caller's event loop loaded it; the other users of this module need none
     env, marker = new_tree_env(env)
     proc = await asyncio.create_subprocess_shell(cmd, env=env, start_new_session=True,
                                                  preexec_fn=launch.die_with_parent, **kw)

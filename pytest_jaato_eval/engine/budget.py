@@ -36,9 +36,10 @@ class PoolOwner:
     """One connection that declares task pools and reads them, for the whole run."""
 
     def __init__(self, socket_path: str, workspace: Path):
-        # The SDK only here: collecting a task reads this module's ceilings, not its pool.
-        from jaato_sdk.client.ipc import IPCClient
-        from jaato_sdk.events import ClientType, EventType
+        # The SDK, optional until an arm runs: collecting a task reads this module's
+        # ceilings, not its pool.
+        from jaato_sdk.client.ipc import IPCClient  # the SDK: only once a pool is declared
+        from jaato_sdk.events import ClientType, EventType  # the SDK, as above
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="jaato-pool-owner",
                                        daemon=True)

@@ -14,12 +14,13 @@ import stat
 from pathlib import Path
 from typing import Iterator, Sequence
 
+import yaml
+
 LOG_CAP = 16 * 1024 * 1024  # a session log or record larger than this is read in part
 
 
 def yaml_loader():
     """The safe YAML loader every reader of task and profile files uses."""
-    import yaml  # tens of ms, which every pytest run would pay: only once a task is read
     # libyaml's parser when PyYAML was built with it: the same documents, ~7x faster.
     return yaml.CSafeLoader if getattr(yaml, "__with_libyaml__", False) else yaml.SafeLoader
 
@@ -28,7 +29,6 @@ def load_yaml(text: str):
     """A YAML document as `yaml.safe_load` reads it (jaato-eval's and jaato's reader), through
     libyaml's parser where it can: a few documents libyaml refuses (`{agent:, prompt: p}`)
     the Python parser takes, and they are read again by it."""
-    import yaml
     loader = yaml_loader()
     try:
         return yaml.load(text, Loader=loader)

@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
-if TYPE_CHECKING:  # the sandbox's module loads where an arm runs, not with the options
+from .sandbox import PIDS_MAX
+
+if TYPE_CHECKING:
     from .sandbox import Limits
 
 MEMORY = 8 << 30  # the defaults: room for a compiler, a test suite and jaato's own ~0.5 GiB
@@ -232,7 +234,6 @@ class Guard:
                     f"{size_text(self.bounds.memory)} and the kernel ended {killed} of them ("
                     + RAISE.format(key=MEMORY_KEY) + ")")
         if limits is not None and limits.refused() > self.refused:
-            from .sandbox import PIDS_MAX
             return (f"pids: the agent's processes filled their sandbox's limit of {PIDS_MAX} "
                     f"tasks ({limits.refused() - self.refused} fork(s) refused)")
         return None

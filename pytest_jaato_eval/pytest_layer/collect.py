@@ -95,7 +95,7 @@ class TaskFile(pytest.File):
             raise ManifestError(self.path, "id", f"task id {task.id!r} is also declared by "
                                                  f"{first}; task ids must be unique")
         settings = worker.settings
-        stored = worker.context.resumed_hashes.get(task.id)
+        stored = worker.stored.resumed_hashes.get(task.id)
         if stored and stored != {task.content_hash}:  # R3: resuming a changed task mixes two
             raise ManifestError(self.path, "resume", (
                 f"task {task.id!r} changed since {settings.store} was written (its manifest, "
@@ -115,14 +115,14 @@ class TaskFile(pytest.File):
         # one function's closure between its parametrised items).
         fixtureinfo = None
         regrade = settings.regrade is not None
-        for arm in task_arms(task, settings, worker.context.regraded):
+        for arm in task_arms(task, settings, worker.stored.regraded):
             param = arm_param_id(arm)
             item = ArmItem.from_parent(
                 self, name=f"{name}[{param}]", originalname=name,
                 callobj=regrade_task_arm if regrade else run_task_arm,
                 callspec=arm_callspec(param), arm=arm, fixtureinfo=fixtureinfo)
             fixtureinfo = getattr(item, "_fixtureinfo", None)  # pytest's own; none: each computes
-            if (worker.may_start_early and arm.id not in worker.context.done
+            if (worker.may_start_early and arm.id not in worker.stored.done
                     and wants_own_daemon(item) and not preflight.check(task, arm.profile_set)):
                 worker.start_daemon_early()
             yield item

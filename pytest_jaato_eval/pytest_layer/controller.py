@@ -1,7 +1,9 @@
 """What only the controller does: write the store, count outcomes, print the pivot (X5, X6).
 
 Registered only on the controller (the plain pytest process, or xdist's master),
-so there is exactly one writer and one printer whatever `-n` is. It owns the
+so there is exactly one writer and one printer whatever `-n` is: by the lazy load
+(arms_found.py) at the run's first task or arm, or at configure when xdist distributes
+(its workers collect; this process learns of arms from their reports). It owns the
 store, the records, the BLOCKED list and the exit status; what it knows of an arm
 comes with that arm's reports, never from another plugin.
 """
@@ -14,17 +16,25 @@ from pathlib import Path
 
 import pytest
 
+from .. import processes, sweep
+from ..engine.daemon import reap_orphan_daemon
 from ..engine.sandbox import probe
 from ..render import safe_text
+from ..report.html import write_documents
+from ..results import snapshots, transcripts
 from ..results.account import Account, account, document
 from ..results.pivot import Pivot, plural, render_pivot
+from ..results.store import Store, StoreError
 from ..verdict import BLOCKED
 from ..workspace import remove_tree
 from . import outcome
+from .collect import identity_of_nodeid
 from .fence import MANIFEST
-from .progress import resume_command
-from .run import RunContext, arm_of, has_kept_workspaces, own_folder
+from .progress import resume_command, teststatus
+from .run import RunContext, arm_of
 from .sigterm import SigtermAsInterrupt
+from .stored import StoredArms
+from .worker import has_kept_workspaces, own_folder
 
 _SUMMARY_CHARS = {"f": "failed", "E": "error", "s": "skipped", "x": "xfailed",
                   "X": "xpassed", "p": "passed"}
@@ -45,8 +55,9 @@ def append_step_summary(path: Path, acc: Account, source: str) -> str:
 
 
 class Controller:
-    def __init__(self, context: RunContext):
+    def __init__(self, context: RunContext, stored: StoredArms):
         self.context = context
+        self.stored = stored
         self.settings = context.settings
         self._store = None
         self.records: list = []                   # ArmRecord, in finish order
@@ -69,7 +80,6 @@ class Controller:
     @property
     def store(self):
         if self._store is None:
-            from ..results.store import Store  # gzip: only once an arm is stored
             # A narrowed run (-k, --lf, ...) adds its arms to the store it narrows, as
             # --resume does: the sweep's other arms keep their records.
             self._store = Store(self.settings.store,
@@ -79,7 +89,6 @@ class Controller:
 
     # -- the store is claimed before the first arm, never found unusable after it ----------
     def _claim_store(self, task_ids: set[str] | None) -> None:
-        from ..results.store import StoreError  # gzip: only once an arm is stored
         store = self.store
         if store.task_ids is None and task_ids:
             store.task_ids = task_ids
@@ -140,9 +149,8 @@ class Controller:
         """X6: a crashed xdist worker is an environment fault: its arm is BLOCKED, not FAILED."""
         arm = self.arms.get(crashitem)  # the identity that came with the arm's own reports
         if arm is None:  # it died before its first report: a task.yaml arm is found again
-            from .collect import identity_of_nodeid  # pydantic: only for a crashed arm
             arm = identity_of_nodeid(sched.config.rootpath, crashitem, self.settings,
-                                     self.context.regraded)
+                                     self.stored.regraded)
         if arm is not None:  # arms only
             outcome.block_crashed(report, crashitem, arm, self.context.run_id)
 
@@ -173,7 +181,6 @@ class Controller:
         """Beside the store, after its record (the store set aside its previous copy, and
         that copy's transcripts, at its first record). A file that cannot be written is
         said at the end, never a lost arm."""
-        from ..results import transcripts  # gzip: only once an arm is stored
         try:
             if name != record.transcript:
                 raise ValueError(f"the report's transcript {name!r} is not the record's")
@@ -184,7 +191,6 @@ class Controller:
     def _put_snapshot(self, record, name: str, path: str, move: bool) -> None:
         """Beside the store, after its record, as a transcript is; a snapshot that cannot
         be brought there is said at the end, never a lost arm."""
-        from ..results import snapshots  # tarfile: only once an arm is stored
         try:
             if name != record.snapshot:
                 raise ValueError(f"the report's snapshot {name!r} is not the record's")
@@ -200,6 +206,7 @@ class Controller:
                 outcome.blocked_as_errors(Path(xml))
             except (OSError, SyntaxError) as exc:  # ParseError is a SyntaxError
                 self.junit_error = f"error: --jaato-junit-blocked=error: {xml}: {exc}"
+        self._count_missed(session.config)
         self.stopped = exitstatus == pytest.ExitCode.INTERRUPTED or bool(
             session.shouldstop or session.shouldfail)
         session.exitstatus = outcome.fold_exit_status(
@@ -207,11 +214,27 @@ class Controller:
         if self.records:  # before the summary reads it: a forged store is never what counts
             changed = self.store.changed_by_others()
             if changed:
-                evidence = self.store.set_aside_forgery(list(self.context.resumed.values()),
+                evidence = self.store.set_aside_forgery(list(self.stored.resumed.values()),
                                                         self.records)
                 self.forgery = (f"error: {changed}; that file was set aside as {evidence}, and "
                                 f"the store written again with the records this run holds")
                 session.exitstatus = outcome.EXIT_STORE_FORGED
+
+    def _count_missed(self, config) -> None:
+        """Registered at the run's first task or arm, this plugin may have missed collection
+        errors (and failures) reported before it: the terminal reporter keeps every report."""
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr is None:
+            return
+        reports = [r for kept in tr.stats.values() for r in kept]
+        broken = sum(1 for r in reports if isinstance(r, pytest.CollectReport) and r.failed)
+        failed = sum(1 for r in reports if isinstance(r, pytest.TestReport) and r.failed)
+        self.collection_errors = max(self.collection_errors, broken)
+        self.collection_failed = self.collection_failed or broken > 0
+        self.failed_reports = max(self.failed_reports, failed)
+
+    def pytest_report_teststatus(self, report, config):
+        return teststatus(report, config)  # an arm's line, its verdict, cost and time; else None
 
     def pytest_unconfigure(self, config):
         self.sigterm.restore()
@@ -220,8 +243,6 @@ class Controller:
         root, self._worker_root = self._worker_root, None
         if root is None and not self.records:
             return  # no arm ran here or in a worker: nothing of ours can be left
-        from .. import processes, sweep  # psutil: only once an arm has run
-        from ..engine.daemon import reap_orphan_daemon
         # Every worker has ended: whatever any process of this run started and left ends too.
         processes.kill_run_leftovers(self.context.run_id)
         if root is None:
@@ -246,7 +267,7 @@ class Controller:
         from `readable` (the checked file, held open); from memory (the stored arms as read
         before any arm ran, and this run's) when there is no readable store or somebody
         else wrote into it."""
-        resumed = self.context.resumed
+        resumed = self.stored.resumed
         try:
             if readable is not None and (self.store.written or resumed):
                 return Pivot.of_store(readable, name=self.store.path)
@@ -259,7 +280,8 @@ class Controller:
         not refused at collection); never for --collect-only."""
         if config.option.collectonly:
             return False
-        return bool(self.records) or bool(self.context.resumed and not self.collection_failed)
+        self._count_missed(config)
+        return bool(self.records) or bool(self.stored.resumed and not self.collection_failed)
 
     def account(self, config) -> Account | None:
         """The run's one account (results/account.py), made once, from the store as read
@@ -275,7 +297,6 @@ class Controller:
 
     def _conclude(self, config, changed: str | None, readable: Path | None):
         """(the account, the lines the terminal prints under the pivot's heading)."""
-        from ..report.html import write_documents  # Jinja2: only once there is a pivot
         pivot = self._pivot(readable)
         acc = account(pivot)
         tr = config.pluginmanager.get_plugin("terminalreporter")
@@ -284,13 +305,13 @@ class Controller:
         said: list[tuple[str, dict]] = [(line, {}) for line in render_pivot(
             pivot.cells, width=width, every_column=every)]
         say = lambda line, **markup: said.append((line, markup))  # noqa: E731
-        resumed, store = self.context.resumed, self.store
+        resumed, store = self.stored.resumed, self.store
         say("")
         kept = f"; {plural(store.written, 'record')} written by this run" if (
             pivot.lines_read != store.written) else ""
         say(f"store: {store.path} ({plural(pivot.lines_read, 'record')}{kept}; "
             f"run {self.context.run_id})")
-        done = self.context.done
+        done = self.stored.done
         if done:
             n = len(done)
             say(f"resumed: {plural(n, 'arm')} already in the store "

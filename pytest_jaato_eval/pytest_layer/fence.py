@@ -8,6 +8,10 @@ config root the manifest declares (and the default `fixture/` and `.jaato/`) are
 never entered, and no directory link leading into them (or out of the task, to `/`)
 is followed. Ignoring the directory also keeps pytest from importing its conftest.py:
 pytest loads a directory's conftest only when it collects that directory.
+
+This module loads in every pytest run, so it reads no manifest itself: a task folder's
+declared roots come from `declared_roots` (task_folder.py, loaded once a task is found),
+which the caller hands in.
 """
 from __future__ import annotations
 
@@ -16,16 +20,18 @@ import os
 import stat
 from functools import lru_cache
 from pathlib import Path
-
-from ..engine.files import read_bounded
+from typing import Callable
 
 MANIFEST = "task.yaml"
 DEFAULT_ROOTS = ("fixture", ".jaato")
 MANIFEST_CAP = 1024 * 1024
+
+# A task folder -> the fixture and config root its manifest declares (never raises).
+DeclaredRoots = Callable[[Path], list[str]]
 _ANCESTORS = 64  # how far up a link target is searched for the task that owns it
 
 
-def ignored(path: Path) -> bool:
+def ignored(path: Path, declared_roots: DeclaredRoots) -> bool:
     """True when collection must not enter `path` (a directory, or a file inside one).
 
     Asked by pytest for every path it meets, in every run: plain `os` calls on strings,
@@ -35,13 +41,13 @@ def ignored(path: Path) -> bool:
     parent = os.path.dirname(name)
     stamp = _manifest_stamp(parent)
     if stamp is None:
-        return _link_into_fenced(Path(name)) if _is_dir_link(name) else False
+        return _link_into_fenced(Path(name), declared_roots) if _is_dir_link(name) else False
     if _is_dir_link(name):
         return True  # a task folder's own links are never followed (`fixture/../x -> /`)
     base = os.path.basename(name)
     if base == MANIFEST:
         return False  # the task itself (a root is a folder, never its manifest): no parse
-    return base in _fenced_names(parent, stamp)
+    return base in _fenced_names(parent, stamp, declared_roots)
 
 
 # What pathlib's is_symlink()/is_dir()/is_file() read as "no": the path is simply not there.
@@ -74,41 +80,25 @@ def is_task_dir(directory: Path) -> bool:
     return _manifest_stamp(os.fspath(directory)) is not None
 
 
-def fenced_names(task_dir: Path) -> frozenset[str]:
+def fenced_names(task_dir: Path, declared_roots: DeclaredRoots) -> frozenset[str]:
     """Names of the task folder's children never collected: declared and default roots."""
     stamp = _manifest_stamp(os.fspath(task_dir))
     if stamp is None:
         return frozenset(DEFAULT_ROOTS)
-    return _fenced_names(os.fspath(task_dir), stamp)
+    return _fenced_names(os.fspath(task_dir), stamp, declared_roots)
 
 
 @lru_cache(maxsize=256)
-def _fenced_names(task_dir: str, _stamp: int) -> frozenset[str]:
+def _fenced_names(task_dir: str, _stamp: int, declared_roots: DeclaredRoots) -> frozenset[str]:
     names = set(DEFAULT_ROOTS)
-    for declared in _declared_roots(Path(task_dir)):
+    for declared in declared_roots(Path(task_dir)):
         first = Path(declared).parts[:1]
         if first and not Path(declared).is_absolute() and first[0] not in (".", ".."):
             names.add(first[0])  # `env/fixture` fences `env`: its top folder is the task's
     return frozenset(names)
 
 
-def _declared_roots(task_dir: Path) -> list[str]:
-    """The manifest's environment.fixture / config_root, read defensively (never raises)."""
-    raw = read_bounded(task_dir / MANIFEST, MANIFEST_CAP)
-    if raw is None:
-        return []
-    try:
-        from ..task.load import parse_for_collection  # pydantic: only once a task is found
-        data = parse_for_collection(raw)
-    except Exception:  # noqa: BLE001 - a bad manifest is reported by its collector, not here
-        return []
-    env = data.get("environment") if isinstance(data, dict) else None
-    if not isinstance(env, dict):
-        return []
-    return [v for v in (env.get("fixture"), env.get("config_root")) if isinstance(v, str) and v]
-
-
-def _link_into_fenced(link: Path) -> bool:
+def _link_into_fenced(link: Path, declared_roots: DeclaredRoots) -> bool:
     """A directory link anywhere that leads into some task's fixture or config root."""
     try:
         target = Path(os.path.realpath(link))
@@ -118,7 +108,7 @@ def _link_into_fenced(link: Path) -> bool:
         return True  # a link to `/` is never walked
     child, up = target, target.parent
     for _ in range(_ANCESTORS):
-        if is_task_dir(up) and child.name in fenced_names(up):
+        if is_task_dir(up) and child.name in fenced_names(up, declared_roots):
             return True
         if up == up.parent:
             break

@@ -10,6 +10,7 @@ from ..engine.ceiling import Ceiling
 from ..engine.resources import (DISK, DISK_KEY, MEMORY, MEMORY_KEY, SIZE_PHRASE,
                                 parse_size)
 from ..report.pdf import PdfUnavailable, load_weasyprint
+from ..results.outputs import refuse_outputs
 from .shard import Shard, parse_shard
 
 DEFAULT_CEILING = 900.0
@@ -200,7 +201,6 @@ def read_settings(config) -> Settings:
     html = _path(opt.jaato_html, Path.cwd()) if opt.jaato_html else None
     pdf = _path(opt.jaato_pdf, Path.cwd()) if opt.jaato_pdf else None
     if html or pdf or getattr(opt, "xmlpath", None) or getattr(opt, "htmlpath", None):
-        from ..results.store import refuse_outputs  # gzip: only when outputs are asked for
         refusal = refuse_outputs(config, store_path, html, pdf)
         if refusal:
             raise UsageError(refusal)

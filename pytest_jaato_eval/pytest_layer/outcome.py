@@ -16,16 +16,18 @@ import time
 import weakref
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 from _pytest.skipping import xfailed_key  # where pytest keeps the evaluated xfail mark
 
+from ..engine.agent_run import AgentRun
 from ..redact import Redactor
 from ..render import safe_text
 from ..results.pivot import table_lines
 from ..results.record import ArmRecord, build_record
 from ..verdict import BLOCKED, FAIL, Verdict, failed_grader
-from .run import HANDLE_KEY, WORKSPACE_KEY, arm_of
+from .run import HANDLE_KEY, WORKSPACE_KEY, arm_of, arm_side
 
 BLOCKED_CATEGORY = "blocked"
 EXIT_BLOCKED = 2
@@ -121,8 +123,6 @@ def blocked_as_errors(path: Path) -> int:
     """X7, for dashboards that should go red on a blocked run (--jaato-junit-blocked=error):
     in the JUnit file pytest wrote, each BLOCKED arm's <skipped> becomes an <error> with the
     same message, and the suites' counts follow. Returns how many were changed."""
-    from xml.etree import ElementTree  # only when asked for
-
     tree = ElementTree.parse(path)  # pytest's own output: no entity of anybody else's
     changed = 0
     for suite in tree.iter("testsuite"):
@@ -216,7 +216,6 @@ def block_crashed(report: Any, nodeid: str, arm: dict[str, str], run_id: str,
     The crash text is the worker's last words (a traceback, its stderr), so it goes
     through the same masker as every other record before the store or JUnit sees it.
     """
-    from ..engine.session import AgentRun  # the SDK: only once an arm has run
     redact = redact or Redactor.from_environ()
     try:
         repeat = int(arm.get("repeat") or 0)
@@ -398,12 +397,10 @@ def _setup_reason(excinfo: Any, worker: Any) -> str:
 
 
 def _record(arm: Any, worker: Any, reason: str, ws: Any, verdicts=(), run: Any = None):
-    from ..arm import arm_record  # the SDK: only once an arm has run
-    from ..engine.session import AgentRun
     run = run or AgentRun()
     if not verdicts and not run.blocked_reason:
         run.blocked_reason = reason
-    return arm_record(arm, worker.arm_settings(), worker.arm_state, run, list(verdicts), ws, [],
+    return arm_side().arm_record(arm, worker.arm_settings(), worker.arm_state, run, list(verdicts), ws, [],
                       discard=False)
 
 
@@ -453,5 +450,4 @@ def traceback_lines(excinfo: Any, limit: int = 200) -> list[str]:
 
 
 def _never_ran(reason: str):
-    from ..engine.session import AgentRun  # the SDK: only once an arm is reported
     return AgentRun(blocked_reason=reason)

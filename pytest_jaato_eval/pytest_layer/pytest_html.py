@@ -16,6 +16,7 @@ from ..report.html import environment, pivot_view, sweep_view
 from ..results.record import ArmRecord
 from ..results import transcript_view, transcripts
 from .outcome import one_line, record_of, transcript_of
+from .run import CONTROLLER
 
 COLUMNS = ("state", "model", "provider", "session id", "turns", "cost", "budget", "nudges",
            "arm time", "session time", "payload")
@@ -32,9 +33,8 @@ def verdicts_cell(record: ArmRecord) -> str:
 
 
 class JaatoHtmlColumns:
-    def __init__(self, controller):
-        self.controller = controller  # the run's one account: its summary is the terminal's
-
+    def __init__(self, config):
+        self.config = config
     def pytest_html_results_table_header(self, cells):
         cells.extend(str(_macros().header_cell(c, arms.COLUMN_NOTES.get(c, "")))
                      for c in COLUMNS + ("verdicts",))
@@ -73,12 +73,15 @@ class JaatoHtmlColumns:
             report.extras = list(getattr(report, "extras", None) or []) + [extras.html(body)]
 
     def pytest_html_results_summary(self, prefix, summary, postfix, session):
-        acc = self.controller.account(session.config)
+        # The run's one account, the controller's (registered once the run had an arm): its
+        # summary is the terminal's.
+        controller = self.config.pluginmanager.get_plugin(CONTROLLER)
+        acc = controller.account(session.config) if controller is not None else None
         if acc is not None:
             prefix.append(str(_macros().summary(pivot_view(acc), sweep_view(acc.cells))))
 
 
-def register(config, controller) -> None:
+def register(config) -> None:
     """Only when pytest-html will write a report: otherwise there is nothing to add to."""
     if config.getoption("htmlpath", None):
-        config.pluginmanager.register(JaatoHtmlColumns(controller), "jaato-eval-html")
+        config.pluginmanager.register(JaatoHtmlColumns(config), "jaato-eval-html")

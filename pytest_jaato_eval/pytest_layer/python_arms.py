@@ -101,7 +101,7 @@ def parametrize(metafunc) -> None:
     definition = metafunc.definition
     task = task_of(definition)
     worker = Worker.of(metafunc.config)
-    for done in worker.context.resumed.values():  # R3, as for a task.yaml
+    for done in worker.stored.resumed.values():  # R3, as for a task.yaml
         if done.task_id == task.id and done.task_hash not in (None, task.content_hash):
             _fail(task.id, f"changed since {worker.settings.store} was written (the test file, "
                            f"fixture or config root differs); run without --resume to start a "
@@ -115,7 +115,7 @@ def parametrize(metafunc) -> None:
     # An arm --resume will deselect never needs the daemon. A parametrised test's arm ids
     # (with their samples) are known once its items are: `collected` decides then.
     if (not any(definition.iter_markers("parametrize"))
-            and any(a.id not in worker.context.done for a in arms)
+            and any(a.id not in worker.stored.done for a in arms)
             and wants_own_daemon(definition)):
         worker.start_daemon_early()
 
@@ -125,7 +125,7 @@ def collected(item) -> None:
     arm = item.stash[ARM_KEY] = sampled(item, item.callspec.params["jaato_arm"])
     if arm.sample is not None:
         worker = Worker.of(item.config)
-        if (worker.may_start_early and arm.id not in worker.context.done
+        if (worker.may_start_early and arm.id not in worker.stored.done
                 and wants_own_daemon(item)):
             worker.start_daemon_early()
 

@@ -1,14 +1,13 @@
 """One pytest process's jaato state, split by who owns it.
 
 `RunContext` (config.stash) is what every side reads and nobody changes: the
-settings, the run id, the store's arms when resuming. The `Worker` (worker.py) is
-the side that runs arms; it exists only in a process that collected an arm, made
-by `Worker.of`. Nothing here imports the SDK until an arm needs it, so a pytest
-run that collects no task is untouched (X1).
+settings and the run id. The `Worker` (worker.py) is the side that runs arms; it
+exists only in a process that collected an arm, made by `Worker.of`. This module
+loads in every pytest run and imports nothing of ours but names; `arm_side` is where
+the side that runs an arm (arm.py, and with it the SDK) loads, at an arm's first need.
 """
 from __future__ import annotations
 
-import functools
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -17,11 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..results.record import ArmRecord
-from ..results.stores import latest_by_arm, read_records
-from ..verdict import BLOCKED
-
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from .options import Settings
     from .worker import Worker
 
@@ -32,7 +29,8 @@ def new_run_id() -> str:
 
 @dataclass(frozen=True)
 class RunContext:
-    """The run's immutable facts, shared by the controller and the workers."""
+    """The run's immutable facts, shared by the controller and the workers (the store's
+    arms, read once a run has arms, are stored.py's)."""
 
     settings: Settings
     run_id: str
@@ -40,47 +38,13 @@ class RunContext:
     worker_id: str | None = None   # xdist worker: its id (gw0, ...), from this run's xdist
     started: float = field(default_factory=time.time)
 
-    @functools.cached_property
-    def resumed(self) -> dict[str, ArmRecord]:
-        """R3: with --resume, every stored arm, its latest record (a repeated id counts
-        once); read once, on first use."""
-        store = self.settings.store
-        if not self.settings.resume or not store.exists():
-            return {}
-        return latest_by_arm(read_records(store))
-
-    @functools.cached_property
-    def done(self) -> dict[str, ArmRecord]:
-        """The stored arms not to run again: all of them, or with --retry-blocked those whose
-        latest record is not BLOCKED (a BLOCKED arm taught us nothing about the agent)."""
-        if not self.settings.retry_blocked:
-            return self.resumed
-        return {arm: r for arm, r in self.resumed.items() if r.state != BLOCKED}
-
-    @functools.cached_property
-    def regraded(self) -> dict[str, ArmRecord]:
-        """With --jaato-regrade, the arms of the store graded again: each arm's latest
-        record; read once, on first use."""
-        if self.settings.regrade is None:
-            return {}
-        return latest_by_arm(read_records(self.settings.regrade))
-
-    @functools.cached_property
-    def resumed_hashes(self) -> dict[str, set[str]]:
-        """Task id -> the task hashes its stored arms carry: R3's check, one lookup per
-        task instead of a pass over the whole store per task."""
-        out: dict[str, set[str]] = {}
-        for record in self.resumed.values():
-            if record.task_id is not None and record.task_hash is not None:
-                out.setdefault(record.task_id, set()).add(record.task_hash)
-        return out
-
 
 class MarkerError(Exception):
     """A `@pytest.mark.jaato` mistake: the marked test's own one-line collection error."""
 
 
 CONTEXT_KEY = pytest.StashKey[RunContext]()
+CONTROLLER = "jaato-eval-controller"  # the controller's plugin name (arms_found.py registers it)
 WORKER_KEY = pytest.StashKey["Worker"]()
 # On an arm's item: its Arm (set at collection), its workspace and its jaato_arm handle.
 ARM_KEY = pytest.StashKey[Any]()
@@ -91,6 +55,16 @@ HANDLE_KEY = pytest.StashKey[Any]()
 def arm_of(item) -> Any:
     """The Arm an item runs, or None for any other test."""
     return item.stash.get(ARM_KEY, None)
+
+
+def arm_side() -> "ModuleType":
+    """arm.py: one arm, end to end (the engine's session side, the graders, the SDK).
+
+    Loaded where an arm first needs it (its workspace, its run, its record): collecting
+    tasks, `--collect-only`, a regrade without a judge and an `-n` controller never do.
+    """
+    from .. import arm  # the SDK, optional until an arm runs: ~0.5 s of imports
+    return arm
 
 
 def worker_of(config) -> "Worker":
@@ -129,18 +103,3 @@ def deselect_unregraded(config, items, regraded: dict) -> None:
     if dropped:
         items[:] = kept
         config.hook.pytest_deselected(items=dropped)
-
-
-def own_folder(folder: Path, context: RunContext, sweep_others: bool) -> None:
-    """Name this run as the folder's owner; the run's first folder sweeps what dead runs
-    left beside it (a worker's folders are inside the controller's, never swept by it)."""
-    from .. import processes, sweep  # psutil: only once a run folder is made
-    processes.set_run(context.run_id)
-    sweep.write_owner(folder, context.run_id)
-    if sweep_others:
-        sweep.sweep_dead_runs(folder.parent, keep=(folder,))
-
-
-def has_kept_workspaces(run_dir: Path) -> bool:
-    kept = run_dir / "workspaces"
-    return kept.is_dir() and any(kept.iterdir())

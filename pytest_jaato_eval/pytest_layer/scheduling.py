@@ -12,6 +12,7 @@ from pathlib import Path
 
 from xdist.scheduler import LoadScopeScheduling
 
+from ..task.load import ManifestError, load_task
 from .fence import MANIFEST
 
 
@@ -56,7 +57,6 @@ class _PoolAwareScheduling(LoadScopeScheduling):
 
 @lru_cache(maxsize=None)
 def _pooled(manifest: str) -> bool:
-    from ..task.load import ManifestError, load_task  # only once a task is scheduled
     try:
         return bool(load_task(manifest).budget)
     except ManifestError:

@@ -25,7 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from .fence import DEFAULT_ROOTS, MANIFEST, fenced_names
+from ..engine.files import read_bounded
+from ..task.load import parse_for_collection
+from .fence import DEFAULT_ROOTS, MANIFEST, MANIFEST_CAP, fenced_names
 
 
 class EmptyTaskFolder(pytest.Directory):
@@ -47,7 +49,7 @@ def collect_task_folder(path: Path, parent):
         return None
     roots = [name for name in entries if name != MANIFEST]
     if any(name not in DEFAULT_ROOTS for name in roots):  # only then is the manifest parsed
-        fenced = fenced_names(path)
+        fenced = fenced_names(path, declared_roots)
         if any(name not in fenced for name in roots):
             return None
     config, ihook = parent.config, parent.ihook  # no conftest.py in the folder: its own hooks
@@ -98,3 +100,19 @@ def _scope_conftests(path: Path, config) -> bool:
     except (AttributeError, TypeError, ValueError):  # pytest 8.0: no such ini key
         return False
     return True
+
+
+def declared_roots(task_dir: Path) -> list[str]:
+    """The manifest's environment.fixture / config_root, read defensively (never raises):
+    what fence.py keeps pytest out of, besides the default roots."""
+    raw = read_bounded(task_dir / MANIFEST, MANIFEST_CAP)
+    if raw is None:
+        return []
+    try:
+        data = parse_for_collection(raw)
+    except Exception:  # noqa: BLE001 - a bad manifest is reported by its collector, not here
+        return []
+    env = data.get("environment") if isinstance(data, dict) else None
+    if not isinstance(env, dict):
+        return []
+    return [v for v in (env.get("fixture"), env.get("config_root")) if isinstance(v, str) and v]

@@ -26,10 +26,13 @@ from ..contract import curated_env
 from ..engine.budget import PoolError, PoolOwner
 from ..engine.daemon import DaemonError, ExternalDaemon, PrivateDaemon, StartAbandoned
 from ..engine.sandbox import Confinement, hideable, probe, python_folders, seal_interpreter
-from .run import (CONTEXT_KEY, WORKER_KEY, RunContext, arm_of, deselect_resumed,
-                  deselect_unregraded, has_kept_workspaces, own_folder)
+from . import liveness, outcome
+from .body_alarm import end_guard
+from .run import (CONTEXT_KEY, WORKER_KEY, RunContext, arm_of, arm_side, deselect_resumed,
+                  deselect_unregraded)
 from .progress import DaemonClock
 from .sigterm import SigtermAsInterrupt
+from .stored import StoredArms
 
 
 BIN_WAIT = 60.0  # for the background removal of workspaces at the run's end
@@ -44,12 +47,14 @@ class Worker:
         """This process's worker, made and registered when its first arm is collected."""
         worker = config.stash.get(WORKER_KEY, None)
         if worker is None:
-            worker = config.stash[WORKER_KEY] = cls(config.stash[CONTEXT_KEY])
+            worker = config.stash[WORKER_KEY] = cls(config.stash[CONTEXT_KEY],
+                                                    StoredArms.of(config))
             config.pluginmanager.register(worker, "jaato-eval-worker")
         return worker
 
-    def __init__(self, context: RunContext):
+    def __init__(self, context: RunContext, stored: StoredArms):
         self.context = context
+        self.stored = stored
         self.settings = context.settings
         self.task_paths: dict[str, Path] = {}     # M1: task id -> manifest
         self._run_dir: Path | None = None
@@ -80,7 +85,7 @@ class Worker:
 
     def arm_settings(self):
         if self._arm_settings is None:
-            from ..arm import ArmSettings, ArmState, RegradeSource  # the SDK: only when an arm runs
+            arm = arm_side()
             processes.set_run(self.context.run_id)  # the trees this process starts carry its name
             root = self.run_dir / "workspaces"
             if self.settings.workspaces:
@@ -90,22 +95,22 @@ class Worker:
                 root = self.settings.workspaces / f"run-{self.context.run_id}"
                 if self.context.worker_id:
                     root = root / self.context.worker_id
-            self._arm_settings = ArmSettings(
+            self._arm_settings = arm.ArmSettings(
                 workspace_root=root, keep_workspaces=self.settings.keep_workspaces,
                 ceiling=self.settings.ceiling, run_id=self.context.run_id,
                 transcripts=self.settings.transcripts,
                 snapshots=self.settings.snapshots, grade=self.settings.grade,
                 snapshot_max_mb=self.settings.snapshot_max_mb,
                 staging=self.run_dir / "snapshots",
-                regrade=RegradeSource(self.settings.regrade,
-                                      MappingProxyType(self.context.regraded))
+                regrade=arm.RegradeSource(self.settings.regrade,
+                                      MappingProxyType(self.stored.regraded))
                 if self.settings.regrade else None,
                 owned_dir=self.run_dir / "owned", sandbox=self.sandbox_name(),
                 confinement=self._grader_confinement(),
                 lent=tuple(python_folders()),  # a venv's bin/python: no trap (special_files)
                 memory_limit=self.settings.memory_limit, disk_limit=self.settings.disk_limit,
                 watched=self._agent_folders(root))
-            self.arm_state = ArmState()
+            self.arm_state = arm.ArmState()
         return self._arm_settings
 
     def _grader_confinement(self):
@@ -292,8 +297,8 @@ class Worker:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config, items) -> None:
-        deselect_resumed(config, items, self.context.done)
-        deselect_unregraded(config, items, self.context.regraded)
+        deselect_resumed(config, items, self.stored.done)
+        deselect_unregraded(config, items, self.stored.regraded)
 
     def pytest_collection_finish(self, session) -> None:
         # A collection error interrupts pytest, but not an xdist worker: the controller
@@ -311,6 +316,25 @@ class Worker:
         except BaseException as exc:
             self.fixture_errors[id(exc)] = (fixturedef.argname, exc)
             raise
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item) -> None:
+        liveness.arm_begins(item)  # the arm's clock and phase, for the live line
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        arm = arm_of(item)
+        if arm is not None:
+            if call.when == "call":
+                end_guard()  # the body's share of the arm ceiling ends with it
+            outcome.label(item, arm)  # before the report copies the item's user properties
+        report = yield
+        if arm is not None:
+            outcome.on_report(item, call, report, self)
+        return report
+
+    def pytest_runtest_logfinish(self, nodeid, location) -> None:
+        liveness.arm_ends()
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session) -> None:
@@ -442,3 +466,17 @@ def _left_for_later(run_dir: Path, run_id: str, kept: set[Path] | None) -> None:
     sweep.write_owner(run_dir, run_id)
     shown = ", ".join(str(p) for p in left[:3]) + (f" (+{len(left) - 3} more)" if len(left) > 3 else "")
     _say(f"could not remove {shown}; a later run removes it")
+
+
+def own_folder(folder: Path, context: RunContext, sweep_others: bool) -> None:
+    """Name this run as the folder's owner; the run's first folder sweeps what dead runs
+    left beside it (a worker's folders are inside the controller's, never swept by it)."""
+    processes.set_run(context.run_id)
+    sweep.write_owner(folder, context.run_id)
+    if sweep_others:
+        sweep.sweep_dead_runs(folder.parent, keep=(folder,))
+
+
+def has_kept_workspaces(run_dir: Path) -> bool:
+    kept = run_dir / "workspaces"
+    return kept.is_dir() and any(kept.iterdir())

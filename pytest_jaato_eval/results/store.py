@@ -37,33 +37,6 @@ def lock_path(path: Path) -> Path:
     return path.with_name(f".{path.name}{LOCK_SUFFIX}")
 
 
-def check_output(option: str, target: Path | str | None, *protected: tuple[str, Path | None]
-                 ) -> str | None:
-    """A one-line refusal when an output file (`--html`, `--junitxml`, ...) names the
-    store or an input; None when it is fine. Paths compare after resolving links."""
-    if not target:
-        return None
-    out = Path(target).expanduser().resolve()
-    for what, path in protected:
-        if path is not None and Path(path).expanduser().resolve() == out:
-            return f"{option} {target}: is the {what}; writing it would destroy it"
-    return None
-
-
-def refuse_outputs(config, store: Path, html: Path | None, pdf: Path | None) -> str | None:
-    """A run's outputs must not overwrite its store: the first refusal, as one line."""
-    outputs = (("--jaato-html", html), ("--jaato-pdf", pdf),
-               ("--junitxml", getattr(config.option, "xmlpath", None)),
-               ("--html", getattr(config.option, "htmlpath", None)))
-    for option, target in outputs:
-        refusal = check_output(option, target, ("result store (--jaato-out)", store))
-        if refusal:
-            return refusal
-    if html and pdf and Path(html).resolve() == Path(pdf).resolve():
-        return f"--jaato-pdf {pdf}: is also the --jaato-html output"
-    return None
-
-
 def check_writable(path: Path) -> None:
     """Raise StoreError unless a run can create or append to `path`: found before the
     first arm, never as a lost record after it."""

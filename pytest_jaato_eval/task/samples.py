@@ -139,17 +139,17 @@ def first(samples: tuple[Sample, ...], limit: int | None) -> tuple[Sample, ...]:
 
 # -- templates -------------------------------------------------------------------------
 @functools.cache
-def _environment():
-    # Jinja2 on the first task with samples only: ~50 ms a process that most runs never need.
-    from jinja2 import StrictUndefined
-    from jinja2.sandbox import SandboxedEnvironment
-    return SandboxedEnvironment(undefined=StrictUndefined, autoescape=False,
-                                keep_trailing_newline=True)
+def _jinja():
+    """Jinja2's sandboxed environment, and the error its templates raise."""
+    import jinja2.sandbox  # Jinja2, heavy (~40 ms) and needed by few runs: only on the first task with samples
+    environment = jinja2.sandbox.SandboxedEnvironment(
+        undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    return environment, jinja2.TemplateError
 
 
 @functools.lru_cache(maxsize=256)
 def _template(text: str):
-    return _environment().from_string(text)
+    return _jinja()[0].from_string(text)
 
 
 class TemplateError(Exception):
@@ -161,10 +161,10 @@ def render(value: Any, sample: Sample | None) -> Any:
     if sample is None:
         return value
     if isinstance(value, str):
-        from jinja2 import TemplateError as JinjaError  # loaded by _template already
+        environment_error = _jinja()[1]
         try:
             return _template(value).render(sample.values())
-        except JinjaError as exc:
+        except environment_error as exc:
             raise TemplateError(f"sample {sample.id!r}: {type(exc).__name__}: {exc}") from None
     if isinstance(value, Mapping):
         return {k: render(v, sample) for k, v in value.items()}

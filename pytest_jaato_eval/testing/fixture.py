@@ -1,14 +1,14 @@
-"""The ``scripted_model`` pytest fixture's body, cheap to import: the server itself is
-imported only when a test first asks for a model."""
+"""The ``scripted_model`` pytest fixture's body (plugin.py declares the fixture and loads
+this with the side of a run that has arms, at the fixture's first use)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
+from .server import ScriptedModel
+
 if TYPE_CHECKING:
     from .script import Turn
-    from .server import ScriptedModel
-
 
 
 def scripted_model_fixture() -> Iterator[Callable[..., ScriptedModel]]:
@@ -28,8 +28,6 @@ def scripted_model_fixture() -> Iterator[Callable[..., ScriptedModel]]:
     started: list[ScriptedModel] = []
 
     def start(turns: Iterable[Turn] = (), **kwargs: Any) -> ScriptedModel:
-        from .server import ScriptedModel
-
         model = ScriptedModel(turns, **kwargs).start()
         started.append(model)
         return model

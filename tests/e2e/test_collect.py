@@ -79,7 +79,7 @@ def test_every_arm_has_the_fixture_closure_pytest_computes_for_it(pytester):
     assert "extra" in a["closure"] and "extra" not in b["closure"]
     assert a["marks"][:1] == ["jaato"] and {"usefixtures", "smoke"} <= set(a["marks"])
     assert b["marks"] == ["jaato"]
-    assert a["defs"]["jaato_daemon"] == ["pytest_jaato_eval.pytest_layer.fixtures.jaato_daemon"]
+    assert a["defs"]["jaato_daemon"] == ["pytest_jaato_eval.plugin.jaato_daemon"]
     assert b["defs"]["jaato_daemon"][-1] == "conftest.jaato_daemon"
 
 

@@ -140,7 +140,7 @@ def test_a_fixture_link_inside_the_fixture_is_copied_and_no_trap(tmp_path):
 def test_a_python_arm_body_stopped_while_reading_the_agents_file_is_the_agents_fail(tmp_path):
     """The body's alarm (the rest of the arm ceiling) says whose the overrun is: a body
     holding a file of the workspace open was held by what the agent made."""
-    from pytest_jaato_eval.pytest_layer.fixtures import BodyOverran, _Overran
+    from pytest_jaato_eval.pytest_layer.body_alarm import BodyOverran, _Overran
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "big.bin").write_bytes(b"\0" * 10)

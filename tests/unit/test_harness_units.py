@@ -17,6 +17,7 @@ import pytest
 
 from pytest_jaato_eval import launch, processes, sweep
 from pytest_jaato_eval.pytest_layer import fence
+from pytest_jaato_eval.pytest_layer.task_folder import declared_roots
 from pytest_jaato_eval.engine.accounting import count_nudges, tracker_record
 from pytest_jaato_eval.engine.budget import profile_ceiling
 from pytest_jaato_eval.engine.driver import LINE_CAP, _pump
@@ -501,22 +502,25 @@ def test_a_program_is_found_on_a_relative_path_from_the_childs_folder(tmp_path, 
 # -- collection fence -------------------------------------------------------------------------
 
 def test_fence_names_declared_and_default_roots(tmp_path):
+    def ignored(path):  # the manifest's roots as the plugin reads them once a task is found
+        return fence.ignored(path, declared_roots)
+
     task = tmp_path / "t"
     task.mkdir()
     (task / "task.yaml").write_text("environment: {fixture: repo/src, config_root: cfg}\n")
     for name in ("repo", "cfg", "fixture", ".jaato", "docs"):
         (task / name).mkdir()
     (task / "up").symlink_to("/")
-    assert fence.ignored(task / "repo") and fence.ignored(task / "cfg")
-    assert fence.ignored(task / "fixture") and fence.ignored(task / ".jaato")
-    assert fence.ignored(task / "up")
-    assert not fence.ignored(task / "docs") and not fence.ignored(task / "task.yaml")
+    assert ignored(task / "repo") and ignored(task / "cfg")
+    assert ignored(task / "fixture") and ignored(task / ".jaato")
+    assert ignored(task / "up")
+    assert not ignored(task / "docs") and not ignored(task / "task.yaml")
     other = tmp_path / "other"
     other.mkdir()
     (other / "into").symlink_to(task / "repo" if (task / "repo").exists() else task)
     (other / "root").symlink_to("/")
-    assert fence.ignored(other / "into") and fence.ignored(other / "root")
-    assert not fence.ignored(other)
+    assert ignored(other / "into") and ignored(other / "root")
+    assert not ignored(other)
 
 
 def test_a_shared_daemon_under_xdist_gets_the_runner_pool_advice():

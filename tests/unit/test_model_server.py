@@ -411,13 +411,14 @@ def test_fixture_factory_starts_and_stops_every_model():
             socket.create_connection(("127.0.0.1", port), timeout=1)
 
 
-def test_the_fixture_module_loads_no_server_until_a_model_is_asked_for():
-    # The plugin registers the fixture in every pytest run; the server must not come with it.
+def test_the_plugin_loads_no_server_until_a_model_is_asked_for():
+    # The plugin declares the fixture in every pytest run; the server must not come with it.
     probe = "\n".join([
         "import sys",
-        "from pytest_jaato_eval.testing.fixture import scripted_model_fixture",
+        "import pytest, pytest_jaato_eval.plugin",
         "server = 'pytest_jaato_eval.testing.server'",
         "print(sorted(m for m in ('http.server', server) if m in sys.modules))",
+        "from pytest_jaato_eval.testing.fixture import scripted_model_fixture",
         "from pytest_jaato_eval.testing.script import Turn",
         "gen = scripted_model_fixture()",
         "model = next(gen)([Turn.text('x')])",
