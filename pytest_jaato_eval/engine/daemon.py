@@ -31,6 +31,16 @@ from .leftovers import Owned
 from .sandbox import Limits, Sandbox, confined_path, prefer_for_oom, seal_interpreter
 
 
+# First on a private daemon's PYTHONPATH: its `sitecustomize` warms jaato's runner template
+# (the folder's module says how), so each session's runner starts without importing again.
+WARM_TEMPLATE = str(Path(__file__).resolve().parent / "warm_template")
+
+
+def warm_template_path(pythonpath: str | None) -> str:
+    """The daemon's PYTHONPATH: the warm-up's folder, then what it had."""
+    return os.pathsep.join([WARM_TEMPLATE, *([pythonpath] if pythonpath else [])])
+
+
 class DaemonError(Exception):
     """The daemon could not be started or reached; arms on it are BLOCKED."""
 
@@ -206,10 +216,13 @@ class PrivateDaemon:
         env = dict(os.environ if self.env is None else self.env)
         # Nothing of an outer eval run leaks into the daemon (C3 spirit).
         env = {k: v for k, v in env.items() if not k.startswith("JAATO_EVAL")}
-        # Arms run one at a time on a private daemon: one warm runner slot is enough, and
-        # under `-n N` each extra idle runner (~150 MB, CPU to warm) competes with the arms.
-        env.setdefault("JAATO_RUNNER_POOL_SIZE", "1")
+        # Two idle runner slots, jaato's default: the next arm asks for one before jaato has
+        # taken back the last arm's or forked another (it looks every 0.5 s), and with one
+        # slot that arm's runner would start cold, a whole interpreter's imports. Forked from
+        # the warmed template (WARM_TEMPLATE), an idle slot costs a fork.
+        env.setdefault("JAATO_RUNNER_POOL_SIZE", "2")
         env.setdefault("JAATO_RUNNER_POOL_MAX_SIZE", pool_ceiling(env["JAATO_RUNNER_POOL_SIZE"]))
+        env["PYTHONPATH"] = warm_template_path(env.get("PYTHONPATH"))
         # The run's marker: a run killed outright leaves a daemon and runners a later run
         # can still name as ours (processes.kill_run_leftovers).
         env[processes.TREE_VAR] = self.marker = processes.run_prefix() + f"daemon-{os.getpid()}"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..task import preflight
 from ..testing.fixture import scripted_model_fixture
 from .collect import TaskFile
 from .controller import Controller
@@ -39,6 +40,9 @@ def register_controller(config) -> None:
     controller only (never on an xdist worker); with it the live line of long arms."""
     if hasattr(config, "workerinput") or config.pluginmanager.has_plugin(CONTROLLER):
         return
+    # A process may run pytest more than once (an IDE, pytest.main in a loop): each run
+    # reads its config roots afresh.
+    preflight.clear_cache()
     controller = Controller(config.stash[CONTEXT_KEY], StoredArms.of(config))
     config.pluginmanager.register(controller, CONTROLLER)
     heartbeat = controller.settings.heartbeat

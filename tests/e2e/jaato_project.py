@@ -2,10 +2,14 @@
 pytest in a subprocess against a real daemon (the fixtures are in conftest.py)."""
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import signal
+import sys
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -96,13 +100,29 @@ class Project:
         p.write_text(textwrap.dedent(text))
         return p
 
-    def run(self, *args: str, shared_daemon: bool = True, timeout: float = HANG):
+    def run(self, *args: str, shared_daemon: bool = True, timeout: float = HANG,
+            process: bool | None = None):
+        """`pytest` on the project: in this process (an interpreter's start and its imports
+        saved, about 0.7 s of CPU a run; the plugin is the same code either way), unless the
+        run is about its process: an xdist run, a project whose conftest patches the plugin
+        or ends its process (it would do so to this worker), or `process=True` (a test of
+        what the run's own process or its environment does)."""
         argv = ["-p", "no:cacheprovider", *unused_plugins(args), f"--jaato-out={self.store}",
                 *args]
         if shared_daemon:
             argv.append(f"--jaato-socket={self.daemon.socket_path}")
         self.monkeypatch.setenv("TMPDIR", str(self.tmp))
-        return self.pytester.runpytest_subprocess(*argv, timeout=timeout)
+        if process is None:
+            process = (any(a.startswith(("-n", "--numprocesses", "--dist")) for a in args)
+                       or self.conftest_reaches_the_process())
+        if process:
+            return self.pytester.runpytest_subprocess(*argv, timeout=timeout)
+        return in_process(self.pytester, self.monkeypatch, argv, timeout)
+
+    def conftest_reaches_the_process(self) -> bool:
+        return any(needle in path.read_text(errors="replace")
+                   for path in self.root.rglob("conftest.py")
+                   for needle in ("pytest_jaato_eval", "os._exit", "os.kill", "signal."))
 
     def spy_on_daemon_starts(self) -> Path:
         """A root conftest that notes every private daemon start of later runs (xdist
@@ -135,6 +155,42 @@ def ensure(self):  # records that a private daemon was asked to start, then star
 
 daemon.PrivateDaemon.ensure = ensure
 """
+
+
+def in_process(pytester, monkeypatch, argv: list[str], timeout: float):
+    """`pytester.runpytest_inprocess`, with the TMPDIR just set (tempfile caches the first it
+    reads, a fresh interpreter would read this one). A run that hangs
+    past `timeout` ends this worker with every thread's traceback, as a hung nested process
+    would end in its timeout."""
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    before = process_state()
+    faulthandler.dump_traceback_later(timeout, exit=True, file=sys.__stderr__)
+    try:
+        result = pytester.runpytest_inprocess(*argv)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    # The run changed nothing of the process that outlives it (the plugin's promise to
+    # whatever runs pytest in process; and this worker's next test starts clean).
+    deadline = time.monotonic() + 10
+    while (after := process_state()) != before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    changed = {f"{part}: {key}": (before[part].get(key), after[part].get(key))
+               for part in before for key in {*before[part], *after[part]}
+               if before[part].get(key) != after[part].get(key)}
+    assert not changed, f"the run left its process changed (before, after): {changed}"
+    return result
+
+
+def process_state() -> dict:
+    """What a run could leave changed in its process: signal handlers, the environment,
+    threads that still run."""
+    return {"signals": {s.name: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT,
+                                                            signal.SIGALRM, signal.SIGHUP)},
+            # pytest's own, which the inner run sets and removes as the outer one does
+            "environ": {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"},
+            # the plugin's own (the test's, a scripted model's or a proxy's, are its to end)
+            "threads": {t.name: t.is_alive() for t in threading.enumerate()
+                        if t.name.startswith("jaato")}}
 
 
 def unused_plugins(args) -> list[str]:

@@ -248,7 +248,8 @@ def test_bwrap_required_but_missing_blocks_every_arm_saying_why(project, monkeyp
         p for p in os.environ["PATH"].split(os.pathsep)
         if not os.path.exists(os.path.join(p, "bwrap"))))
     project.task("plain", profile=WRITER)
-    result = project.run("tasks", "--jaato-sandbox=bwrap", shared_daemon=False)
+    # A process of its own: the sandbox is probed once per process, with this PATH.
+    result = project.run("tasks", "--jaato-sandbox=bwrap", shared_daemon=False, process=True)
     (record,) = project.records()
     assert record["state"] == "BLOCKED" and "bubblewrap" in record["blocked_reason"]
     assert result.ret == 2

@@ -263,7 +263,8 @@ def test_a_slow_arm_shows_it_is_alive(project, scripted_model):
     model.write_profile(path.parent / ".jaato", "slowpoke", profile_set="echo",
                         completion_payload_schema=SCHEMA)
     path.write_text(path.read_text().replace("profile: writer", "profile: slowpoke"))
-    result = project.run("tasks", "--jaato-heartbeat=1")  # no terminal: heartbeat lines
+    # Its own process: the heartbeat writes to the run's terminal, past pytest's capture.
+    result = project.run("tasks", "--jaato-heartbeat=1", process=True)  # no terminal: lines
     out = result.stdout.str()
     assert result.ret == 0, out
     beats = re.findall(r"^jaato-eval: still running: slow@echo#0: (\d+) s, (.*)$", out, re.M)
