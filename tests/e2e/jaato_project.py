@@ -1,5 +1,6 @@
 """What end-to-end tests build with: echo profiles, and a project of tasks run through
-pytest in a subprocess against a real daemon (the fixtures are in conftest.py)."""
+pytest (in this process unless the run is about its process) against a real daemon (the
+fixtures are in conftest.py)."""
 from __future__ import annotations
 
 import faulthandler
@@ -61,7 +62,7 @@ def short_tmpdir(prefix: str) -> Path:
 
 
 class Project:
-    """A throwaway project of tasks, run through `pytest` in a subprocess."""
+    """A throwaway project of tasks, run through `pytest` (`run`)."""
 
     def __init__(self, pytester, daemon, monkeypatch):
         self.pytester = pytester

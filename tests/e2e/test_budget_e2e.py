@@ -2,6 +2,7 @@
 arm refused on an exhausted pool is BLOCKED naming it; profile ceilings (B3, B4)."""
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from pytest_jaato_eval.engine.budget import ceiling_warning, profile_ceiling
@@ -44,6 +45,7 @@ daemon.PrivateDaemon.stop = stop
 """
 
 
+@pytest.mark.slow  # a private daemon's log read for its slots
 def test_arms_after_a_pool_still_get_their_runner_from_the_daemons_pool(project):
     """The runner slots a pool's arms ran on stay reserved to it for minutes; the private
     daemon leaves room for a small pool's (three arms here), so the arms after it are served

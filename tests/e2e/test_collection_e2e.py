@@ -1,6 +1,7 @@
-"""Collection as pytest users expect it (X1, X2, M1, M2), through a real pytest subprocess."""
+"""Collection as pytest users expect it (X1, X2, M1, M2), through a real pytest run."""
 from __future__ import annotations
 
+import pytest
 from jaato_project import processes_mentioning
 
 BAD = {
@@ -65,6 +66,7 @@ def test_bad_manifests_are_one_line_errors_and_nothing_starts(project):
     assert project.run_dirs() == [], "no daemon was started"
 
 
+@pytest.mark.slow  # an xdist run; the collection error without -n is shown above
 def test_under_xdist_a_collection_error_still_runs_the_collected_arms(project):
     """xdist's workers still run what was collected after another file failed to collect,
     so the daemons they started early must not be abandoned for it (its arms would all be

@@ -29,6 +29,7 @@ def memory_cgroup() -> bool:
         limits.remove()
 
 
+@pytest.mark.slow  # two resources exhausted on a confined daemon
 def test_an_agent_that_fills_its_disk_or_its_memory_fails_and_the_next_arms_run(project):
     """Before: the disk-filling agent's own FAIL became BLOCKED (its grader's sandbox could not
     be set up on a full disk) and so did the next arm (its fixture could not be copied); the

@@ -122,6 +122,7 @@ for d in {folders}; do ls -A "$d"; done > lists.txt 2>&1
 DAEMON_FILES = ("daemon.out", "daemon.pid", "daemon.log", "daemon.ns-pid")
 
 
+@pytest.mark.slow  # a confined daemon and a dozen plants; the confined tests below stay in the loop
 def test_the_agent_sees_only_the_allow_list_and_no_harness_file_opens_its_plants(project):
     """The sandbox is an allow-list: with the rootdir elsewhere and two task trees whose
     common ancestor is `/`, the agent lists `/`, the host's `/tmp`, HOME, the checkout, both
@@ -423,6 +424,7 @@ touch seen.txt
 """
 
 
+@pytest.mark.slow  # an xdist run of confined daemons
 def test_under_xdist_no_worker_sees_another_workers_folder_or_socket(project):
     """Each worker's arms go in a folder of their own, and each worker's sandbox shows no
     other's, whatever TMPDIR is: here under /var/tmp, outside the /tmp a sandbox has of its
@@ -524,6 +526,7 @@ open("zombies.txt", "w").write(f"{made}\\n")
 """
 
 
+@pytest.mark.slow  # a resource exhausted; the disk and memory ceiling shows the rule too
 def test_an_agent_that_fills_its_pids_limit_fails_and_the_arms_after_it_run(project):
     """The agent forks until its sandbox's pids limit refuses, and exits without reaping.
     Unconfined, its zombies pass to whatever adopts orphans and may never be reaped, and the

@@ -100,7 +100,7 @@ def validate(payload, context):
 
 
 def test_a_grader_printing_its_environment_leaks_no_secret_end_to_end(project, monkeypatch):
-    monkeypatch.setenv("MY_API_KEY", SECRET)  # the pytest subprocess inherits it
+    monkeypatch.setenv("MY_API_KEY", SECRET)  # the run inherits it
     # FAIL: the verdict table shows the evidence of a grader that printed the key.
     project.task("leaky", graders=[{"kind": "script", "run": (
         'env | grep MY_API_KEY; echo "key=$MY_API_KEY"; echo $MY_API_KEY; exit 3'),

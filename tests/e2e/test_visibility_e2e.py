@@ -154,6 +154,7 @@ def test_transcripts_resume_rotate_with_the_store_and_can_be_turned_off(project)
     assert len(list(kept.iterdir())) == 2
 
 
+@pytest.mark.slow  # a kept daemon's start and stop
 def test_a_kept_daemon_serves_runs_until_it_is_stopped(project):
     """docs/running.md's commands, run as written (in the project's directory)."""
     import os

@@ -1,6 +1,6 @@
 """The harness against a hostile agent and odd inputs, each written as an attack.
 
-Every attack runs the real plugin in a pytest subprocess against a real daemon and
+Every attack runs the real plugin in a real pytest run against a real daemon and
 asserts what must hold whatever the attacker does: one record per arm, no process or
 folder of ours left, the run ends within its bounds (far below the arm ceiling).
 """
