@@ -19,8 +19,9 @@ class BodyOverran(Exception):
 class _Overran:
     """The body's alarm: what it was doing when the arm ceiling came says whose it is."""
 
-    def __init__(self, workspace: Path):
+    def __init__(self, workspace: Path, previous):
         self.workspace = workspace
+        self.previous = previous  # the handler it stands in for, given back at the end
 
     def __call__(self, signum, frame):
         reading = _reading(self.workspace)
@@ -57,12 +58,20 @@ def guard_body(seconds_left: float, workspace: Path) -> None:
     if not hasattr(signal, "setitimer") or (
             threading.current_thread() is not threading.main_thread()):
         return
-    signal.signal(signal.SIGALRM, _Overran(workspace))
+    previous = signal.getsignal(signal.SIGALRM)
+    if isinstance(previous, _Overran):  # armed again by a second run() in the same body
+        previous = previous.previous
+    signal.signal(signal.SIGALRM, _Overran(workspace, previous))
     signal.setitimer(signal.ITIMER_REAL, max(seconds_left, 1.0))
 
 
 def end_guard() -> None:
+    """Disarm the body's alarm, if one is armed, and give back the handler it stood in for.
+    Called at the call's report and again when each test ends, whatever phase armed it (a
+    `run()` in a fixture whose setup then failed has no call): an alarm left armed would go
+    off in a later test, or end the process that runs pytest."""
     if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
-        if isinstance(signal.getsignal(signal.SIGALRM), _Overran):
+        handler = signal.getsignal(signal.SIGALRM)
+        if isinstance(handler, _Overran):
             signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.signal(signal.SIGALRM, handler.previous)

@@ -334,6 +334,7 @@ class Worker:
         return report
 
     def pytest_runtest_logfinish(self, nodeid, location) -> None:
+        end_guard()  # whatever phase armed it, nothing of the body's alarm outlives the test
         liveness.arm_ends()
 
     @pytest.hookimpl(trylast=True)

@@ -5,10 +5,26 @@ from __future__ import annotations
 import os
 import shutil
 
+import jaato_sdk.client.ipc  # noqa: F401 - see below
+import jinja2.sandbox  # noqa: F401
+import msgspec  # noqa: F401
 import pytest
 from jaato_project import Project, short_tmpdir
 
+import pytest_jaato_eval.pytest_layer.arms_found  # noqa: F401
+import pytest_jaato_eval.pytest_layer.pytest_html  # noqa: F401
 from pytest_jaato_eval.engine.daemon import PrivateDaemon
+
+# What the plugin imports only once a run has arms (its lazy registration, the SDK, the
+# store reader, the report writers), imported here, once per worker. A run in process
+# (jaato_project.in_process) would otherwise import it inside pytester's snapshot of
+# sys.modules, which drops what a test imported at its end, native extensions among them
+# (weasyprint's pango binding, msgspec), for a later test to import afresh: a worker
+# segfaulted in libc after such runs, and this keeps each loaded once.
+try:
+    import weasyprint  # noqa: F401 - optional: the PDF report
+except (ImportError, OSError):
+    pass
 
 
 # Every project's TMPDIR. The suite's daemon is not the runs' own: it may write a session's

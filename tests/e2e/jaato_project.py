@@ -183,10 +183,12 @@ def in_process(pytester, monkeypatch, argv: list[str], timeout: float):
 
 
 def process_state() -> dict:
-    """What a run could leave changed in its process: signal handlers, the environment,
-    threads that still run."""
+    """What a run could leave changed in its process: signal handlers, a pending alarm, the
+    environment, threads that still run."""
     return {"signals": {s.name: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT,
                                                             signal.SIGALRM, signal.SIGHUP)},
+            # an alarm left armed ends this process when it goes off, handler or not
+            "timers": {"ITIMER_REAL": signal.getitimer(signal.ITIMER_REAL) != (0.0, 0.0)},
             # pytest's own, which the inner run sets and removes as the outer one does
             "environ": {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"},
             # the plugin's own (the test's, a scripted model's or a proxy's, are its to end)

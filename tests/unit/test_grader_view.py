@@ -4,6 +4,7 @@ read (task/tree.py)."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -144,12 +145,36 @@ def test_a_python_arm_body_stopped_while_reading_the_agents_file_is_the_agents_f
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "big.bin").write_bytes(b"\0" * 10)
-    alarm = _Overran(ws)
+    alarm = _Overran(ws, signal.SIG_DFL)
     with pytest.raises(BodyOverran):
         alarm(14, None)
     with open(ws / "big.bin", "rb"), pytest.raises(AssertionError) as info:
         alarm(14, None)
     assert "while reading big.bin, which the agent left in its workspace" in str(info.value)
+
+
+def test_the_bodys_alarm_is_disarmed_and_the_handler_it_stood_in_for_given_back(tmp_path):
+    """A `run()` arms the rest of the arm ceiling; the end of the test disarms it and gives
+    back the handler that was there, even after a second `run()` in the same body. An alarm
+    left armed would go off in a later test, or end the process that runs pytest."""
+    from pytest_jaato_eval.pytest_layer.body_alarm import end_guard, guard_body
+
+    def theirs(signum, frame):
+        pass
+
+    previous = signal.signal(signal.SIGALRM, theirs)
+    try:
+        guard_body(300, tmp_path)
+        guard_body(200, tmp_path)
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 100
+        end_guard()
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+        assert signal.getsignal(signal.SIGALRM) is theirs
+        end_guard()  # nothing armed: nothing changes
+        assert signal.getsignal(signal.SIGALRM) is theirs
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _deep(ws: Path, levels: int = 20, name: str = "d" * 250) -> Path:
