@@ -52,10 +52,7 @@ def main(argv: list[str] | None = None) -> int:
                                       "passed": sum(r.get("state") == "PASS" for r in records)})
                 bk.log(f"{side} run {i + 1}: {results[side][-1]}")
     ours, theirs = (results[side] for side in SIDES)
-    rows = []
-    for key in ("wall", "cpu"):
-        a, b = bk.median(r[key] for r in ours), bk.median(r[key] for r in theirs)
-        rows.append([f"{key} (s)", bk.fmt(a), bk.fmt(b), bk.fmt(bk.ratio(a, b))])
+    rows = bk.compare_rows(ours, theirs)
     print(f"one pooled task of {args.pooled} arms, then {args.plain} one-arm tasks; "
           f"{args.runs} runs each (medians); load at the start: {bk.load()}")
     print("\n".join(bk.table(["", "ours", "jaato's ceiling", "ours / jaato's"], rows)))

@@ -57,16 +57,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for arms in args.arms:
         warm, cold = results[f"warm-{arms}"], results[f"cold-{arms}"]
-        for key in ("cpu", "wall"):
-            a, b = bk.median(r[key] for r in warm), bk.median(r[key] for r in cold)
-            rows.append([f"{arms} arm{'s' * (arms > 1)}: {key} (s)", bk.fmt(a), bk.fmt(b),
-                         bk.fmt(bk.ratio(a, b))])
+        size = f"{arms} arm{'s' * (arms > 1)}"
+        rows += bk.compare_rows(warm, cold, ("cpu", "wall"),
+                                lambda key, size=size: f"{size}: {key} (s)")
         passed = [r["passed"] == r["arms"] == arms for r in warm + cold]
-        rows.append([f"{arms} arm{'s' * (arms > 1)}: every arm PASS", all(passed), "", ""])
-    print(f"`pytest tasks/` on its private daemon, start and stop included; {args.runs} runs "
-          f"each side (medians); load at the start: {bk.load()}")
-    print("\n".join(bk.table(["", "warm", "cold", "warm / cold"], rows)))
+        rows.append([f"{size}: every arm PASS", all(passed), "", ""])
     bk.write_json(args.json, {"args": vars(args), "results": results})
+    print(f"`pytest tasks/` on its private daemon, start and stop included; {args.runs} runs "
+          f"each side (medians); load at the start: {bk.load()}",
+          *bk.table(["", "warm", "cold", "warm / cold"], rows), sep="\n")
     return 0
 
 

@@ -126,6 +126,16 @@ def ratio(a: Any, b: Any) -> float | None:
     return a / b if ok and b else None
 
 
+def compare_rows(a: Sequence[dict], b: Sequence[dict], keys: Sequence[str] = ("wall", "cpu"),
+                 label: Callable[[str], str] = lambda key: f"{key} (s)") -> list[list[str]]:
+    """A table row per key: the median of side `a`, of side `b`, and a / b."""
+    rows = []
+    for key in keys:
+        x, y = median(r[key] for r in a), median(r[key] for r in b)
+        rows.append([label(key), fmt(x), fmt(y), fmt(ratio(x, y))])
+    return rows
+
+
 def on_off(runs: int, one_run: Callable[[str, int], dict]) -> dict[str, dict]:
     """A feature measured against itself switched off: `one_run(side, i)` for the sides "on"
     and "off", `runs` times each, alternating and each side first in turn (load drift, and
