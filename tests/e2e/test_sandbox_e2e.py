@@ -339,7 +339,7 @@ def test_a_confined_agent_cannot_plant_a_module_a_python_arm_imports(project, mo
         shell_agent("planter", "sh plant.sh")))
     project.write("fixture/plant.sh", f"echo 'PWNED = True' > {planted}\n"
                   "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' "
-                  "| grep -e ^PATH= -e key-of > env.txt\n")
+                  "| grep -e ^PATH= -e key-of -e ^PYTHONPATH= > env.txt\n")
     project.write("arms/test_plant.py", """
         import pytest
 
@@ -352,6 +352,7 @@ def test_a_confined_agent_cannot_plant_a_module_a_python_arm_imports(project, mo
             assert not hasattr(colorsys, "PWNED"), "the agent's module was imported"
             seen = jaato_arm.read("env.txt")
             assert "PATH=" in seen and "key-of" not in seen, seen
+            assert "warm_template" not in seen, seen  # the daemon's warm-up is not the tools'
         """)
     result = project.run("arms", "--jaato-sandbox=bwrap", shared_daemon=False)
     assert not planted.exists()
