@@ -1,5 +1,6 @@
 """The private daemon's PYTHONPATH warms jaato's runner template and nothing else: its
-`sitecustomize` imports a session's modules in the template only, leaves PYTHONPATH as the
+`sitecustomize` imports a session's modules in the template only (and freezes its heap for
+the runners it forks), leaves PYTHONPATH as the
 user had it for what the template starts, and still runs the `sitecustomize` it shadows."""
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ from pytest_jaato_eval.engine.daemon import WARM_TEMPLATE, warm_template_path
 PROBE = ("import json, os, sys; print(json.dumps({'warm': 'jaato_server.shared.jaato_client' "
          "in sys.modules, 'providers': sorted(m for m in sys.modules if m.endswith("
          "'.echo.provider')), 'path': os.environ.get('PYTHONPATH'), 'theirs': getattr("
-         "sys.modules.get('sitecustomize'), 'MARK', None)}))")
+         "sys.modules.get('sitecustomize'), 'MARK', None), 'frozen': frozen()}))")
+# What a runner forked from the process inherits frozen (gc.get_freeze_count in the child).
+FORKED = ("import gc, os\n"
+          "def frozen():\n"
+          "    r, w = os.pipe()\n"
+          "    if os.fork() == 0:\n"
+          "        os.write(w, str(gc.get_freeze_count()).encode()); os._exit(0)\n"
+          "    os.close(w); os.wait(); return int(os.read(r, 32))\n")
 
 
 def probe(tmp_path, *argv: str) -> dict:
@@ -21,7 +29,7 @@ def probe(tmp_path, *argv: str) -> dict:
     theirs.mkdir(exist_ok=True)
     (theirs / "sitecustomize.py").write_text("MARK = 'the user\\'s own ran'\n")
     env = {**os.environ, "PYTHONPATH": warm_template_path(str(theirs))}
-    out = subprocess.run([sys.executable, "-c", PROBE, *argv], env=env, capture_output=True,
+    out = subprocess.run([sys.executable, "-c", FORKED + PROBE, *argv], env=env, capture_output=True,
                          text=True, timeout=120, check=True).stdout
     return json.loads(out)
 
@@ -32,11 +40,12 @@ def test_the_template_imports_a_sessions_modules_and_leaves_pythonpath_as_it_was
     assert seen["providers"] == ["jaato_server.shared.plugins.model_provider.echo.provider"]
     assert seen["path"] == str(tmp_path / "theirs")  # the runners and the agent's tools
     assert seen["theirs"] == "the user's own ran"
+    assert seen["frozen"] > 10_000  # a runner's collections skip what it inherited
 
 
 def test_any_other_process_of_the_daemon_only_runs_the_sitecustomize_it_shadows(tmp_path):
     seen = probe(tmp_path)
-    assert seen["warm"] is False and seen["providers"] == []
+    assert seen["warm"] is False and seen["providers"] == [] and seen["frozen"] < 1_000
     assert seen["path"].split(os.pathsep) == [WARM_TEMPLATE, str(tmp_path / "theirs")]
     assert seen["theirs"] == "the user's own ran"
 
