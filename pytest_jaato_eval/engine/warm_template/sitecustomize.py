@@ -11,7 +11,7 @@ is left to the runner, as before: this changes how fast a runner starts, never w
 
 Before each fork the template's heap is frozen (`gc.freeze`, as Python's documentation advises
 for a process that forks workers): a runner's garbage collections and its exit no longer walk,
-and so copy, the objects it inherited. That halves the CPU a daemon's stop spends.
+and so copy, the objects it inherited.
 
 It also takes this folder off PYTHONPATH for everything the template starts (the runners and
 the agent's tools), and runs the `sitecustomize` it shadows, if there is one.
