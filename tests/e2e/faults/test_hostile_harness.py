@@ -413,9 +413,11 @@ def test_a_later_run_sweeps_dead_runs_folders_and_processes_and_keeps_live_ones(
     # A runner the killed run left: it carries that run's marker in its environment.
     orphan = subprocess.Popen(
         [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
-                               "signal.SIG_IGN); time.sleep(4131)"],
-        env={**os.environ, TREE_VAR: "deadrun0001:daemon"})
+                               "signal.SIG_IGN); print('deaf', flush=True); time.sleep(4131)"],
+        env={**os.environ, TREE_VAR: "deadrun0001:daemon"}, stdout=subprocess.PIPE, text=True)
     try:
+        # Deaf to SIGTERM before the run starts: only SIGKILL ends it then.
+        assert orphan.stdout.readline() == "deaf\n"
         live_ident = Ident.of(live.pid)
         dead_dir = _owner_folder(project.tmp, "dead", *dead_ident, "deadrun0001")
         live_dir = _owner_folder(project.tmp, "live", live.pid, live_ident.started, "liverun0001")
@@ -437,6 +439,7 @@ def test_a_later_run_sweeps_dead_runs_folders_and_processes_and_keeps_live_ones(
             if p.poll() is None:
                 p.kill()
                 p.wait()
+        orphan.stdout.close()
 
 
 # -- a dropped session.new --------------------------------------------------------------------
