@@ -1,13 +1,16 @@
 """jaato's runner template warmed by the private daemon's PYTHONPATH against the same run
-without it, interleaved in one invocation.
+without it (or warmed but not frozen before each fork), interleaved in one invocation.
 
     ./dev python bench/bench_warm_template.py
     ./dev python bench/bench_warm_template.py --arms 1 6 --runs 3
+    ./dev python bench/bench_warm_template.py --against unfrozen
 
 One run is one `pytest tasks/` on the plugin's private daemon (confined, the default), its
 start and stop included, on the echo provider: `--arms` one-arm tasks. On the "cold" side a
 conftest.py in the project gives the daemon the user's PYTHONPATH alone, as before the
-warm-up (engine/warm_template/sitecustomize.py). CPU is the whole machine's busy time over
+warm-up (engine/warm_template/sitecustomize.py); with `--against unfrozen` it gives the daemon
+a copy of the warm-up without its `gc.freeze` before each fork, and both sides run unconfined
+(`--jaato-sandbox=none`: the sandbox would not show the copy, in the project's folder). CPU is the whole machine's busy time over
 the run (bk.busy_seconds): run it on an otherwise idle machine.
 """
 from __future__ import annotations
@@ -16,20 +19,43 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 
 import benchkit as bk
+
+from pytest_jaato_eval.engine.daemon import WARM_TEMPLATE
 
 COLD = """\
 import pytest_jaato_eval.engine.daemon as daemon
 
 daemon.warm_template_path = lambda pythonpath: pythonpath or ""
 """
+# The warm-up from a copy of its folder (unfrozen_copy) whose at-fork freeze is taken out.
+UNFROZEN = """\
+import pytest_jaato_eval.engine.daemon as daemon
+
+_warmed = daemon.warm_template_path
+daemon.warm_template_path = lambda pythonpath: _warmed(pythonpath).replace(
+    daemon.WARM_TEMPLATE, {folder!r}, 1)
+"""
+FREEZE = "os.register_at_fork(before=gc.freeze)"
+
+
+def unfrozen_copy(dest: Path) -> Path:
+    source = (Path(WARM_TEMPLATE) / "sitecustomize.py").read_text()
+    if FREEZE not in source:
+        raise SystemExit(f"bench: {WARM_TEMPLATE}/sitecustomize.py no longer says {FREEZE}")
+    dest.mkdir(parents=True)
+    (dest / "sitecustomize.py").write_text(source.replace(FREEZE, "pass"))
+    return dest
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--arms", type=int, nargs="+", default=[1, 6], help="arms per run")
     p.add_argument("--runs", type=int, default=3, help="runs per side and size, interleaved")
+    p.add_argument("--against", choices=("cold", "unfrozen"), default="cold",
+                   help="the other side: no warm-up, or the warm-up without its freeze")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
     results: dict[str, list[dict[str, float]]] = {}
@@ -39,13 +65,17 @@ def main(argv: list[str] | None = None) -> int:
                 project = tmp / f"{side}-{arms}"
                 for i in range(arms):
                     bk.echo_task(project / "tasks", f"t{i}")
-                if side == "cold":
+                if side == "cold" and args.against == "cold":
                     (project / "conftest.py").write_text(COLD)
+                elif side == "cold":
+                    folder = unfrozen_copy(project / "unfrozen")
+                    (project / "conftest.py").write_text(UNFROZEN.format(folder=str(folder)))
             for i in range(args.runs):
                 for side in (("cold", "warm") if i % 2 == 0 else ("warm", "cold")):
                     project = tmp / f"{side}-{arms}"
                     store = project / f"run-{i}.jsonl"
-                    cmd = bk.our_pytest(sys.executable, "tasks", store)
+                    cmd = bk.our_pytest(sys.executable, "tasks", store,
+                                        *(["--jaato-sandbox=none"] * (args.against == "unfrozen")))
                     cpu0, wall0 = bk.busy_seconds(), time.perf_counter()
                     out = bk.measure(cmd, cwd=project, env=dict(os.environ, TMPDIR=str(tmp)))
                     records = bk.read_records(store)
@@ -65,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     bk.write_json(args.json, {"args": vars(args), "results": results})
     print(f"`pytest tasks/` on its private daemon, start and stop included; {args.runs} runs "
           f"each side (medians); load at the start: {bk.load()}",
-          *bk.table(["", "warm", "cold", "warm / cold"], rows), sep="\n")
+          *bk.table(["", "warm", args.against, f"warm / {args.against}"], rows), sep="\n")
     return 0
 
 
