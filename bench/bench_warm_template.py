@@ -38,7 +38,7 @@ _warmed = daemon.warm_template_path
 daemon.warm_template_path = lambda pythonpath: _warmed(pythonpath).replace(
     daemon.WARM_TEMPLATE, {folder!r}, 1)
 """
-FREEZE = "os.register_at_fork(before=gc.freeze)"
+FREEZE = "os.register_at_fork(before=_freeze_before_fork)"
 
 
 def unfrozen_copy(dest: Path) -> Path:

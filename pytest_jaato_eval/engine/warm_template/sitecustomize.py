@@ -95,10 +95,17 @@ def _warm() -> None:
             _import(found.name + ".provider")
 
 
+def _freeze_before_fork(template: int = os.getpid()) -> None:
+    # What the template holds at a fork, the runner inherits and never frees: frozen, the
+    # runner's collections skip it (no copy-on-write of the whole heap) and so does its exit.
+    # A runner inherits this hook too; its own forks freeze nothing, or what its sessions
+    # made would never be collected.
+    if os.getpid() == template:
+        gc.freeze()
+
+
 if "--template-mode" in sys.argv[1:]:
     _leave_path()
     _warm()
-    # What the template holds at each fork, the runner inherits and never frees: frozen, the
-    # runner's collections skip it (no copy-on-write of the whole heap) and so does its exit.
-    os.register_at_fork(before=gc.freeze)
+    os.register_at_fork(before=_freeze_before_fork)
 _chain()
