@@ -283,7 +283,11 @@ def copy_tree(src: Path, dest: Path, keep: Callable[[files.Entry], bool] | None 
                 os.mkdir(name, 0o700, dir_fd=out)
                 last = (name, st)
             elif stat.S_ISLNK(st.st_mode):
-                os.symlink(os.readlink(name, dir_fd=folder), name, dir_fd=out)
+                try:
+                    target = os.readlink(name, dir_fd=folder)
+                except FileNotFoundError:
+                    continue  # gone since it was listed: not in the tree it copies
+                os.symlink(target, name, dir_fd=out)
                 os.utime(name, ns=(st.st_atime_ns, st.st_mtime_ns), dir_fd=out,
                          follow_symlinks=False)
             elif stat.S_ISREG(st.st_mode):
@@ -342,8 +346,13 @@ def _copy_file(src: int, name: str, out: int, st: os.stat_result) -> None:
     """The regular file `name` of the folder `src` copied into the folder `out`: its data
     ranges only (holes stay holes), in the kernel where it can (copy_file_range: blocks
     shared where the file system can, as btrfs and XFS can), then its mode and times."""
-    given = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                    dir_fd=src)
+    try:
+        given = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                        dir_fd=src)
+    except FileNotFoundError:
+        # Gone since it was listed: jaato renames a session's files into place after the
+        # session, even after the agent is ended. What is not there is not in the tree.
+        return
     try:
         if not stat.S_ISREG(os.fstat(given).st_mode):
             return  # replaced since it was listed: a trap the arm failed on already

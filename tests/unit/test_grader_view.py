@@ -271,3 +271,25 @@ def test_a_graders_copy_walks_any_depth_and_takes_no_more_disk_than_the_tree(tmp
             assert (copy[p].st_mode, copy[p].st_mtime_ns) == (st.st_mode, st.st_mtime_ns), p
         assert len(list(workspace.files.walk_tree(ws))) == len(before) + 600 + 1 + 100 + 1
     assert os.lstat(ws / "big.bin").st_ino == before[ws / "big.bin"].st_ino  # the agent's back
+
+
+def test_a_file_gone_between_the_listing_and_its_copy_is_not_in_the_copy(tmp_path, monkeypatch):
+    """jaato writes a session's file beside its final name and renames it into place, late:
+    a name the walk listed may be gone when the copy opens it. The grader's copy is then
+    the tree without it, never an error that turns the arm BLOCKED."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "answer.txt").write_text("READY\n")
+    (ws / "20261205_084022.json.tmp").write_text("{}")
+    os.symlink("answer.txt", ws / "link.tmp")
+    walk = workspace.files.walk_tree
+
+    def walk_then_rename(*args, **kwargs):
+        for entry in walk(*args, **kwargs):
+            if entry.name.endswith(".tmp"):  # listed, then renamed away before it is read
+                os.rename(ws / entry.name, ws / entry.name.removesuffix(".tmp"))
+            yield entry
+    monkeypatch.setattr(workspace.files, "walk_tree", walk_then_rename)
+    workspace.copy_tree(ws, tmp_path / "copy")
+    assert sorted(p.name for p in (tmp_path / "copy").iterdir()) == ["answer.txt"]
+    assert (tmp_path / "copy" / "answer.txt").read_text() == "READY\n"
