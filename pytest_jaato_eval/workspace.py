@@ -295,8 +295,7 @@ def copy_tree(src: Path, dest: Path, keep: Callable[[files.Entry], bool] | None 
                 if first is not None:
                     _link(dest, first, out, name)
                     continue
-                _copy_file(folder, name, out, st)
-                if st.st_nlink > 1:
+                if _copy_file(folder, name, out, st) and st.st_nlink > 1:
                     linked[(st.st_dev, st.st_ino)] = entry.parts
         while made:
             out = _leave(out, made.pop())
@@ -342,20 +341,21 @@ def _link(dest: Path, first: tuple[str, ...], out: int, name: str) -> None:
         os.close(fd)
 
 
-def _copy_file(src: int, name: str, out: int, st: os.stat_result) -> None:
+def _copy_file(src: int, name: str, out: int, st: os.stat_result) -> bool:
     """The regular file `name` of the folder `src` copied into the folder `out`: its data
     ranges only (holes stay holes), in the kernel where it can (copy_file_range: blocks
-    shared where the file system can, as btrfs and XFS can), then its mode and times."""
+    shared where the file system can, as btrfs and XFS can), then its mode and times.
+    False when it is no longer a regular file there (nothing copied)."""
     try:
         given = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
                         dir_fd=src)
     except FileNotFoundError:
         # Gone since it was listed: jaato renames a session's files into place after the
         # session, even after the agent is ended. What is not there is not in the tree.
-        return
+        return False
     try:
         if not stat.S_ISREG(os.fstat(given).st_mode):
-            return  # replaced since it was listed: a trap the arm failed on already
+            return False  # replaced since it was listed: a trap the arm failed on already
         made = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                        0o600, dir_fd=out)
         try:
@@ -368,6 +368,7 @@ def _copy_file(src: int, name: str, out: int, st: os.stat_result) -> None:
             os.close(made)
     finally:
         os.close(given)
+    return True
 
 
 def _data(fd: int, size: int) -> Iterator[tuple[int, int]]:

@@ -281,6 +281,7 @@ def test_a_file_gone_between_the_listing_and_its_copy_is_not_in_the_copy(tmp_pat
     ws.mkdir()
     (ws / "answer.txt").write_text("READY\n")
     (ws / "20261205_084022.json.tmp").write_text("{}")
+    os.link(ws / "20261205_084022.json.tmp", ws / "second-name.json")  # a name still there
     os.symlink("answer.txt", ws / "link.tmp")
     walk = workspace.files.walk_tree
 
@@ -291,5 +292,6 @@ def test_a_file_gone_between_the_listing_and_its_copy_is_not_in_the_copy(tmp_pat
             yield entry
     monkeypatch.setattr(workspace.files, "walk_tree", walk_then_rename)
     workspace.copy_tree(ws, tmp_path / "copy")
-    assert sorted(p.name for p in (tmp_path / "copy").iterdir()) == ["answer.txt"]
+    assert sorted(p.name for p in (tmp_path / "copy").iterdir()) == ["answer.txt",
+                                                                     "second-name.json"]
     assert (tmp_path / "copy" / "answer.txt").read_text() == "READY\n"

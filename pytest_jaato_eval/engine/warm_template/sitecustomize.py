@@ -95,12 +95,15 @@ def _warm() -> None:
             _import(found.name + ".provider")
 
 
-def _freeze_before_fork(template: int = os.getpid()) -> None:
+TEMPLATE_PID = os.getpid()  # in the template: the process that registers the hook
+
+
+def _freeze_before_fork() -> None:
     # What the template holds at a fork, the runner inherits and never frees: frozen, the
     # runner's collections skip it (no copy-on-write of the whole heap) and so does its exit.
     # A runner inherits this hook too; its own forks freeze nothing, or what its sessions
     # made would never be collected.
-    if os.getpid() == template:
+    if os.getpid() == TEMPLATE_PID:
         gc.freeze()
 
 
