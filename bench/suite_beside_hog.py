@@ -8,6 +8,7 @@ code, its wall time, pytest's summary line and the load average. Nothing is retr
 `--idle` runs the same without the hog: the budget's own case (CONTRIBUTING.md).
 
     ./dev python bench/suite_beside_hog.py [--ref HEAD] [--repeats 2] [--cpu 6] [--memory-mb 1024]
+                                           [--hog-sessions each|one]
     ./dev python bench/suite_beside_hog.py --idle --repeats 1   # once per fresh clone
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ import re
 import subprocess
 
 import benchkit as bk
-from hog import Hog, describe
+from hog import SESSIONS, Hog, describe
 
 SUMMARY = re.compile(rb"=+ (.*(?:passed|failed|error).*) in ([0-9.]+)s")
 
@@ -30,6 +31,9 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--cpu", type=int, default=6)
     ap.add_argument("--memory-mb", type=int, default=1024)
+    ap.add_argument("--hog-sessions", choices=SESSIONS, default="each",
+                    help="each busy loop a session of its own (the default: a run beside it "
+                         "gets one share in cpu+1 under autogroup), or all in one (hog.py)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds, per run")
     ap.add_argument("--keep", action="store_true", help="keep the clone and its logs")
     ap.add_argument("--idle", action="store_true",
@@ -43,7 +47,8 @@ def main() -> int:
         env = {**os.environ, "CI": "true"}
         env.pop("VIRTUAL_ENV", None)
         hog = None if args.idle else Hog(args.cpu, args.memory_mb,
-                                         seconds=args.timeout * args.repeats + 600)
+                                         seconds=args.timeout * args.repeats + 600,
+                                         sessions=args.hog_sessions)
         with hog or contextlib.nullcontext():
             for i in range(args.repeats):
                 log_path = where / f"run-{i}.log"
