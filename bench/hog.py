@@ -38,7 +38,8 @@ class Hog:
     def __init__(self, cpu: int = 6, memory_mb: int = 1024, seconds: float = 60.0,
                  sessions: str = "each") -> None:
         if sessions not in SESSIONS:
-            raise ValueError(f"hog: sessions must be one of {', '.join(SESSIONS)}, not {sessions!r}")
+            raise ValueError(f"hog: sessions must be one of {', '.join(SESSIONS)}, "
+                             f"not {sessions!r}")
         self.cpu, self.memory_mb, self.seconds, self.sessions = cpu, memory_mb, seconds, sessions
         self.running: list[tuple[Any, Any]] = []
 
@@ -56,8 +57,9 @@ class Hog:
         if self.memory_mb > 0:
             self.running.append(bk.spawn([*bound, sys.executable, "-c", MEMORY_HOG,
                                           str(self.memory_mb)]))
-        bk.log(f"hog: {self.cpu} busy loops ({describe_sessions(self)}) and {self.memory_mb} MB held, at most "
-               f"{self.seconds:g} s (pids {', '.join(str(p.pid) for p, _ in self.running)})")
+        pids = ", ".join(str(p.pid) for p, _ in self.running)
+        bk.log(f"hog: {self.cpu} busy loops ({describe_sessions(self)}) and {self.memory_mb} MB "
+               f"held, at most {self.seconds:g} s (pids {pids})")
         return self
 
     def __exit__(self, *exc: Any) -> None:
