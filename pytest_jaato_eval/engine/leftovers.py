@@ -27,10 +27,11 @@ from .. import processes
 from .sandbox import Limits
 
 FREEZE_WAIT = 3.0  # s: a tree that still starts processes after this many is given up on
-QUIET = 2  # walks in a row that find nothing running end the hunt ...
+QUIET = 2  # walks in a row that find nothing new or running end the hunt ...
 QUIET_GAP = 0.0005  # ... with this many seconds between them
 ROUNDS = 5  # kill passes over what was stopped and whatever is still found below
 SHOWN = 3  # processes named in the record's caveat
+STILL = "TtD"  # states that start nothing: stopped, traced, uninterruptible sleep
 TEMPLATE = "--template-mode"  # the runner template's argument: the process runner slots fork from
 
 
@@ -123,8 +124,8 @@ def end_new(watch: Watch) -> Leftovers:
     """Stop, then kill, what appeared below the daemon since the watch began.
 
     Walks stop what they see (SIGSTOP: no handler, no fork) until QUIET walks in a row
-    find nothing left running, so a tree that forks as it is hunted, or forks a successor
-    on SIGTERM, is caught whole; then all of it is killed.
+    find nothing new and nothing left running, so a tree that forks as it is hunted, or
+    forks a successor on SIGTERM, is caught whole; then all of it is killed.
     """
     out, frozen = Leftovers(), {}
     deadline, quiet = time.monotonic() + FREEZE_WAIT, 0
@@ -141,8 +142,12 @@ def end_new(watch: Watch) -> Leftovers:
                         f"running could be looked for; the arm is not graded")
             break
         found = watch.hunt()  # stopped ones too: a later arm's agent could resume them
-        frozen.update({i: processes.command_line(i.pid) for i in found if i not in frozen})
-        running = [i for i, state in found.items() if state not in "Tt"]
+        new = [i for i in found if i not in frozen]
+        frozen.update({i: processes.command_line(i.pid) for i in new})
+        # Neither a stopped process nor one in uninterruptible sleep ('D', its stop pending
+        # from this walk) can fork; and a shell that vforked a child this walk stopped before
+        # its exec stays in 'D' until it is killed.
+        running = new or [i for i, state in found.items() if state not in STILL]
         quiet = 0 if running else quiet + 1
         if quiet >= QUIET:
             break

@@ -18,6 +18,7 @@ import pytest
 from pytest_jaato_eval import launch, processes, sweep
 from pytest_jaato_eval.pytest_layer import fence
 from pytest_jaato_eval.pytest_layer.task_folder import declared_roots
+from pytest_jaato_eval.engine import leftovers
 from pytest_jaato_eval.engine.accounting import count_nudges, tracker_record
 from pytest_jaato_eval.engine.budget import profile_ceiling
 from pytest_jaato_eval.engine.driver import LINE_CAP, _pump
@@ -384,6 +385,42 @@ def test_a_leftover_that_forks_as_it_is_hunted_is_stopped_whole(tmp_path):
         assert size > 0 and marks.stat().st_size == size, "the walk went on"
     finally:
         (tmp_path / "marks.stop").touch()  # a walk that escaped ends by itself
+        tree.kill(grace=0)
+        proc.wait()
+
+
+VFORKER = """
+import os, sys
+# glibc's posix_spawn is a vfork: this process waits uninterruptibly ('D') until its child
+# execs, and the child first opens a FIFO nobody writes, so it waits there, before its exec.
+os.posix_spawn("/bin/true", ["true"], dict(os.environ),
+               file_actions=[(os.POSIX_SPAWN_OPEN, 3, sys.argv[1], os.O_RDONLY, 0)])
+"""
+
+
+def test_a_leftover_caught_in_a_vfork_is_ended_not_taken_for_one_still_forking(tmp_path):
+    """A shell that vforks a child to run a command (dash does, for each one) waits in
+    uninterruptible sleep until the child execs. A walk that stops the child before its
+    exec leaves the shell waiting for good: it can start nothing, and it is killed with the
+    rest; its arm is graded, not BLOCKED as if its leftovers still forked."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    proc, tree = processes.start(["sh", "-c", 'read go; "$0" -c "$1" "$2" & wait',
+                                  sys.executable, VFORKER, str(fifo)], stdin=subprocess.PIPE)
+    try:
+        time.sleep(0.3)
+        with leftovers.ended_after(leftovers.Owned(proc.pid, tree.marker)) as found:
+            proc.stdin.write(b"go\n")
+            proc.stdin.flush()
+            spawner = until(lambda: [p for p in psutil.Process(proc.pid).children()
+                                     if p.children()])[0]
+            until(lambda: spawner.status() == psutil.STATUS_DISK_SLEEP)
+        assert found.lost is None, found.lost
+        assert found.said and "left 2 process(es)" in found.said[0], found.said
+        assert not psutil.Process(proc.pid).children(recursive=True) or all(
+            p.status() == psutil.STATUS_ZOMBIE
+            for p in psutil.Process(proc.pid).children(recursive=True))
+    finally:
         tree.kill(grace=0)
         proc.wait()
 
