@@ -216,7 +216,7 @@ def test_the_documented_ci_steps_print_no_error_on_a_healthy_sweep(project):
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
            "SHARDS": str(steps["env"]["SHARDS"]), "SWEEP": "tasks/",
            "GITHUB_STEP_SUMMARY": str(summary), "TMPDIR": str(project.tmp),
-           "PYTEST_ADDOPTS": f"-p no:cacheprovider -p no:xdist -p no:html "
+           "PYTEST_ADDOPTS": f"-p no:cacheprovider -p no:xdist -p no:html -p no:hypothesispytest "
                              f"--jaato-socket={project.daemon.socket_path}"}
     env.pop("CI", None)
 
