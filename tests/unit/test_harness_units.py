@@ -315,7 +315,6 @@ def test_what_appears_below_a_daemon_during_an_arm_is_ended_but_new_runner_slots
     "template" child and its "slot" exist before the arm. During it the template forks a
     new slot (jaato's pool refilling: kept), the old slot starts a child and the daemon
     adopts another, found stopped (an agent's leftovers: ended, and said)."""
-    from pytest_jaato_eval.engine import leftovers
     for name in ("t", "s", "d"):
         os.mkfifo(tmp_path / name)
     slot = "read z < s; sleep 4803 & wait"
@@ -369,7 +368,6 @@ def test_a_leftover_that_forks_as_it_is_hunted_is_stopped_whole(tmp_path):
     """A leftover that walks (forks a new pid every 2 ms, its parent exiting) under a
     subreaper daemon, as jaato's is: each pass stops (SIGSTOP) what it finds, so the walk
     ends, and then all of it is killed; the file it writes stands still after."""
-    from pytest_jaato_eval.engine import leftovers
     marks = tmp_path / "marks"
     proc, tree = processes.start([sys.executable, "-c", SUBREAPER, FORKER, str(marks)],
                                  stdin=subprocess.PIPE)
@@ -429,7 +427,6 @@ def test_a_daemon_killed_before_its_leftovers_are_looked_for_leaves_the_arm_ungr
     """The agent's leftover kills the daemon first (it runs as the same user): what it left
     can no longer be told by ancestry, so the arm is not graded (BLOCKED), and what still
     carries the daemon's marker is ended."""
-    from pytest_jaato_eval.engine import leftovers
     proc, tree = processes.start("sleep 4805 & wait", shell=True)
     try:
         time.sleep(0.05)
@@ -453,11 +450,10 @@ def test_a_daemon_gone_is_the_agents_act_only_after_its_session_began(tmp_path):
     from pytest_jaato_eval.arm import ArmSettings, ArmState, agent_faults
     from pytest_jaato_eval.engine.agent_run import AgentRun
     from pytest_jaato_eval.engine.ceiling import Ceiling
-    from pytest_jaato_eval.engine.leftovers import Owned
     gone = subprocess.Popen(["true"])
     gone.wait()  # a pid that no longer runs
     restarts: list[int] = []
-    owned = Owned(gone.pid, "marker", restart=lambda: restarts.append(1))
+    owned = leftovers.Owned(gone.pid, "marker", restart=lambda: restarts.append(1))
     settings = ArmSettings(workspace_root=tmp_path, keep_workspaces="never",
                            ceiling=Ceiling(0), run_id="r", sandbox="bwrap")
     unborn = AgentRun(blocked_reason="daemon: could not connect")
@@ -480,11 +476,10 @@ def test_a_driver_arm_whose_driver_ran_answers_for_its_daemon_without_session_re
     from pytest_jaato_eval.arm import ArmSettings, ArmState, agent_faults
     from pytest_jaato_eval.engine.agent_run import AgentRun
     from pytest_jaato_eval.engine.ceiling import Ceiling
-    from pytest_jaato_eval.engine.leftovers import Owned
     gone = subprocess.Popen(["true"])
     gone.wait()
     restarts: list[int] = []
-    owned = Owned(gone.pid, "marker", restart=lambda: restarts.append(1))
+    owned = leftovers.Owned(gone.pid, "marker", restart=lambda: restarts.append(1))
     settings = ArmSettings(workspace_root=tmp_path, keep_workspaces="never",
                            ceiling=Ceiling(0), run_id="r", sandbox="bwrap")
     socket = str(tmp_path / "s")
