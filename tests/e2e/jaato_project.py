@@ -127,7 +127,10 @@ class Project:
 
     def spy_on_daemon_starts(self) -> Path:
         """A root conftest that notes every private daemon start of later runs (xdist
-        workers included) in the file returned."""
+        workers included) in the file returned, and that it was loaded at all in the same
+        name with `.loaded` added: a spy that saw nothing must have been there to see it.
+        (That `PrivateDaemon.ensure` is how a run starts its daemon is shown where a spied
+        run does start one: test_pytest_layer_e2e.py's xdist run.)"""
         mark = self.root / "daemon-started"
         self.write("conftest.py", DAEMON_SPY.format(mark=str(mark)))
         return mark
@@ -145,6 +148,8 @@ class Project:
 DAEMON_SPY = """\
 import pytest_jaato_eval.engine.daemon as daemon
 
+with open({mark!r} + ".loaded", "a") as f:
+    f.write("loaded\\n")
 _ensure = daemon.PrivateDaemon.ensure
 
 

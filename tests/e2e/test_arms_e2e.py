@@ -34,6 +34,15 @@ def test_shipped_tasks_pass_on_a_private_daemon(project):
         assert r["provenance"]["jaato_sdk_version"]
     result.stdout.fnmatch_lines(["*jaato-eval pivot*", "config-file*echo*100%*1*0*0*",
                                  "write-file*echo*100%*2*0*0*"])
+    # The private daemon's start is said, with its time, before the first arm's line (and,
+    # when the first arm had to wait for it, while it waited).
+    lines = result.stdout.lines
+    ready = next(i for i, x in enumerate(lines)
+                 if re.fullmatch(r"jaato-eval: private jaato daemon ready after \d+\.\d s", x))
+    starting = [i for i, x in enumerate(lines)
+                if x.startswith("jaato-eval: starting the private jaato daemon")]
+    assert all(i < ready for i in starting), result.stdout.str()
+    assert ready < next(i for i, x in enumerate(lines) if x.startswith("  PASS "))
     # R5: graded again from their snapshots, in the same sandbox, every verdict is the same
     # (the driver's, the processor's, the judge's and the scripts').
     regraded = project.root / "regraded.jsonl"

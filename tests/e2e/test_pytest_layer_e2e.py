@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from jaato_project import HANG, SCHEMA, processes_mentioning, unused_plugins
@@ -248,19 +249,34 @@ def test_python_arm_blocked_by_a_provider_500(project, scripted_model):
     assert r["session_id"]
 
 
-@pytest.mark.slow
-def test_python_arms_under_xdist_then_resume_runs_nothing_again(project):
-    project.task("write-file")
+@pytest.mark.slow  # an xdist run: a private daemon per worker
+def test_xdist_spreads_task_and_python_arms_over_one_writer_then_resume_runs_nothing(project):
+    """-n 2 over task arms and Python arms together (X6): every arm once in the store, written
+    by the controller alone under the run's one id, one pivot, nothing left running. Resuming
+    the finished sweep (R3) deselects every arm, and no worker starts a daemon for nothing."""
+    for name in ("a", "b"):
+        project.task(name, repeats=2)
+    project.task("write-file")  # the Python arms' config root and fixture; one arm too
     project.write("arms/test_arms.py", PY_ARMS)
-    result = project.run("arms", "-n", "2", shared_daemon=False)
-    assert result.ret == 1
-    first = {r["arm_id"]: r["session_id"] for r in project.records()}
-    assert len(first) == 3
     mark = project.spy_on_daemon_starts()
-    result = project.run("arms", "--resume", "-n", "2", shared_daemon=False)
-    assert result.ret == 5  # pytest's code when every item is deselected
+    result = project.run("tasks", "arms", "-n", "2", shared_daemon=False)
+    assert result.ret == 1, result.stdout.str()  # test_wants_done fails, as written
+    # The spy (used below and elsewhere) sees a run start its daemon.
+    assert "started" in mark.read_text(), result.stdout.str()
+    result.assert_outcomes(passed=7, failed=1)
+    records = project.records()
+    first = {r["arm_id"]: r["session_id"] for r in records}
+    assert len(records) == len(first) == 8 and all(first.values())
+    assert len({r["run_id"] for r in records}) == 1, "workers share the controller's run id"
+    assert result.stdout.str().count("jaato-eval pivot") == 1
+    nothing_left(project)
+    mark.unlink()
+    Path(f"{mark}.loaded").unlink()
+    again = project.run("tasks", "arms", "--resume", "-n", "2", shared_daemon=False)
+    assert again.ret == pytest.ExitCode.NO_TESTS_COLLECTED, again.stdout.str()
+    assert Path(f"{mark}.loaded").exists(), "the spy was loaded"
     assert not mark.exists(), "no worker starts a daemon for arms --resume deselects"
-    result.stdout.fnmatch_lines(["resumed: 3 arms already in the store were kept, not run again"])
+    again.stdout.fnmatch_lines(["resumed: 8 arms already in the store were kept, not run again"])
     assert {r["arm_id"]: r["session_id"] for r in project.records()} == first
     nothing_left(project)
 

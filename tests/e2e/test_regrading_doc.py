@@ -174,9 +174,6 @@ def test_a_fixed_grader_is_regraded_without_an_agent_as_the_page_says(project, o
     manifest = project.root / "regrading" / "answer" / "task.yaml"
     manifest.write_text(manifest.read_text().replace("six times seven", "seven times six"))
     started = project.spy_on_daemon_starts()
-    spy = (project.root / "conftest.py").read_text()
-    (project.root / "conftest.py").write_text(  # the spy says it is there: no vacuous pass
-        f"open({str(started) + '.loaded'!r}, 'a').write('loaded\\n')\n" + spy)
     ran = pytest_run(regrade, "-k", "answer", "-n", "2", "--jaato-out", "refused.jsonl")
     assert ran.ret == 2, ran.stdout.str()
     assert Path(f"{started}.loaded").exists(), "the spy on daemon starts was not loaded"

@@ -1,10 +1,9 @@
 """--resume (R3, X5): only missing arms run, completed ones keep their sessions, a changed
-task is refused; and -n runs arms on per-worker private daemons (X6). Interrupted sweeps
-and crashed workers are in tests/e2e/faults."""
+task is refused. Resuming after an xdist run is in tests/e2e/test_pytest_layer_e2e.py;
+interrupted sweeps and crashed workers are in tests/e2e/faults."""
 from __future__ import annotations
 
 import pytest
-from jaato_project import processes_mentioning
 
 
 @pytest.mark.slow
@@ -31,25 +30,6 @@ def test_resume_runs_only_the_missing_arms_and_refuses_a_changed_task(project):
     refused.stdout.fnmatch_lines(["*beta/task.yaml: resume: task 'beta' changed since*"])
     assert "jaato-eval pivot" not in refused.stdout.str()  # no pivot above a refusal
     assert len(project.records()) == 3
-
-
-@pytest.mark.slow
-def test_xdist_spreads_arms_over_private_daemons_and_one_writer(project):
-    for name in ("a", "b", "c"):
-        project.task(name, repeats=2)
-    result = project.run("tasks", "-n", "2", shared_daemon=False)
-    assert result.ret == 0, result.stdout.str()
-    result.assert_outcomes(passed=6)
-    records = project.records()
-    assert len(records) == 6 and len({r["arm_id"] for r in records}) == 6
-    assert len({r["run_id"] for r in records}) == 1, "workers share the controller's run id"
-    assert result.stdout.str().count("jaato-eval pivot") == 1
-    assert processes_mentioning(str(project.tmp)) == [] and project.run_dirs() == []
-    # Resuming a finished sweep deselects every arm: no worker starts a daemon for them.
-    mark = project.spy_on_daemon_starts()
-    again = project.run("tasks", "--resume", "-n", "2", shared_daemon=False)
-    assert again.ret == pytest.ExitCode.NO_TESTS_COLLECTED, again.stdout.str()
-    assert not mark.exists() and len(project.records()) == 6
 
 
 @pytest.mark.slow

@@ -233,16 +233,6 @@ def test_the_agent_sees_only_the_allow_list_and_no_harness_file_opens_its_plants
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_the_sandbox_can_be_turned_off_and_the_records_say_so(project):
-    project.task("plain", profile=WRITER)
-    result = project.run("tasks", "--jaato-sandbox=none", shared_daemon=False)
-    (record,) = project.records()
-    assert record["sandbox"] == "none" and UNCONFINED in record["notes"], record
-    assert "sandbox: none: turned off (--jaato-sandbox=none); the agent runs as you" in (
-        result.stdout.str())
-    assert result.ret == 0
-
-
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bwrap to hide it")
 def test_bwrap_required_but_missing_blocks_every_arm_saying_why(project, monkeypatch):
     monkeypatch.setenv("PATH", os.pathsep.join(
@@ -573,7 +563,7 @@ os.mkfifo(folder / f"{name}")                         # and where it goes
 
 
 def test_unconfined_an_agent_that_changes_the_checkout_fails_and_is_named(project):
-    """Without a sandbox the agent can write the task's files in the checkout: this run
+    """The sandbox turned off (`--jaato-sandbox=none`), the agent can write the task's files in the checkout: this run
     grades with its own copy, but later runs would not. The checkout is hashed around each
     agent's run; a change FAILS that arm (verdict `checkout`), and the arms after it, whose
     agents change nothing, are graded as usual. Every record and the summary say the agent
@@ -604,7 +594,7 @@ def test_unconfined_an_agent_that_changes_the_checkout_fails_and_is_named(projec
     assert planter["state"] == "PASS" and manifest.read_bytes() == before, planter
     written = folder_of(project.store) / planter["transcript"]
     assert written.is_file() and not written.is_symlink()
-    assert all(UNCONFINED in r["notes"] for r in by.values())
+    assert all(r["sandbox"] == "none" and UNCONFINED in r["notes"] for r in by.values())
     assert "sandbox: none: turned off (--jaato-sandbox=none); the agent runs as you" in (
         result.stdout.str())
     assert result.ret == 1

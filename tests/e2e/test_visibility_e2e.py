@@ -90,20 +90,6 @@ def test_the_judges_bill_is_its_own_and_the_pivot_shows_both(project, tmp_path):
     assert data["cells"][0]["judge_cost_usd"] == pytest.approx(JUDGE_COST)
 
 
-@pytest.mark.slow  # a private daemon's start; the arm lines are shown by the tests above
-def test_the_private_daemons_start_is_said_with_its_time(project):
-    project.task("ok")
-    out = project.run("tasks", shared_daemon=False).stdout.str()
-    lines = out.splitlines()
-    ready = next(i for i, x in enumerate(lines)
-                 if re.fullmatch(r"jaato-eval: private jaato daemon ready after \d+\.\d s", x))
-    starting = [i for i, x in enumerate(lines) if x.startswith(
-        "jaato-eval: starting the private jaato daemon")]
-    assert all(i < ready for i in starting), out  # said while waiting, when it had to wait
-    arm = next(i for i, x in enumerate(lines) if x.startswith("  PASS "))
-    assert ready < arm
-
-
 def transcript(project, record) -> dict:
     from pytest_jaato_eval.results import transcripts
     return transcripts.read(project.store, record["transcript"])
