@@ -123,6 +123,9 @@ class Liveness:
         self._live = False             # a live line is drawn under pytest's current line
         self._tty = False
         self._said: dict[str, float] = {}   # arm id -> when its last heartbeat was written
+        # Arms whose outcome line is out: never said to be running after it, though their
+        # state lingers until the item's teardown (or a worker's next write) clears it.
+        self._reported: set[str] = set()
 
     # -- hooks ---------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -167,6 +170,9 @@ class Liveness:
         if self._thread is None and outcome.arm_identity(report) is not None:
             self.start(self.config)  # under -n, a Python arm is known by its reports
         with self.quiet():
+            record = outcome.record_of(report)
+            if record is not None:
+                self._reported.add(record.arm_id)
             return (yield)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -208,16 +214,21 @@ class Liveness:
     def _run(self) -> None:
         while not self._stop.wait(TICK):
             try:
-                running = [d for d in self._running() if time.time() - d.started >= LIVE_AFTER]
-                with self._lock:
-                    if self._stop.is_set():
-                        return
-                    if self._tty:
-                        self._draw(running)
-                    elif self.heartbeat:
-                        self._beat(running)
+                self._tick([d for d in self._running() if time.time() - d.started >= LIVE_AFTER])
             except Exception:  # noqa: BLE001 - a line not drawn must never end the run
                 return
+
+    def _tick(self, running: list[Doing]) -> None:
+        """Say what runs. `running` was looked at before the lock was taken: an arm whose
+        outcome line pytest wrote meanwhile is over, and is not said to be running."""
+        with self._lock:
+            if self._stop.is_set():
+                return
+            running = [d for d in running if d.arm_id not in self._reported]
+            if self._tty:
+                self._draw(running)
+            elif self.heartbeat:
+                self._beat(running)
 
     def _running(self) -> list[Doing]:
         found = [ACTIVITY.now] if ACTIVITY.now is not None else []

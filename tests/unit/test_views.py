@@ -335,6 +335,32 @@ def test_the_live_line_is_drawn_under_pytests_line_and_cleared_before_it_writes(
     assert cleared == "\r\x1b[2K\x1b[1A\x1b[28G"  # gone, and the cursor back again
 
 
+def test_an_arm_whose_line_is_written_is_never_said_to_be_still_running(tmp_path):
+    """The heartbeat looks at what runs, then waits for pytest's writes to end: an arm whose
+    outcome line pytest wrote in between is over (its state lingers until its teardown), and
+    no `still running` line follows its PASS."""
+    from types import SimpleNamespace
+
+    from pytest_jaato_eval.pytest_layer.outcome import RECORD_ATTR
+    live = liveness.Liveness(SimpleNamespace(get_verbosity=lambda: 0), 1.0, lambda: None)
+    live._tw = _Terminal("tasks/slow/task.yaml ")
+    read, write = os.pipe()
+    live._fd = write
+    looked = [Doing("slow@echo#0", 0.0, "grading"), Doing("other@echo#0", 0.0, "turn 1")]
+    report = SimpleNamespace(user_properties=[],
+                             **{RECORD_ATTR: arm_record("slow", "echo", 0, "PASS").to_dict()})
+    hook = live.pytest_runtest_logreport(report)  # pytest writes the arm's line in here
+    next(hook)
+    with pytest.raises(StopIteration):
+        hook.send(None)
+    live._tick(looked)
+    os.close(write)
+    live._fd = None
+    out = os.read(read, 4096).decode()
+    os.close(read)
+    assert "still running: other@echo#0" in out and "slow@echo#0" not in out, out
+
+
 def test_the_plugins_fixtures_are_the_ones_the_docs_name(pytester):
     result = pytester.runpytest_inprocess("--fixtures", "-p", "no:cacheprovider")
     ours = re.findall(r"^(\w+)(?: \[session scope\])? -- .*pytest_jaato_eval",
