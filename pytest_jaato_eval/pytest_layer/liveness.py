@@ -123,9 +123,10 @@ class Liveness:
         self._live = False             # a live line is drawn under pytest's current line
         self._tty = False
         self._said: dict[str, float] = {}   # arm id -> when its last heartbeat was written
-        # Arms whose outcome line is out: never said to be running after it, though their
-        # state lingers until the item's teardown (or a worker's next write) clears it.
-        self._reported: set[str] = set()
+        # arm id -> when its outcome line went out: an attempt begun before then is over,
+        # though its state lingers until the item's teardown (or a worker's next write)
+        # clears it; one begun after (a rerun plugin's) is shown again.
+        self._reported: dict[str, float] = {}
 
     # -- hooks ---------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -172,7 +173,7 @@ class Liveness:
         with self.quiet():
             record = outcome.record_of(report)
             if record is not None:
-                self._reported.add(record.arm_id)
+                self._reported[record.arm_id] = time.time()
             return (yield)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -224,7 +225,8 @@ class Liveness:
         with self._lock:
             if self._stop.is_set():
                 return
-            running = [d for d in running if d.arm_id not in self._reported]
+            running = [d for d in running
+                       if d.started > self._reported.get(d.arm_id, float("-inf"))]
             if self._tty:
                 self._draw(running)
             elif self.heartbeat:
