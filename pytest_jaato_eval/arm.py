@@ -16,7 +16,7 @@ from typing import Mapping, Protocol
 
 from . import contamination, processes, workspace
 from .activity import ACTIVITY
-from .task import grader_files
+from .task import grader_files, session_files
 from .task.arms import Arm
 from .engine.accounting import count_nudges, summed_usage, tracker_record
 from .engine import resources
@@ -367,8 +367,9 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, arm_state:
     elif task.harness.kind == DRIVER:
         cascade_id = f"jaato-eval-{settings.run_id}-{uuid.uuid4().hex[:8]}"
     try:
-        config = workspace.agent_config(owned_config(task, settings, arm_state), ws,
-                                        grader_files.graders_own(task))
+        owned_root = owned_config(task, settings, arm_state)
+        config = workspace.agent_config(owned_root, ws,
+                                        session_files.left_out(task, owned_root))
     except workspace.WorkspaceError as exc:
         run.blocked_reason = str(exc)
         return run, cascade_id, on_arrival
@@ -596,9 +597,8 @@ def arm_sides(arm: Arm, arm_state: ArmState) -> dict[str, dict | None]:
     if not task.graders:
         return {"agent_side": None, "grader_side": None}
     config = arm_state.owned.get(Path(task.config_root).resolve(), task.config_root)
-    own = grader_files.graders_own(task)
-    return {"agent_side": sides.agent_side(arm, config, own),
-            "grader_side": sides.grader_side(arm, config, own)}
+    return {"agent_side": sides.agent_side(arm, config),
+            "grader_side": sides.grader_side(arm, config)}
 
 
 # What a regraded record keeps of the record it graded again: the agent's run, as it was.
@@ -694,7 +694,7 @@ def keep_snapshot(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: Age
         "cascade_id": cascade_id, "tampered": tampered, "planted": list(planted),
         "params": dict(arm.grader_params), "profile_set": arm.profile_set,
         "sample": None if sample is None else {"id": sample.id, "fields": dict(sample.fields)},
-        "agent_side": sides.agent_side(arm, config, grader_files.graders_own(task))})
+        "agent_side": sides.agent_side(arm, config)})
     staging = settings.staging or Path(settings.workspace_root).parent / "snapshots"
     try:
         snapshots.take(ws, facts, staging / name, cap)
@@ -735,7 +735,7 @@ def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, arm_stat
         run.blocked_reason = str(exc)
         return arm_record(arm, settings, arm_state, run, [], ws, [], discard=False, ceiling=None,
                           source=source, snapshot=Snapshot(note=source.snapshot_note))
-    now = sides.agent_side(arm, config, grader_files.graders_own(task))
+    now = sides.agent_side(arm, config)
     changed = sides.changed(source.agent_side, now)
     kept = Snapshot(note=source.snapshot_note)
     if source.snapshot is not None:  # the new store keeps what its record names

@@ -19,7 +19,7 @@ from typing import Any, cast
 import pytest
 
 from . import outcome
-from ..task import preflight
+from ..task import grader_files, preflight
 from ..task.arms import DEFAULT_SET, Arm, arms_of
 from ..engine.budget import ceiling_warning
 from ..task.load import ManifestError, load_task
@@ -104,6 +104,8 @@ class TaskFile(pytest.File):
                                   settings.ceiling.seconds, settings.ceiling.source)
         if warning:  # B4
             self.warn(pytest.PytestWarning(warning))
+        for line in grader_files.shared_with_session(task):  # G14: before any arm costs
+            self.warn(pytest.PytestWarning(f"{self.path}: {line}"))
         # Marks and keywords every arm of the task shares are the file's: arms inherit them.
         self.add_marker(jaato_mark())
         self.extra_keyword_matches.add(task.id)

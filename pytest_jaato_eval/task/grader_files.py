@@ -1,20 +1,23 @@
-"""Which of a config root's files belong to which grader: what the agent's copy of the
-config root leaves out, and what each grader's own view of it leaves out (docs/tasks.md,
-"What a grader sees").
+"""Which of a config root's files belong to which grader: what each grader's own view of
+it leaves out (docs/tasks.md, "What a grader sees"), and which of the session's files a
+grader names too (preflight says so).
 
 A grader's own files are the ones its manifest entry names: a script grader's `file`, a
 processor's `script`, a path under `$JAATO_EVAL_CONFIG_ROOT` that a `run` command spells out
 (a file or a folder), a judge's profile under every profile set. Everything else in the
-config root (profiles, shared helpers, data no grader names) is shared.
+config root (profiles, shared helpers, data no grader names) every grader sees; the agent's
+copy holds only what jaato reads for a session, whatever a grader names
+(task/session_files.py).
 """
 from __future__ import annotations
 
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
-from .model import JudgeGrader, ProcessorGrader, ScriptGrader
+from . import session_files
+from .model import AnyGrader, JudgeGrader, ProcessorGrader, ScriptGrader
 
 # `$JAATO_EVAL_CONFIG_ROOT/a/b` or `${JAATO_EVAL_CONFIG_ROOT}/a/b` in a command, up to the
 # first character a shell would end the word at.
@@ -32,26 +35,28 @@ def named_in(command: str) -> set[str]:
     return out
 
 
-def own_files(task: Any, spec: Any) -> set[str]:
+def own_files(task: Any, spec: AnyGrader) -> set[str]:
     """The config root's files `spec`, one of `task`'s graders, names (relative paths)."""
-    if isinstance(spec, ScriptGrader):
-        return {os.path.normpath(spec.file)} if spec.file else named_in(spec.run or "")
-    if isinstance(spec, ProcessorGrader):
-        return {os.path.normpath(spec.script)}
-    if isinstance(spec, JudgeGrader):
-        profiles = Path(task.config_root) / "profiles"
-        own = set()
-        for folder in [profiles, *(p for p in _folders(profiles))]:
-            for suffix in (".yaml", ".yml"):
-                own.add(os.path.relpath(folder / f"{spec.profile}{suffix}", task.config_root))
-        return own
-    return set()
+    match spec:
+        case ScriptGrader():
+            return {os.path.normpath(spec.file)} if spec.file else named_in(spec.run or "")
+        case ProcessorGrader():
+            return {os.path.normpath(spec.script)}
+        case JudgeGrader():
+            profiles = Path(task.config_root) / "profiles"
+            own = set()
+            for folder in [profiles, *(p for p in _folders(profiles))]:
+                for suffix in (".yaml", ".yml"):
+                    own.add(os.path.relpath(folder / f"{spec.profile}{suffix}", task.config_root))
+            return own
+        case _:
+            assert_never(spec)
 
 
 def graders_own(task: Any) -> set[str]:
-    """What the agent's copy of the config root leaves out: every grader's own files, but
-    for a judge that runs on the agent's own profile (the agent's session needs that
-    profile too)."""
+    """Every grader's own files, but for a judge that runs on the agent's own profile (the
+    agent's session binds that profile too). The agent's copy of the config root is not
+    drawn from this (task/session_files.py): it holds only what a session reads."""
     own: set[str] = set()
     for spec in task.graders:
         if isinstance(spec, JudgeGrader) and spec.profile == task.harness.profile:
@@ -81,3 +86,20 @@ def _folders(path: Path) -> list[Path]:
         return [p for p in path.iterdir() if p.is_dir()]
     except OSError:
         return []
+
+
+def shared_with_session(task: Any) -> list[str]:
+    """One line per grader whose own files are also the session's (task/session_files.py):
+    the agent's copy keeps them, so the agent can read what that grader reads there."""
+    session = session_files.kept(task)
+    lines = []
+    for index, spec in enumerate(task.graders):
+        if isinstance(spec, JudgeGrader):
+            continue  # a judge's profile is left out of the agent's copy unless the session binds it
+        both = sorted(rel for rel in own_files(task, spec)
+                      if any(_within(rel, k) or _within(k, rel) for k in session))
+        if both:
+            lines.append(f"graders[{index}] ({spec.id}) names what the agent's session reads "
+                         f"too: {', '.join(both)}; the agent's copy of the config root keeps "
+                         f"it, so keep no answer there")
+    return lines

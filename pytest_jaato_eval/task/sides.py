@@ -16,14 +16,15 @@ The agent's side of an arm:
 - `harness`: the harness kind, the profile name, the profile set, what the driver is
   passed of the environment;
 - `profile`: the profile file the session binds, from the set's folder or the regular tier;
-- `config`: every other file of the config root the agent's copy holds (all but the
-  graders' own files: a script grader's `file`, a processor, a judge's profile);
+- `config`: every other file of the config root the agent's copy holds (what jaato reads
+  for a session, task/session_files.py);
 - `sample`: which dataset row it ran on (a driver, which is handed the whole row: the
   row too; a session agent sees the row only through its prompt and parameters).
 
 The graders' side: `graders` (every grader as declared, in order, and the contamination
-mode), `files` (the graders' own files in the config root) and `sample` (the row's fields,
-which graders read: a corrected answer key is a grader change).
+mode), `files` (the config root's files the agent's copy leaves out, and the session's files
+a grader names) and `sample` (the row's fields, which graders read: a corrected answer key
+is a grader change).
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from . import grader_files, session_files
 from .arms import Arm
 from .model import DRIVER, Task
 from .preflight import PROFILE_SUFFIXES
@@ -88,11 +90,10 @@ def profile_files(config_root: Path, profile_set: str | None, profile: str | Non
     return []
 
 
-def agent_side(arm: Arm, config_root: Path, graders_own: set[str],
-               prompt: str | None = None) -> dict[str, str]:
+def agent_side(arm: Arm, config_root: Path, prompt: str | None = None) -> dict[str, str]:
     """What the arm's agent saw, part by part. `config_root`: the copy the arm's session is
-    given its own copy of; `graders_own`: its files only graders use (left out);
-    `prompt`: an arm written in Python passes the prompt it ran with."""
+    given its own copy of (without what session_files leaves out); `prompt`: an arm
+    written in Python passes the prompt it ran with."""
     task: Task = arm.task
     driver = task.harness.kind == DRIVER
     harness = task.harness
@@ -107,20 +108,24 @@ def agent_side(arm: Arm, config_root: Path, graders_own: set[str],
                        list(harness.env_passthrough or ())]),
         "profile": _files(str(config_root), frozenset(bound)) if bound else _h(None),
         "config": _tree(str(config_root),
-                        frozenset(os.path.normpath(p) for p in [*graders_own, *bound])),
+                        session_files.left_out(task, config_root)
+                        | {os.path.normpath(p) for p in bound}),
         "sample": _h(None if sample is None else
                      [sample.id, _plain(sample.fields) if driver else None]),
     }
 
 
-def grader_side(arm: Arm, config_root: Path, graders_own: set[str]) -> dict[str, str]:
+def grader_side(arm: Arm, config_root: Path) -> dict[str, str]:
     """What grades the arm, part by part."""
     task: Task = arm.task
     declared = [g.model_dump(mode="json") for g in task.graders]
     sample = arm.sample
+    named = grader_files.graders_own(task)
+    sessions = frozenset(k for k in session_files.kept(task, config_root)
+                         if not any(k == n or k.startswith(n + os.sep) for n in named))
     return {
         "graders": _h([declared, task.contamination]),
-        "files": _files(str(config_root), frozenset(os.path.normpath(p) for p in graders_own)),
+        "files": _tree(str(config_root), sessions),
         "sample": _h(None if sample is None else _plain(sample.fields)),
     }
 

@@ -171,8 +171,8 @@ def _feed(h, path: str, kind: str) -> None:
 def tree_digest(base: Path, leave_out: frozenset[str] = frozenset()) -> str:
     """sha256 of a folder by the content hash's rules (each listed entry's path, then its
     content; a link's target, never what it points at), without the entries whose path
-    relative to `base` is in `leave_out`. A folder that cannot be listed hashes as its
-    reason."""
+    relative to `base` is in `leave_out` (a folder left out leaves out all it holds). A
+    folder that cannot be listed hashes as its reason."""
     h = hashlib.sha256()
     try:
         entries = list_tree(base, refuse_special=False)
@@ -180,11 +180,20 @@ def tree_digest(base: Path, leave_out: frozenset[str] = frozenset()) -> str:
         h.update(f"<{exc}>".encode("utf-8", "backslashreplace"))
         return h.hexdigest()
     for rel, kind in entries:
-        if kind == "unreadable dir" or os.path.normpath(rel) in leave_out:
+        if kind == "unreadable dir" or _under(os.path.normpath(rel), leave_out):
             continue
         h.update(os.fsencode(rel) + b"\0")
         _feed(h, os.path.join(base, rel), kind)
     return h.hexdigest()
+
+
+def _under(rel: str, folders: frozenset[str]) -> bool:
+    """`rel` is one of `folders` or below one."""
+    while rel:
+        if rel in folders:
+            return True
+        rel = os.path.dirname(rel)
+    return False
 
 
 def files_digest(base: Path, names: list[str]) -> str:

@@ -11,7 +11,6 @@ import pytest
 import yaml
 
 from pytest_jaato_eval.cli import flip_lines, main
-from pytest_jaato_eval.task.grader_files import graders_own
 from pytest_jaato_eval.results import snapshots
 from pytest_jaato_eval.results.account import account
 from pytest_jaato_eval.results.compare import compare_groups, grader_flips
@@ -47,9 +46,8 @@ def task_dir(tmp_path: Path, manifest: dict | None = None) -> Path:
 def sides_of(d: Path) -> tuple[dict, dict]:
     task = load_task(d / "task.yaml")
     arm = arms_of(task, None, None)[0]
-    own = graders_own(task)
-    return (sides.agent_side(arm, task.config_root, own),
-            sides.grader_side(arm, task.config_root, own))
+    return (sides.agent_side(arm, task.config_root),
+            sides.grader_side(arm, task.config_root))
 
 
 def edit(d: Path, **changes) -> None:
