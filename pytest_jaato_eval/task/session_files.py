@@ -120,7 +120,8 @@ def _subfolders(folder: str) -> list[str]:
 
 def _named_by(root: str, profile: str) -> set[str]:
     """The config root's files and folders a profile names in one of its string values,
-    relative to the root or to the profile's own folder."""
+    relative to the root or to the profile's own folder; never a profile or a set's folder
+    (a word such as `echo` names a set: the profiles are kept by their own rule)."""
     path = os.path.join(root, profile)
     try:
         if os.path.getsize(path) > MAX_PROFILE_BYTES:
@@ -135,7 +136,8 @@ def _named_by(root: str, profile: str) -> set[str]:
         for base in (root, os.path.dirname(path)):
             candidate = os.path.normpath(os.path.join(base, value))
             rel = os.path.relpath(candidate, root)
-            if (not rel.startswith("..") and rel != "." and os.path.lexists(candidate)
+            if (not rel.startswith("..") and rel != "." and rel.split(os.sep)[0] != "profiles"
+                    and os.path.lexists(candidate)
                     and os.path.realpath(candidate).startswith(real_root + os.sep)):
                 out.add(rel)
     return out
