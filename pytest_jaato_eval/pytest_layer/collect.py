@@ -104,7 +104,7 @@ class TaskFile(pytest.File):
                                   settings.ceiling.seconds, settings.ceiling.source)
         if warning:  # B4
             self.warn(pytest.PytestWarning(warning))
-        for line in grader_files.shared_with_session(task):  # G14: before any arm costs
+        for line in grader_files.shared_with_session(task):  # W5: before any arm costs
             self.warn(pytest.PytestWarning(f"{self.path}: {line}"))
         # Marks and keywords every arm of the task shares are the file's: arms inherit them.
         self.add_marker(jaato_mark())

@@ -1,4 +1,4 @@
-"""The agent's copy of the config root holds only what jaato reads for a session (G14).
+"""The agent's copy of the config root holds only what jaato reads for a session (W5).
 
 An answer key a grader reads without spelling `$JAATO_EVAL_CONFIG_ROOT/<path>` (a quote
 before the slash, a processor's `context.config_root / "expected.json"`) is not in the
