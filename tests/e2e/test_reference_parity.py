@@ -105,6 +105,7 @@ RUBRICS = {
     "params-collision-judged": "FAIL",   # its script BLOCKED by the collision, its judge FAILs
     "manifest-nulls": "PASS",            # description:, agent:, agent_params:, budget: {}
     "budget-seconds": "PASS",
+    "script-names-profiles": "PASS",     # a grader names $JAATO_EVAL_CONFIG_ROOT/profiles/...
 }
 
 
