@@ -12,28 +12,12 @@ copy holds only what jaato reads for a session, whatever a grader names
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any, assert_never
 
 from . import session_files
+from .spelled import named_in
 from .model import AnyGrader, JudgeGrader, ProcessorGrader, ScriptGrader
-
-# `$JAATO_EVAL_CONFIG_ROOT/a/b` or `${JAATO_EVAL_CONFIG_ROOT}/a/b` in a command, up to the
-# first character a shell would end the word at.
-_NAMED = re.compile(r"\$\{?JAATO_EVAL_CONFIG_ROOT\}?/([^\s\"'`;|&<>()$\\]+)")
-
-
-def named_in(command: str) -> set[str]:
-    """The config-root paths a shell command spells out, relative and normalised; never one
-    that leaves the root."""
-    out = set()
-    for found in _NAMED.findall(command):
-        rel = os.path.normpath(found.rstrip("/"))
-        if rel not in (".", "") and not rel.startswith(".."):
-            out.add(rel)
-    return out
-
 
 def own_files(task: Any, spec: AnyGrader) -> set[str]:
     """The config root's files `spec`, one of `task`'s graders, names (relative paths)."""

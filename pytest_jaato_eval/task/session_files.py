@@ -17,8 +17,9 @@ session's `JAATO_CONFIG_ROOT` is set:
 - any file or folder of the config root a kept profile names in one of its values (a
   prompt, an instruction file, a plugin's config file).
 
-The judge's profile is left out unless the session binds it too (a judge reads the
-harness's copy). Everything else (scripts, data, a grader's expected output) is not the
+A driver's own files its command spells (`$JAATO_EVAL_CONFIG_ROOT/drive.py`) are kept: the
+driver is handed the agent's copy. The judge's profile is left out unless the session binds
+it too (a judge reads the harness's copy). Everything else (scripts, data, a grader's expected output) is not the
 agent's to read, whether or not a grader's command spells its path.
 """
 from __future__ import annotations
@@ -32,7 +33,8 @@ from typing import Any, Iterator
 import yaml
 
 from ..engine.files import load_yaml
-from .model import JudgeGrader, Task
+from .model import DRIVER, JudgeGrader, Task
+from .spelled import named_in
 
 PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
 FOLDERS = ("agents", "commands", "prompts", "skills", "references", "templates",
@@ -49,23 +51,31 @@ def judge_profiles(task: Task) -> frozenset[str]:
                      if isinstance(g, JudgeGrader) and g.profile != task.harness.profile)
 
 
+def driver_files(task: Task) -> frozenset[str]:
+    """What a driver's command spells under `$JAATO_EVAL_CONFIG_ROOT` (the driver is handed
+    the agent's copy: the author's code, which its sessions' agents may read)."""
+    return frozenset(named_in(task.harness.run or "")) if task.harness.kind == DRIVER \
+        else frozenset()
+
+
 def kept(task: Task, config_root: Path | None = None) -> frozenset[str]:
     """The paths (relative to the config root; a folder stands for all it holds) the
     agent's copy keeps."""
     root = Path(config_root if config_root is not None else task.config_root)
-    return _kept(str(root), judge_profiles(task))
+    return _kept(str(root), judge_profiles(task), driver_files(task))
 
 
 def left_out(task: Task, config_root: Path | None = None) -> frozenset[str]:
     """The config root's entries the agent's copy leaves out: every file and folder that is
     neither kept nor on the way to something kept (relative paths, outermost only)."""
     root = Path(config_root if config_root is not None else task.config_root)
-    return _left_out(str(root), judge_profiles(task))
+    return _left_out(str(root), judge_profiles(task), driver_files(task))
 
 
 @functools.lru_cache(maxsize=256)
-def _kept(root: str, judges: frozenset[str]) -> frozenset[str]:
-    out = {name for name in (*FOLDERS, *FILES) if os.path.lexists(os.path.join(root, name))}
+def _kept(root: str, judges: frozenset[str], driver: frozenset[str]) -> frozenset[str]:
+    out = {name for name in (*FOLDERS, *FILES, *driver)
+           if os.path.lexists(os.path.join(root, name))}
     profiles = [rel for rel in _profile_files(root)
                 if os.path.splitext(os.path.basename(rel))[0] not in judges]
     out.update(profiles)
@@ -75,8 +85,8 @@ def _kept(root: str, judges: frozenset[str]) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=256)
-def _left_out(root: str, judges: frozenset[str]) -> frozenset[str]:
-    keep = _kept(root, judges)
+def _left_out(root: str, judges: frozenset[str], driver: frozenset[str]) -> frozenset[str]:
+    keep = _kept(root, judges, driver)
     ways = {os.path.dirname(k) for k in keep}
     for way in list(ways):
         while way:

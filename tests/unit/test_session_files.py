@@ -106,3 +106,18 @@ def test_every_grader_kind_is_dispatched_and_an_unknown_one_is_an_error(tmp_path
     assert grader_files.own_files(task, task.graders[0]) == {"check.py"}
     with pytest.raises(AssertionError):
         grader_files.own_files(task, object())  # type: ignore[arg-type]
+
+
+def test_a_drivers_spelled_files_stay_in_the_copy_it_is_handed(tmp_path):
+    (tmp_path / "fixture").mkdir()
+    root = tmp_path / ".jaato"
+    for rel in ("drive/main.py", "expected.txt", "profiles/echo/w.yaml"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x\n")
+    (tmp_path / "task.yaml").write_text(yaml.safe_dump({
+        "id": "d", "environment": {"fixture": "fixture", "config_root": ".jaato"},
+        "harness": {"kind": "driver",
+                    "run": '"$JAATO_EVAL_PYTHON" $JAATO_EVAL_CONFIG_ROOT/drive/main.py'},
+        "graders": [{"kind": "script", "run": "cmp -s $JAATO_EVAL_CONFIG_ROOT/expected.txt a"}]}))
+    task = load_task(tmp_path / "task.yaml")
+    assert copied(task, tmp_path) == {"drive/main.py", "profiles/echo/w.yaml"}
