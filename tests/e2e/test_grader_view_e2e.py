@@ -29,6 +29,14 @@ cat seen.txt
 echo right > result.txt
 exit 0
 """
+# The agent's script that searches the whole file system it sees for the key and copies it.
+FIND = """\
+f=$(find / \\( -path /proc -o -path /sys -o -path /usr -o -path /dev \\) -prune \\
+    -o -name expected.txt -print 2>/dev/null | head -1)
+echo "found:$f" > found.txt
+test -n "$f" && cp "$f" answer.txt
+true
+"""
 MAKEFILE = """\
 test: prog
 \t./prog | grep -qx 42
@@ -78,6 +86,12 @@ def test_graders_see_the_workspace_as_the_agent_left_it_and_their_own_files_only
     project.task("e-asker", profile=asker("echo asked > asked.txt"),
                  graders=[{"kind": "script", "run": "test -f asked.txt"}])
     project.task("f-honest")
+    # 6. W5: a key the grader reads unspelled is nowhere the confined agent can find it
+    project.task("g-finder", profile=shell_agent("finder", "sh find.sh"), graders=[
+        {"kind": "script", "run": 'cmp -s "$JAATO_EVAL_CONFIG_ROOT"/expected.txt answer.txt'},
+        {"kind": "script", "run": "grep -qx found: found.txt"}])
+    project.write("tasks/g-finder/.jaato/expected.txt", "PLATYPUS\n")
+    project.write("tasks/g-finder/fixture/find.sh", FIND)
     result = project.run("tasks", "--jaato-sandbox=bwrap", "-p", "no:randomly",
                          shared_daemon=False)
     by = {r["task_id"]: r for r in project.records()}
@@ -94,6 +108,8 @@ def test_graders_see_the_workspace_as_the_agent_left_it_and_their_own_files_only
     assert any("permission: 1 tool call(s) asked" in n and "cli_based_tool" in n
                for n in asked["notes"]), asked["notes"]
     assert by["f-honest"]["state"] == "PASS"
+    finder = by["g-finder"]["verdicts"]
+    assert [v["state"] for v in finder] == ["FAIL", "PASS"], finder  # it found nothing
     assert result.ret == 1
 
 
