@@ -13,10 +13,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from jaato_project import shell_agent
 
 from pytest_jaato_eval.testing.model_server import ScriptedModel, Turn
+
+pytestmark = pytest.mark.daemon
 
 KEY = "PLATYPUS\n"
 # The thief: every expected.* its config root or the arms' folder (where its copy lives)
