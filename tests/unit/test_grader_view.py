@@ -68,7 +68,7 @@ def test_a_grader_sees_the_config_root_without_what_the_other_graders_name(tmp_p
     assert grader_files.hidden_from(task, 0) == everything  # the agent's own self-test
     assert grader_files.hidden_from(task, 1) == everything - {"checks/answer.sh"}
     assert grader_files.hidden_from(task, 4) == everything - judge
-    # and the agent's copy leaves out every grader's own, the run-named key too
+    # every grader's own, the run-named key too (what the graders' side of a record hashes)
     assert grader_files.graders_own(task) == everything
 
 
