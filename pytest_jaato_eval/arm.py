@@ -191,7 +191,7 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, arm_state: ArmState
     """
     task = arm.task
     run, socket, modules = AgentRun(), None, None
-    caveats: list[str] = []
+    caveats: list[str] = grader_files.shared_with_session(task)  # W5: the agent can read them
     owns_workspace = ws is None
     # Preflighted by its caller before any fixture (ArmItem.setup): an arm with a missing
     # set, profile or grader file never gets here, and started no daemon.

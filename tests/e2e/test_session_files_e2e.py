@@ -107,6 +107,8 @@ def test_the_agents_config_copy_holds_no_key_and_keeps_the_sessions_profiles(pro
         assert found == "found:\n", found  # it found nothing to copy
     for honest in ("b-honest", "d-honest", "e-profiles"):
         assert by[honest]["state"] == "PASS", by[honest]
+    assert any("names what the agent's session reads too: profiles/echo" in note
+               for note in by["e-profiles"]["notes"]), by["e-profiles"]["notes"]
     python = {r["task_id"].rpartition("::")[2]: r for r in records if r["task_id"] not in by}
     assert python["test_pythief"]["state"] == "FAIL", python
     assert Path(python["test_pythief"]["workspace"], "found.txt").read_text() == "found:\n"
