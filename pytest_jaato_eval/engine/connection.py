@@ -13,7 +13,7 @@ from jaato_sdk.client.ipc import IPCClient
 STOP_WAIT = 5.0
 HANDSHAKE_WAIT = 30.0
 # A refused connection before anything is spent: a daemon restarting answers again within
-# its start (12-15 s beside a CPU hog, bench/RESULTS.md); retried for this long.
+# its start (12-15 s beside a CPU hog, bench/JOURNAL.md); retried for this long.
 CONNECT_PATIENCE = 30.0
 log = logging.getLogger(__name__)
 

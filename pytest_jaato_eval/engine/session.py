@@ -33,14 +33,14 @@ log = logging.getLogger(__name__)
 TRANSIENT_CREATE_ERRORS = ("SessionInitializationError",)
 HISTORY_WAIT = 5.0
 # session.new's answer. The SDK's own wait is 60 s; beside a CPU hog on 2 cores a cold runner's
-# first session took 35 s to answer (bench/RESULTS.md, "Waits under load"), and more on a
+# first session took 35 s to answer (bench/JOURNAL.md, "A busy machine: the waits"), and more on a
 # busier host: 5x the measured worst.
 CREATE_WAIT = 180.0
 # Tries of session.new before the session exists: nothing is spent yet (no model call), so a
 # transient failure is sent again while the time before the session stays under the ceiling.
 CREATE_TRIES = 3
 # The daemon's terminal after session.stop: measured at 0.01 s idle and beside a CPU hog
-# (bench/RESULTS.md); past this the arm ends without the confirmation, and says so.
+# (bench/JOURNAL.md); past this the arm ends without the confirmation, and says so.
 STOP_CONFIRM_WAIT = 10.0
 
 

@@ -4,7 +4,7 @@ Collecting thousands of arms allocates a few hundred thousand objects that live 
 the whole session: the items, their marks and fixture closures, the tasks. Each time
 enough of them pile up, the cyclic collector walks all of them again for garbage that
 is not there, and pytest's own `gc.collect()` passes at the end walk them once more:
-measured, about a third of the CPU of `pytest --co` on 15,000 arms (bench/RESULTS.md).
+measured, about a third of the CPU of `pytest --co` on 15,000 arms (bench/JOURNAL.md).
 So, only in a process that collects a task.yaml:
 
 - from the first task collected to the end of collection, automatic collections are

@@ -2,7 +2,7 @@
 
 pytest gives every folder it walks a `Dir` node of its own: a collect report, a
 conftest probe, the ignore hooks over each entry. For a tree of task folders that is
-as much work again as the tasks' arms (bench/RESULTS.md). A task folder whose only
+as much work again as the tasks' arms (bench/JOURNAL.md). A task folder whose only
 entries are its task.yaml and the fixture and config root the fence keeps pytest out
 of has nothing else to collect, so pytest's `Dir` is skipped: the folder's task.yaml
 becomes a child of the folder above. Node ids do not change (they are paths), and the

@@ -251,7 +251,7 @@ def test_a_shard_keeps_every_arm_of_a_sample_together(project):
 
 # The sweeps below are the smallest that still take every path of the 50 x 2 x 2 one: sample
 # ids of two digits, and each shard several whole samples of both sets. The 50 x 2 x 2 figures
-# are bench/samples_at_scale.py's (bench/RESULTS.md).
+# are bench/samples_at_scale.py's (bench/JOURNAL.md).
 SWEEP_SAMPLES = 12
 SWEEP_ARMS = SWEEP_SAMPLES * 2 * 2
 
