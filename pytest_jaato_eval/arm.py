@@ -32,7 +32,7 @@ from .graders.context import GraderContext
 from .graders.ledger import Ledger, ledger_of
 from .task import sides
 from .task.load import content_hash
-from .task.model import DRIVER, JudgeGrader, Task
+from .task.model import DRIVER, Task
 from .results import snapshots, transcripts
 from .results.record import ArmRecord, build_record
 from .redact import Redactor
@@ -708,7 +708,7 @@ def keep_snapshot(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: Age
 
 def needs_daemon(task: Task) -> bool:
     """A regrade starts a daemon only for a judge: every other grader runs without one."""
-    return any(isinstance(g, JudgeGrader) for g in task.graders)
+    return any(g.NEEDS_DAEMON for g in task.graders)
 
 
 def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, arm_state: ArmState,

@@ -16,12 +16,11 @@ with `contamination: caveat` keeps its verdict and gets a caveat instead.
 from __future__ import annotations
 
 import os
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .task.model import ProcessorGrader, ScriptGrader
+from .task.spelled import words
 from .verdict import BLOCKED, FAIL, Verdict
 
 PATH_KEYS = {"path", "paths", "file", "files", "file_path", "filepath", "filename", "directory",
@@ -29,7 +28,6 @@ PATH_KEYS = {"path", "paths", "file", "files", "file_path", "filepath", "filenam
              "destination", "old_path", "new_path", "root", "folder"}
 COMMAND_KEYS = {"command", "cmd", "commands", "script", "shell", "code", "argv"}
 EXEMPT_TOOLS = {"signal_completion"}  # its arguments are the answer, not an access
-SYSTEM_PREFIXES = ("/usr/", "/bin/", "/sbin/", "/lib", "/etc/", "/dev/", "/proc/", "/opt/")
 EVIDENCE_CALLS = 20
 ARG_CHARS = 200
 
@@ -62,24 +60,11 @@ def protected_for(task: Any, workspace: Path) -> Protected:
              (_real(task.manifest), "the manifest"),
              (_real(task.directory), "the task's directory")]
     for spec in task.graders:
-        if isinstance(spec, ScriptGrader) and spec.file:
-            roots.append((_real(Path(task.config_root) / spec.file), "a grader's file"))
-        elif isinstance(spec, ScriptGrader):
-            for word in _words(spec.run or ""):
-                if os.path.isabs(word) and not word.startswith(SYSTEM_PREFIXES) and \
-                        os.path.exists(word):
-                    roots.append((_real(word), f"a grader's file ({word})"))
-        elif isinstance(spec, ProcessorGrader):
-            roots.append((_real(Path(task.config_root) / spec.script), "a grader's file"))
+        for path in spec.guarded(Path(task.config_root)):
+            outside = not _inside(_real(path), roots[0][0])
+            roots.append((_real(path), f"a grader's file ({path})" if outside else "a grader's file"))
     roots.sort(key=lambda r: len(r[0]), reverse=True)  # the most specific name wins
     return Protected(workspace=_real(workspace), roots=tuple(roots))
-
-
-def _words(command: str) -> list[str]:
-    try:
-        return shlex.split(command, comments=True)
-    except ValueError:
-        return command.split()
 
 
 def _strings(value: Any, key: str = "") -> Iterable[tuple[str, str]]:
@@ -116,7 +101,7 @@ def _offence(p: Protected, key: str, text: str) -> str | None:
     if k in PATH_KEYS or k.endswith(("_path", "_file", "_dir")):
         return _reached(p, text, outside_counts=True)
     if k in COMMAND_KEYS:
-        for word in _words(text):
+        for word in words(text):
             for part in word.replace("=", " ").replace(":", " ").split():
                 if "/" in part or part.startswith((".", "~")):
                     what = _reached(p, part, outside_counts=False)

@@ -1,20 +1,29 @@
-"""Graders: each turns an arm into a Verdict and never raises (G1-G5)."""
+"""Graders: each turns an arm into a Verdict and never raises (G1-G5, G7)."""
 from __future__ import annotations
 
-from ..task.model import AnyGrader, ProcessorGrader, ScriptGrader
+from typing import Any, Callable
+
+from ..task.model import AnyGrader, JudgeGrader, MatchGrader, ProcessorGrader, ScriptGrader
 from ..verdict import Verdict
 from .context import GraderContext
 from .judge import grade_judge
+from .match import grade_match
 from .processor import grade_processor
 from .script import grade_script
 
+# How each grader kind grades (task/model.py declares the rest of a kind);
+# tests/unit/test_grader_kinds.py holds that every kind of `AnyGrader` is here.
+GRADE: dict[type, Callable[[Any, GraderContext], Verdict]] = {
+    ScriptGrader: grade_script,
+    ProcessorGrader: grade_processor,
+    JudgeGrader: grade_judge,
+    MatchGrader: grade_match,
+}
+
+
 def grade(spec: AnyGrader, ctx: GraderContext) -> Verdict:
     """The grader's own kind grades it."""
-    if isinstance(spec, ScriptGrader):
-        return grade_script(spec, ctx)
-    if isinstance(spec, ProcessorGrader):
-        return grade_processor(spec, ctx)
-    return grade_judge(spec, ctx)
+    return GRADE[type(spec)](spec, ctx)
 
 
 def run_graders(specs: tuple[AnyGrader, ...], ctx: GraderContext) -> list[Verdict]:

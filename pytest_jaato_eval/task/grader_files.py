@@ -13,28 +13,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, assert_never
+from typing import Any
 
 from . import session_files
-from .spelled import named_in
-from .model import AnyGrader, JudgeGrader, ProcessorGrader, ScriptGrader
+from .model import AnyGrader, JudgeGrader
 
 def own_files(task: Any, spec: AnyGrader) -> set[str]:
     """The config root's files `spec`, one of `task`'s graders, names (relative paths)."""
-    match spec:
-        case ScriptGrader():
-            return {os.path.normpath(spec.file)} if spec.file else named_in(spec.run or "")
-        case ProcessorGrader():
-            return {os.path.normpath(spec.script)}
-        case JudgeGrader():
-            profiles = Path(task.config_root) / "profiles"
-            own = set()
-            for folder in [profiles, *(p for p in _folders(profiles))]:
-                for suffix in (".yaml", ".yml"):
-                    own.add(os.path.relpath(folder / f"{spec.profile}{suffix}", task.config_root))
-            return own
-        case _:
-            assert_never(spec)
+    return spec.own_files(Path(task.config_root))
 
 
 def graders_own(task: Any) -> set[str]:
@@ -63,13 +49,6 @@ def hidden_from(task: Any, index: int) -> set[str]:
 
 def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
-
-
-def _folders(path: Path) -> list[Path]:
-    try:
-        return [p for p in path.iterdir() if p.is_dir()]
-    except OSError:
-        return []
 
 
 def shared_with_session(task: Any) -> list[str]:

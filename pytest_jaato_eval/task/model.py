@@ -7,12 +7,15 @@ Imported on the first task only: a pytest run without tasks never pays for pydan
 from __future__ import annotations
 
 import difflib
+import os
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Protocol, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, model_validator
 
 from .samples import Sample
+from .spelled import absolute_in, named_in
 from .tree import TaskTree
 from .values import (DATES, ConfigPath, Contamination, Expect, InputParams, Integer, Ladder,
                      Mark, NonBlank, NonNegative, Number, Params, Passthrough, Positive,
@@ -20,7 +23,7 @@ from .values import (DATES, ConfigPath, Contamination, Expect, InputParams, Inte
                      shown, type_name, value_kind)
 
 SESSION, DRIVER = "session", "driver"
-GRADER_KINDS = ("script", "processor", "judge")
+GRADER_KINDS = ("script", "processor", "judge", "match")
 BUDGET_LIMITS = ("usd", "tokens", "turns", "seconds", "tool_calls")
 
 # Keys that look plausible in a manifest but belong to a profile (M12).
@@ -120,12 +123,25 @@ class Harness(Section):
     env_passthrough: Passthrough = ()
 
 
+class Needs(Protocol):
+    """What preflight (task/preflight.py) checks when a grader kind asks: each a problem, or
+    None when it is there."""
+
+    def file(self, rel: str, what: str, *, executable: bool) -> str | None: ...
+
+    def profile(self, name: str, what: str) -> str | None: ...
+
+
 class Grader(Section):
-    """What every grader kind declares; the graders read these attributes as they are."""
+    """What every grader kind declares, and what makes a kind: each kind below says its own
+    files, what preflight checks, what contamination guards and whether it needs the daemon;
+    its grading is graders/'s table. A method left to this base raises, and
+    tests/unit/test_grader_kinds.py calls every one on every kind of `AnyGrader`."""
 
     timeout_seconds: Positive = None  # each kind's own default: see `timeout`
     weight: NonNegative = 1
     DEFAULT_TIMEOUT: ClassVar[float] = 600
+    NEEDS_DAEMON: ClassVar[bool] = False  # a regrade starts a daemon only for such a kind
     if TYPE_CHECKING:
         kind: str
 
@@ -142,6 +158,20 @@ class Grader(Section):
     def timeout(self) -> float:
         return self.DEFAULT_TIMEOUT if self.timeout_seconds is None else self.timeout_seconds
 
+    def own_files(self, config_root: Path) -> set[str]:
+        """The config root's files this grader names (relative paths): the other graders'
+        views of the config root leave them out (task/grader_files.py)."""
+        raise NotImplementedError
+
+    def preflight(self, needs: Needs) -> str | None:
+        """Why the arm is BLOCKED before it starts for this grader's sake, or None."""
+        raise NotImplementedError
+
+    def guarded(self, config_root: Path) -> list[str]:
+        """The paths, besides the config root, the agent must not reach for this grader
+        (contamination.py)."""
+        raise NotImplementedError
+
 
 class ScriptGrader(Grader):
     kind: Literal["script"]
@@ -155,6 +185,20 @@ class ScriptGrader(Grader):
     @property
     def label(self) -> str:
         return self.run if self.run is not None else self.file
+
+    def own_files(self, config_root: Path) -> set[str]:
+        return {os.path.normpath(self.file)} if self.file else named_in(self.run or "")
+
+    def preflight(self, needs: Needs) -> str | None:
+        if not self.file:
+            return None
+        return needs.file(self.file, f"grader {self.id}: script",
+                          executable=not self.file.endswith(".py"))
+
+    def guarded(self, config_root: Path) -> list[str]:
+        if self.file:
+            return [str(Path(config_root) / self.file)]
+        return [word for word in absolute_in(self.run or "") if os.path.exists(word)]
 
     @classmethod
     def check_raw(cls, data: dict) -> None:
@@ -175,6 +219,15 @@ class ProcessorGrader(Grader):
     def label(self) -> str:
         return self.script
 
+    def own_files(self, config_root: Path) -> set[str]:
+        return {os.path.normpath(self.script)}
+
+    def preflight(self, needs: Needs) -> str | None:
+        return needs.file(self.script, f"grader {self.id}: processor", executable=False)
+
+    def guarded(self, config_root: Path) -> list[str]:
+        return [str(Path(config_root) / self.script)]
+
 
 def one_or_list(value: Any) -> Any:
     """`gate_on: "script:x"` is one gate, as jaato-eval reads it."""
@@ -188,6 +241,7 @@ class JudgeGrader(Grader):
     kind: Literal["judge"]
     NULL_IS_ABSENT = ("agent", "gate_on", "socket_path")
     DEFAULT_TIMEOUT: ClassVar[float] = 300
+    NEEDS_DAEMON: ClassVar[bool] = True  # its session runs on the arm's daemon
     DEFAULT_CONFIDENCE_SCALE: ClassVar[tuple[float, float]] = (0, 1)
     profile: Annotated[NonBlank, Field(description="the judge's profile")]
     agent: NonBlank = None
@@ -215,6 +269,22 @@ class JudgeGrader(Grader):
     @property
     def label(self) -> str:
         return self.profile
+
+    def own_files(self, config_root: Path) -> set[str]:
+        """Its profile's file under every profile set."""
+        profiles = Path(config_root) / "profiles"
+        try:
+            sets = [p for p in profiles.iterdir() if p.is_dir()]
+        except OSError:
+            sets = []
+        return {os.path.relpath(folder / f"{self.profile}{suffix}", config_root)
+                for folder in [profiles, *sets] for suffix in (".yaml", ".yml")}
+
+    def preflight(self, needs: Needs) -> str | None:
+        return needs.profile(self.profile, f"grader {self.id}: judge profile")
+
+    def guarded(self, config_root: Path) -> list[str]:
+        return []  # its profile is in the config root, guarded whole
 
     @property
     def confidence_range(self) -> tuple[float, float]:
@@ -272,7 +342,58 @@ def gate_aliases(ids: list[str]) -> dict[str, str]:
             if len(found) == 1 and alias not in ids}
 
 
-AnyGrader = Union[ScriptGrader, ProcessorGrader, JudgeGrader]
+def match_expect(value: Any) -> str:
+    if value not in ("present", "absent"):
+        raise problem(f"expected present or absent, got {got(value)}")
+    return value
+
+
+class MatchGrader(Grader):
+    """G7: a text or a regular expression looked for in one file the agent left, read by
+    the harness itself: no process, no daemon."""
+
+    kind: Literal["match"]
+    path: Annotated[NonBlank, Field(description="the file to read, relative to the workspace")]
+    contains: Annotated[Text, Field(description="a text the file must hold")] = None
+    pattern: Annotated[NonBlank, Field(description="a Python regular expression searched "
+                                                   "for in the file (re.search, MULTILINE)")] = None
+    expect: Annotated[value_kind("a string", lambda v: isinstance(v, str),
+                                 {"enum": ["present", "absent"]}, match_expect),
+                      Field(description="present (default): PASS when found; absent: PASS "
+                                        "when not found")] = "present"
+
+    @property
+    def label(self) -> str:
+        return self.path
+
+    @classmethod
+    def check_raw(cls, data: dict) -> None:
+        if ("contains" in data) == ("pattern" in data):
+            raise problem("give either contains (a text) or pattern (a regular expression), "
+                          "not both" if "pattern" in data else "missing; expected contains "
+                          "(a text) or pattern (a regular expression)",
+                          "pattern" if "pattern" in data else "contains")
+        if isinstance(data.get("pattern"), str):
+            try:
+                re.compile(data["pattern"])
+            except re.error as exc:
+                raise problem(f"not a regular expression: {exc}", "pattern") from None
+        path = data.get("path")
+        if isinstance(path, str) and (os.path.isabs(path) or ".." in Path(path).parts):
+            raise problem(f"{path!r} leaves the workspace; expected a path relative to it",
+                          "path")
+
+    def own_files(self, config_root: Path) -> set[str]:
+        return set()
+
+    def preflight(self, needs: Needs) -> str | None:
+        return None
+
+    def guarded(self, config_root: Path) -> list[str]:
+        return []
+
+
+AnyGrader = Union[ScriptGrader, ProcessorGrader, JudgeGrader, MatchGrader]
 GraderItem = Annotated[AnyGrader, Field(discriminator="kind"), BeforeValidator(grader_kind)]
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ import yaml
 
 from ..contract import param_collision
 from ..engine.files import load_yaml
-from .model import DRIVER, JudgeGrader, ProcessorGrader, ScriptGrader, Task
+from .model import DRIVER, ScriptGrader, Task
 
 PROFILE_SUFFIXES = (".yaml", ".yml", ".json")
 # The largest profile file read to learn a `name:`; jaato's profiles are a few KiB.
@@ -54,20 +55,26 @@ def check(task: Task, profile_set: str | None) -> str | None:
                    or _profile_problem(root, effective, task.harness.profile, "profile"))
         if problem:
             return problem
+    needs = _Needs(root, profile_set)
     for spec in task.graders:
-        if isinstance(spec, ProcessorGrader):
-            problem = _file_problem(root, spec.script, f"grader {spec.id}: processor")
-        elif isinstance(spec, ScriptGrader) and spec.file:
-            problem = _file_problem(root, spec.file, f"grader {spec.id}: script",
-                                    executable=not spec.file.endswith(".py"))
-        elif isinstance(spec, JudgeGrader):
-            problem = _profile_problem(root, _pinned_set(spec.profile) or profile_set,
-                                       spec.profile, f"grader {spec.id}: judge profile")
-        else:
-            problem = None
+        problem = spec.preflight(needs)
         if problem:
             return problem
     return None
+
+
+@dataclass(frozen=True)
+class _Needs:
+    """The checks a grader kind asks for (model.Needs), on this arm's config root and set."""
+
+    root: Path
+    profile_set: str | None
+
+    def file(self, rel: str, what: str, *, executable: bool) -> str | None:
+        return _file_problem(self.root, rel, what, executable=executable)
+
+    def profile(self, name: str, what: str) -> str | None:
+        return _profile_problem(self.root, _pinned_set(name) or self.profile_set, name, what)
 
 
 def _collision(task: Task) -> str | None:

@@ -6,10 +6,29 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 
 # `$JAATO_EVAL_CONFIG_ROOT/a/b` or `${JAATO_EVAL_CONFIG_ROOT}/a/b` in a command, up to the
 # first character a shell would end the word at.
 _NAMED = re.compile(r"\$\{?JAATO_EVAL_CONFIG_ROOT\}?/([^\s\"'`;|&<>()$\\]+)")
+
+
+# Absolute paths of the system's own, never a task's file.
+SYSTEM_PREFIXES = ("/usr/", "/bin/", "/sbin/", "/lib", "/etc/", "/dev/", "/proc/", "/opt/")
+
+
+def words(command: str) -> list[str]:
+    """A shell command's words, as the shell would split them (on whitespace when it
+    cannot be parsed)."""
+    try:
+        return shlex.split(command, comments=True)
+    except ValueError:
+        return command.split()
+
+
+def absolute_in(command: str) -> list[str]:
+    """The absolute paths outside the system's own that a command spells out as words."""
+    return [w for w in words(command) if os.path.isabs(w) and not w.startswith(SYSTEM_PREFIXES)]
 
 
 def named_in(command: str) -> set[str]:
