@@ -353,6 +353,8 @@ class MatchGrader(Grader):
     the harness itself: no process, no daemon."""
 
     kind: Literal["match"]
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra={
+        "oneOf": [{"required": ["contains"]}, {"required": ["pattern"]}]})
     path: Annotated[NonBlank, Field(description="the file to read, relative to the workspace")]
     contains: Annotated[Text, Field(description="a text the file must hold")] = None
     pattern: Annotated[NonBlank, Field(description="a Python regular expression searched "

@@ -101,11 +101,9 @@ def test_the_agent_side_changes_with_a_session_file_and_not_with_a_key(tmp_path)
     assert sides.agent_side(arm, task.config_root)["config"] != before[0]["config"]
 
 
-def test_every_grader_kind_is_dispatched_and_an_unknown_one_is_an_error(tmp_path):
+def test_a_processor_owns_its_script(tmp_path):
     task = make(tmp_path, [{"kind": "processor", "script": "check.py"}])
     assert grader_files.own_files(task, task.graders[0]) == {"check.py"}
-    with pytest.raises(AssertionError):
-        grader_files.own_files(task, object())  # type: ignore[arg-type]
 
 
 def test_a_drivers_spelled_files_stay_in_the_copy_it_is_handed(tmp_path):
