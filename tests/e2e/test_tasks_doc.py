@@ -27,7 +27,7 @@ def test_the_page_leads_with_one_task_per_grader_kind():
     files = doc_files()
     manifests = {p: yaml.safe_load(t) for p, t in files.items() if p.endswith("/task.yaml")}
     kinds = {g["kind"] for m in manifests.values() for g in m["graders"]}
-    assert kinds == {"script", "processor", "judge"}, kinds
+    assert kinds == {"script", "processor", "judge", "match"}, kinds
     text = DOC.read_text(encoding="utf-8")
     assert text.index("## Start here") < text.index("## task.yaml"), "the examples come first"
     for manifest_path in manifests:  # each task is complete: a fixture and its profiles
@@ -45,6 +45,8 @@ def test_the_examples_pass_on_the_echo_provider(project):
     assert sorted(records) == ["judged-haiku", "script-check", "signed-answer"]
     for task_id, record in records.items():
         assert record["state"] == "PASS", (task_id, record["verdicts"])
+    assert [v["grader_id"] for v in records["script-check"]["verdicts"]] == [
+        "script:checks/answer.py", "match:answer.txt"]
     judged = records["judged-haiku"]["verdicts"]
     assert [v["state"] for v in judged] == ["PASS", "PASS"], judged
     # What the page says about echo's usage: counted per model call, two calls an arm.

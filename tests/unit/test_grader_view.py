@@ -15,7 +15,7 @@ from pytest_jaato_eval import workspace
 from pytest_jaato_eval.engine.agent_run import AgentRun
 from pytest_jaato_eval.graders import run_graders
 from pytest_jaato_eval.graders.context import GraderContext
-from pytest_jaato_eval.task import grader_files
+from pytest_jaato_eval.task import grader_files, spelled
 from pytest_jaato_eval.task.load import ManifestError, load_task
 
 
@@ -60,8 +60,8 @@ def test_a_grader_sees_the_config_root_without_what_the_other_graders_name(tmp_p
         {"kind": "processor", "script": "check.py"},
         {"kind": "judge", "profile": "critic"},
     ])
-    assert grader_files.named_in('x "${JAATO_EVAL_CONFIG_ROOT}/a/b.sh" $JAATO_EVAL_CONFIG_ROOT/../x'
-                                 ) == {"a/b.sh"}
+    assert spelled.named_in('x "${JAATO_EVAL_CONFIG_ROOT}/a/b.sh" $JAATO_EVAL_CONFIG_ROOT/../x'
+                            ) == {"a/b.sh"}
     judge = {"profiles/critic.yaml", "profiles/critic.yml", "profiles/echo/critic.yaml",
              "profiles/echo/critic.yml"}
     everything = {"checks/answer.sh", "keys/expected.txt", "check.py"} | judge
