@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import get_args
 
@@ -128,3 +129,14 @@ def test_match_is_blocked_on_a_truncated_run(tmp_path):
     ctx = GraderContext(workspace=tmp_path / "ws", config_root=tmp_path, params={},
                         run=AgentRun(termination_reason="budget_exhausted"))
     assert graders.grade(spec, ctx).state == "BLOCKED"
+
+
+def test_the_match_block_of_the_tasks_page_grades_as_it_says(tmp_path):
+    """docs/tasks.md's `### match` block, as a user copies it into a task's graders."""
+    page = (Path(__file__).parents[2] / "docs" / "tasks.md").read_text(encoding="utf-8")
+    block = re.search(r"```yaml\n(.*?)```", page[page.index("### match\n"):], re.S).group(1)
+    (grader,) = yaml.safe_load(block)
+    (tmp_path / "ws" / "report").mkdir(parents=True)
+    (tmp_path / "ws" / "report" / "summary.md").write_text("# Run\nAll tests pass (12)\n")
+    keys = {k: v for k, v in grader.items() if k != "kind"}
+    assert grade(tmp_path, **keys) == ("PASS", "found", ["All tests pass (12)"])
