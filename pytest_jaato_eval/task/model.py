@@ -342,6 +342,12 @@ def gate_aliases(ids: list[str]) -> dict[str, str]:
             if len(found) == 1 and alias not in ids}
 
 
+def match_schema(schema: dict) -> None:
+    """One of contains and pattern; no timeout_seconds (refused by check_raw too)."""
+    schema["oneOf"] = [{"required": ["contains"]}, {"required": ["pattern"]}]
+    schema["properties"].pop("timeout_seconds", None)
+
+
 def match_expect(value: Any) -> str:
     if value not in ("present", "absent"):
         raise problem(f"expected present or absent, got {got(value)}")
@@ -353,8 +359,7 @@ class MatchGrader(Grader):
     the harness itself: no process, no daemon."""
 
     kind: Literal["match"]
-    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra={
-        "oneOf": [{"required": ["contains"]}, {"required": ["pattern"]}]})
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=match_schema)
     path: Annotated[NonBlank, Field(description="the file to read, relative to the workspace")]
     contains: Annotated[Text, Field(description="a text the file must hold")] = None
     pattern: Annotated[NonBlank, Field(description="a Python regular expression searched "
@@ -380,6 +385,9 @@ class MatchGrader(Grader):
                 re.compile(data["pattern"])
             except re.error as exc:
                 raise problem(f"not a regular expression: {exc}", "pattern") from None
+        if "timeout_seconds" in data:
+            raise problem("not read: a match grader runs nothing to wait on; drop this key",
+                          "timeout_seconds")
         path = data.get("path")
         if isinstance(path, str) and (os.path.isabs(path) or ".." in Path(path).parts):
             raise problem(f"{path!r} leaves the workspace; expected a path relative to it",

@@ -67,6 +67,8 @@ def test_a_match_grader_owns_no_file_needs_nothing_and_no_daemon(tmp_path):
     ({"path": "a.txt", "contains": "x", "expect": "maybe"},
      "graders[0].expect: expected present or absent, got str 'maybe'"),
     ({"contains": "x"}, "graders[0].path"),
+    ({"path": "a.txt", "contains": "x", "timeout_seconds": 5},
+     "graders[0].timeout_seconds: not read: a match grader runs nothing to wait on"),
 ])
 def test_a_wrong_match_grader_is_one_line_naming_its_key(tmp_path, keys, said):
     with pytest.raises(ManifestError) as caught:
@@ -83,7 +85,8 @@ def test_the_json_schema_has_the_match_kind():
     ok = {"kind": "match", "path": "a.txt", "pattern": "^x", "expect": "absent"}
     jsonschema.validate({**base, "graders": [ok]}, schema)
     for bad in ({"kind": "match", "path": "a", "contains": "x", "pattern": "x"},
-                {"kind": "match", "path": "a"}, {**ok, "expect": "maybe"}):
+                {"kind": "match", "path": "a"}, {**ok, "expect": "maybe"},
+                {**ok, "timeout_seconds": 5}):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate({**base, "graders": [bad]}, schema)
 
