@@ -346,6 +346,7 @@ class _SessionArm:
     async def _stop_session(self) -> None:
         if self.client is None or not self.out.session_id:
             return
+        self.out.stopped = True
         try:
             async with asyncio.timeout(STOP_WAIT):
                 await self.client.stop_session(self.out.session_id)

@@ -1,0 +1,92 @@
+"""The rule that decides FAIL or BLOCKED, held once (pytest_jaato_eval/faults.py): its table
+walked, the command-word lookup that tells a grader's own missing tool from a program of
+the agent's, and the process a timeout finds running."""
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from pytest_jaato_eval import faults
+from pytest_jaato_eval.engine.driver import exit_verdict
+from pytest_jaato_eval.engine.sandbox import missing_command
+from pytest_jaato_eval.graders.output import program_of, run_bounded
+from pytest_jaato_eval.verdict import FAIL
+
+
+def test_every_fault_names_its_evidence_and_an_act_its_verdict_and_claim():
+    names = [f.name for f in faults.FAULTS]
+    assert len(names) == len(set(names))
+    for fault in faults.FAULTS:
+        assert fault.evidence.strip(), fault.name
+        if fault.act:  # recorded before any grader, under a verdict of its own
+            verdict = fault.failed("what it did")
+            assert verdict.state == FAIL and verdict.grader_id == fault.outcome
+            assert fault.claim, fault.name
+        else:
+            with pytest.raises(AssertionError):
+                fault.failed("what it did")
+    # the verdicts an act is recorded under come from the table, each once
+    assert faults.AGENT_ACTS == ("resources", "sandbox", "checkout", "workspace")
+    assert {f.outcome for f in faults.FAULTS if f.act} == set(faults.AGENT_ACTS)
+
+
+@pytest.mark.parametrize("reason, stopped, agents", [
+    ("operator_request", False, True), ("cancelled", False, True), ("deleted", False, True),
+    ("operator_request", True, False),  # the harness's own stop (its ceiling)
+    ("natural", False, False), (None, False, False), ("budget_exhausted", False, False),
+])
+def test_a_session_ended_by_a_verb_the_harness_did_not_send_is_the_agents(reason, stopped,
+                                                                         agents):
+    assert faults.session_ended_by_hand(reason, stopped) is agents
+
+
+def test_126_and_127_are_the_environments_only_when_a_word_of_the_authors_is_missing():
+    assert faults.could_not_run(127, "nosuch") == (faults.TOOL_MISSING, "command not found")
+    assert faults.could_not_run(126, "/opt/x") == (faults.TOOL_MISSING, "not executable")
+    assert faults.could_not_run(127, None) == (faults.PROGRAM_EXIT, "command not found")
+    assert faults.could_not_run(1, "nosuch") is None
+    assert not faults.TOOL_MISSING.agents and faults.PROGRAM_EXIT.agents
+    # the driver asks the same rule: a missing word BLOCKS, else its stop short is graded
+    blocked, error = exit_verdict(127, ["sh: 1: nosuch: not found"], "nosuch")
+    assert "`nosuch` is not on its PATH" in blocked and error is None
+    blocked, error = exit_verdict(127, ["sh: 1: ./selftest.sh: not found"], None)
+    assert blocked is None and error.startswith("DriverStoppedShort: driver exited 127")
+
+
+@pytest.mark.parametrize("command, missing", [
+    ("definitely-not-a-binary-xyz", "definitely-not-a-binary-xyz"),
+    ("echo hello && nosuch-tool arg", "nosuch-tool"),
+    ("X=1 nosuch-tool", "nosuch-tool"),
+    ("if test -f a; then nosuch-tool; fi", "nosuch-tool"),
+    ("/no/such/bin x", "/no/such/bin"),
+    ("cat a | nosuch-tool", "nosuch-tool"),
+    ("sh ./selftest.sh", None),                      # the agent's script: not the author's
+    ("./selftest.sh && echo ok", None),
+    ('cmp -s "$JAATO_EVAL_CONFIG_ROOT"/expected.txt answer.txt', None),
+    ('"$JAATO_EVAL_PYTHON" -m pytest -q', None),     # computed: not looked up
+    ("printf 'x'; exit 127", None),
+    ("2>/dev/null grep a b | sort; cd sub && true", None),
+    ("test -f x || { echo no; exit 1; }", None),
+    ("echo nosuch-tool > out.txt", None),            # arguments are no command words
+    ("for i in 1 2; do nosuch-tool; done", None),    # not ours to read: not looked up
+    ("cat <<EOF\nnosuch-tool\nEOF", None),
+    ("echo 'unbalanced", None),
+])
+def test_the_authors_command_words_are_looked_up_before_it_runs(command, missing):
+    assert missing_command(command, os.defpath + ":/usr/bin:/bin") == missing
+
+
+def test_a_timeout_names_the_workspace_program_running_and_no_other(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "selftest.sh").write_text("sleep 3021\n")
+    done = run_bounded(["/bin/sh", "-c", "sh ./selftest.sh"], timeout=1, cwd=ws)
+    assert done.code is None and program_of(done.running, ws) == "./selftest.sh"
+    assert faults.timed_out(program_of(done.running, ws)) is faults.PROGRAM_TIMEOUT
+    done = run_bounded(["/bin/sh", "-c", "sleep 3022"], timeout=1, cwd=ws)
+    assert done.code is None and done.running and program_of(done.running, ws) is None
+    assert faults.timed_out(None) is faults.AUTHOR_TIMEOUT
+    leftover = subprocess.run(["pgrep", "-f", "sleep 302[12]"], capture_output=True)
+    assert leftover.stdout == b"", "the timed-out tree was not ended"
