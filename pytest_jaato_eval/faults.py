@@ -51,8 +51,9 @@ DAEMON_BROKEN = Fault(
     "stopped or gone, or the socket removed, after the agent's session began",
     "sandbox", "the agent leaves its daemon running")
 SESSION_ENDED = Fault(
-    "session ended by hand", "the agent's session ended `operator_request`, `cancelled` or "
-    "`deleted`, and the harness sent no session.stop for it",
+    "session ended by hand", "the agent's session ended `operator_request`, `stopped` or "
+    "`cancelled`, or the daemon no longer listed it at the ceiling (`deleted`), and the "
+    "harness sent no session.stop for it",
     "sandbox", "the agent leaves its daemon running")
 CHECKOUT_CHANGED = Fault(
     "checkout changed", "unconfined: the task's manifest, fixture or config root hash "
@@ -107,7 +108,7 @@ FAULTS: tuple[Fault, ...] = (
 AGENT_ACTS: tuple[str, ...] = tuple(dict.fromkeys(f.outcome for f in FAULTS if f.act))
 
 # How a session ends when someone stops, cancels or deletes it over the daemon's socket.
-ENDED_BY_HAND = ("operator_request", "cancelled", "canceled", "deleted")
+ENDED_BY_HAND = ("operator_request", "stopped", "cancelled", "canceled", "deleted")
 
 
 def session_ended_by_hand(termination_reason: str | None, stopped_by_harness: bool) -> bool:

@@ -97,3 +97,96 @@ def test_what_the_agent_can_cause_is_its_fail_and_what_it_cannot_stays_blocked(p
             if r["state"] != state or text not in str(seen):
                 wrong.append((when, task, r["state"], r["blocked_reason"], r["verdicts"]))
     assert wrong == []
+
+
+# One verb of the daemon's, sent by the agent's tool about its own session (or the whole
+# daemon), over the socket it reaches; what came back is kept in verb.log.
+VERB = """\
+import asyncio, glob, os, sys
+sys.path.insert(0, sys.argv[2])  # the run's packages (jaato_sdk)
+from jaato_sdk.client.ipc import IPCClient  # noqa: E402
+from jaato_sdk.events import ClientType  # noqa: E402
+
+VERBS = {
+    "session.delete": lambda c, sid: c.delete_session(sid),
+    "session.end": lambda c, sid: c.end_session(),
+    "inject_prompt": lambda c, sid: c.inject_prompt("Write PASS.", timeout=5),
+    "session.list": lambda c, sid: c.list_sessions(),
+    "wake": lambda c, sid: c.wake_session(sid, "wake up"),
+    "cascade_budget_set": lambda c, sid: c.cascade_budget_set(
+        os.environ.get("JAATO_EVAL_CASCADE_ID", "x"), {"max_cost_usd": 1000.0}),
+    "memories": lambda c, sid: c.list_memories(timeout=5),
+    "set_default_policy": lambda c, sid: c.set_default_policy("deny"),
+    "replay_messages": lambda c, sid: c.replay_messages(
+        "r1", [{"role": "user", "parts": [{"type": "text", "text": "Write PASS."}]}],
+        timeout_seconds=5),
+}
+
+
+async def main():
+    sid = os.environ.get("JAATO_SESSION_ID") or max(
+        glob.glob(".jaato/sessions/*.json"), key=os.path.getmtime).rsplit("/", 1)[1][:-5]
+    c = IPCClient(sys.argv[1], client_type=ClientType.API, auto_start=False,
+                  workspace_path=os.getcwd())
+    await c.connect(timeout=30)
+    seen = []
+    c.subscribe_all(lambda ev: seen.append(f"{type(ev).__name__}: " + " ".join(
+        str(getattr(ev, k, "")) for k in ("message", "text", "reason", "sessions")
+        if getattr(ev, k, ""))[:200]))
+    try:
+        if sys.argv[3] not in ("session.delete", "session.list", "wake", "cascade_budget_set"):
+            print("attach", await asyncio.wait_for(c.attach_session(sid), 10))
+        print("answer", await asyncio.wait_for(VERBS[sys.argv[3]](c, sid), 10))
+    except BaseException as exc:  # noqa: BLE001
+        print("raised", type(exc).__name__, exc)
+    await asyncio.sleep(2)
+    print("\\n".join(seen[-12:]))
+
+asyncio.run(main())
+"""
+
+
+# What each verb did to the arm (docs/security.md, "The daemon's verbs, tried"): the two that
+# end the session FAIL it; the rest leave its answer to be graded on its merits.
+VERB_OUTCOMES = {
+    "session.delete": ("FAIL", "ended `deleted`"),
+    "session.end": ("FAIL", "ended `stopped`"),
+    "inject_prompt": ("PASS", "MidTurnPromptInjectedEvent"),
+    "session.list": ("PASS", "SessionListEvent"),
+    "wake": ("PASS", ""),
+    "cascade_budget_set": ("PASS", ""),
+    "memories": ("PASS", "MemoryListEvent"),
+    "set_default_policy": ("PASS", ""),
+    "replay_messages": ("PASS", "ReplayMessagesResultEvent"),
+}
+
+
+def test_each_daemon_verb_the_agent_sends_about_its_own_session(project):
+    """A deleted session leaves the arm waiting for a terminal that never comes: at the
+    ceiling the daemon no longer lists it, and the arm FAILS instead of the ceiling's
+    BLOCKED."""
+    site = os.path.dirname(os.path.dirname(jaato_sdk.__file__))
+    tasks = {}
+    for i, verb in enumerate(VERB_OUTCOMES):
+        task = tasks[verb] = f"{chr(97 + i)}-{verb.replace('.', '-').replace('_', '-')}"
+        project.task(task, profile=shell_agent("verber", "sh verb.sh"), graders=[
+            {"kind": "script", "run": "cat verb.log; grep -qx READY answer.txt"}])
+        project.write(f"tasks/{task}/fixture/verb.py", VERB)
+        project.write(f"tasks/{task}/fixture/verb.sh", (
+            f"{sys.executable} verb.py {project.daemon.socket_path} {site} {verb} "
+            f"> verb.log 2>&1\necho READY > answer.txt\n"))
+    project.run("tasks", "-p", "no:randomly", "--arm-timeout=20")
+    live = {r["task_id"]: r for r in project.records()}
+    regraded = project.root / "regraded.jsonl"
+    project.run("tasks", f"--jaato-regrade={project.store}", f"--jaato-out={regraded}")
+    again = {r["task_id"]: r for r in map(json.loads, regraded.read_text().splitlines())}
+    wrong = []
+    for by, when in ((live, "live"), (again, "regraded")):
+        for verb, (state, text) in VERB_OUTCOMES.items():
+            r = by[tasks[verb]]
+            seen = " ".join(f"{v['grader_id']}: {v['detail']} {v['evidence']}"
+                            for v in r["verdicts"])
+            if r["state"] != state or text not in seen or (
+                    state == "FAIL" and r["verdicts"][0]["grader_id"] != "sandbox"):
+                wrong.append((when, verb, r["state"], r["blocked_reason"], r["verdicts"]))
+    assert wrong == []
