@@ -44,7 +44,8 @@ class Fault:
 
 EXHAUSTED = Fault(
     "exhausted", "the agent's own cgroup counted a refused fork or an OOM kill, or what it "
-    "added to the folders it may write passed its disk bound",
+    "added to the folders it may write passed its disk bound (its limit, or what was free at "
+    "its start less what the run keeps, whichever is less)",
     "resources", "the agent stays within its memory, disk and pids limits")
 DAEMON_BROKEN = Fault(
     "daemon broken", "in the sandbox, the daemon, a runner or the runner template found "
