@@ -266,7 +266,8 @@ def grade(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentRun, l
             ledger=ledger, socket_path=socket, cascade_id=cascade_id,
             mask=settings.redact.text, arm_id=arm.id, profile_set=arm.profile_set,
             sample=arm.sample, author_modules=modules, confinement=settings.confinement,
-            config_roots=views)
+            config_roots=views, memory_limit=resources.Bounds.of(
+                task.resources, settings.memory_limit, settings.disk_limit).memory)
         verdicts = run_graders(task.graders, ctx)
         grader_runs = ctx.grader_runs
         # a judge's sessions are the harness's own: never taken for the next agent's

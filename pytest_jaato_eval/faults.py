@@ -132,3 +132,23 @@ def timed_out(agents_program: str | None) -> Fault:
     """PROGRAM_TIMEOUT when a process of the tree ran a file of the workspace at the
     timeout (`agents_program` names it), else AUTHOR_TIMEOUT."""
     return PROGRAM_TIMEOUT if agents_program else AUTHOR_TIMEOUT
+
+
+def oom_of(own_kills: int, machine_rose: bool, has_cgroup: bool) -> Fault | None:
+    """Who an OOM kill of a grader's process is charged to: OOM_OWN when its own memory
+    cgroup counted one (it was reading the agent's files); OOM_MACHINE when it has no cgroup
+    and the machine-wide counter rose; None when no OOM killer acted on it."""
+    if own_kills > 0:
+        return OOM_OWN
+    if not has_cgroup and machine_rose:
+        return OOM_MACHINE
+    return None
+
+
+def oom_said(fault: Fault, limit: int | None) -> str:
+    """What a record says of an OOM kill, the evidence named."""
+    if fault is OOM_OWN:
+        return (f"the OOM killer ended it in its own memory cgroup (bound: {limit} bytes, the "
+                f"agent's), while it read the agent's files")
+    return ("the machine's OOM killer acted while it ran (no memory cgroup of its own could "
+            "be made here: judged by the machine-wide oom_kill counter)")

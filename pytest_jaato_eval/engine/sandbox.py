@@ -54,6 +54,7 @@ unconfined agent can do.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import shlex
@@ -365,6 +366,21 @@ class Wrapped:
     pass_fds: tuple[int, ...] = ()
     status: Path | None = None
     signalled: Path | None = None
+    limits: "Limits | None" = None  # its own memory cgroup, where one could be made
+
+    def in_cgroup(self, limits: "Limits | None") -> "Wrapped":
+        """The same command, started inside `limits` (its first process joins the cgroup,
+        then becomes the command: all it starts is held there)."""
+        if limits is None:
+            return self
+        joins = " && ".join(f"echo $$ > {shlex.quote(str(f / 'cgroup.procs'))}"
+                            for f in sorted(set(limits.folders.values())))
+        return dataclasses.replace(self, argv=("/bin/sh", "-c", f'{joins} && exec "$@"', "sh",
+                                               *self.argv), limits=limits)
+
+    def oom_killed(self) -> int:
+        """How many of its processes the OOM killer ended in its own memory cgroup."""
+        return self.limits.oom_kills() if self.limits is not None else 0
 
     def returncode(self, code: int) -> int:
         """The command's own return code, as Popen gives one: -N when a signal ended it."""

@@ -50,6 +50,8 @@ def grade_script(spec: ScriptGrader, ctx: GraderContext) -> Verdict:
                                pass_fds=confined.pass_fds)
             ran = confined.ran()
             code = None if done.code is None else confined.returncode(done.code)
+            oom = faults.oom_of(confined.oom_killed(), _oom_between(oom_before),
+                                confined.limits is not None)
     except WorkspaceError as exc:
         return Verdict.blocked(spec.id, claim, str(exc))
     except OSError as exc:
@@ -68,6 +70,11 @@ def grade_script(spec: ScriptGrader, ctx: GraderContext) -> Verdict:
                                f"(exit {code})", evidence)
     if code == expect:
         return Verdict.passed(spec.id, claim, f"exit {code}", evidence)
+    if oom is not None and (code < 0 or (oom.agents and code == 128 + signal.SIGKILL)):
+        said = f"killed by SIGKILL: {faults.oom_said(oom, ctx.memory_limit)}"
+        if oom.agents:
+            return Verdict.failed(spec.id, claim, said, evidence)
+        return Verdict.blocked(spec.id, claim, said, evidence)
     could_not = faults.could_not_run(code, missing)
     if could_not is not None:
         fault, what = could_not

@@ -16,6 +16,8 @@ import jaato_sdk
 import pytest
 from jaato_project import shell_agent
 
+from pytest_jaato_eval.engine.sandbox import Limits
+
 pytestmark = pytest.mark.daemon
 
 # One verb of the daemon's, sent by the agent's tool about its own session (or the whole
@@ -202,3 +204,28 @@ def test_an_agent_that_fills_the_disk_the_store_shares_fails_and_no_record_is_lo
         assert result.ret == 1
     finally:
         subprocess.run(["umount", "-l", str(project.tmp)], check=False)
+
+
+def test_a_grader_killed_by_the_oom_killer_in_its_own_cgroup_reading_the_agents_file_fails(
+        project):
+    """A sparse 6 GB `settings.json` of the agent's, that the grader's `json.load` reads
+    whole: the grader runs in a memory cgroup of its own, bounded as the agent is (256 MiB
+    here), whose OOM kill is the agent's FAIL (before: BLOCKED by the machine-wide counter);
+    an honest arm's grader, in its cgroup too, PASSes."""
+    probe = Limits.make(f"jaato-eval-{os.getpid()}-probe")
+    if probe is None or not probe.memory:
+        pytest.skip("no memory cgroup can be made here (not root, nothing delegated)")
+    probe.remove()
+    load = {"kind": "script", "run": '"$JAATO_EVAL_PYTHON" "$JAATO_EVAL_CONFIG_ROOT/load.py"'}
+    for task, command in (("a-sparse", "truncate -s 6G settings.json"),
+                          ("b-honest", "echo '{}' > settings.json")):
+        project.task(task, profile=shell_agent("settler", command), graders=[load],
+                     extra={"resources": {"memory": "256M"}})
+        project.write(f"tasks/{task}/.jaato/load.py",
+                      "import json\njson.load(open('settings.json'))\n")
+    project.run("tasks", "-p", "no:randomly")
+    by = {r["task_id"]: r for r in project.records()}
+    sparse = by["a-sparse"]
+    assert sparse["state"] == "FAIL", sparse
+    assert "OOM killer ended it in its own memory cgroup" in sparse["verdicts"][0]["detail"]
+    assert by["b-honest"]["state"] == "PASS", by["b-honest"]

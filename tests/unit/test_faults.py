@@ -90,3 +90,13 @@ def test_a_timeout_names_the_workspace_program_running_and_no_other(tmp_path):
     assert faults.timed_out(None) is faults.AUTHOR_TIMEOUT
     leftover = subprocess.run(["pgrep", "-f", "sleep 302[12]"], capture_output=True)
     assert leftover.stdout == b"", "the timed-out tree was not ended"
+
+
+def test_an_oom_kill_is_the_agents_only_in_the_graders_own_cgroup():
+    assert faults.oom_of(1, True, True) is faults.OOM_OWN          # its own count decides
+    assert faults.oom_of(0, True, True) is None                   # the machine's, not its
+    assert faults.oom_of(0, True, False) is faults.OOM_MACHINE    # no cgroup: the counter
+    assert faults.oom_of(0, False, False) is None
+    assert faults.OOM_OWN.agents and not faults.OOM_MACHINE.agents
+    assert "own memory cgroup" in faults.oom_said(faults.OOM_OWN, 256 << 20)
+    assert "machine-wide oom_kill counter" in faults.oom_said(faults.OOM_MACHINE, None)
