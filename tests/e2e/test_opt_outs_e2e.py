@@ -118,8 +118,21 @@ def test_what_the_agent_can_cause_is_its_fail_and_what_it_cannot_stays_blocked(p
     project.task("f-honest", profile=shell_agent("honest", writes("selftest.sh", "exit 0\n")),
                  graders=selftest)
     verb_task(project, "g-stops-its-session", "session.stop")
-    project.run("tasks", "-p", "no:randomly")
+    project.write("arms/test_stop_arm.py", """
+        import pytest
+
+
+        @pytest.mark.jaato(config_root="../tasks/g-stops-its-session/.jaato", profile="verber",
+                           fixture="../tasks/g-stops-its-session/fixture", profile_set="echo")
+        def test_a_python_arm_whose_agent_stops_its_session(jaato_arm):
+            jaato_arm.run("Write READY.")
+            assert jaato_arm.read("answer.txt").strip() == "READY"
+        """)
+    project.run("tasks", "arms", "-p", "no:randomly")
     live = {r["task_id"]: r for r in project.records()}
+    python_arm = [r for task, r in live.items() if "python_arm" in task]
+    assert len(python_arm) == 1 and python_arm[0]["state"] == "FAIL", live.keys()
+    assert python_arm[0]["verdicts"][0]["grader_id"] == "sandbox", python_arm
     regraded = project.root / "regraded.jsonl"
     project.run("tasks", f"--jaato-regrade={project.store}", f"--jaato-out={regraded}")
     again = {r["task_id"]: r for r in map(json.loads, regraded.read_text().splitlines())}
