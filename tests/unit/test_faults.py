@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 
 from pytest_jaato_eval import faults
 from pytest_jaato_eval.engine.driver import exit_verdict
-from pytest_jaato_eval.engine.sandbox import missing_command
+from pytest_jaato_eval.engine.agent_run import AgentRun
+from pytest_jaato_eval.engine.sandbox import (Confinement, Limits, missing_command, probe,
+                                              seal_interpreter)
+from pytest_jaato_eval.graders.context import GraderContext
 from pytest_jaato_eval.graders.output import program_of, run_bounded
+from pytest_jaato_eval.graders.script import grade_script
+from pytest_jaato_eval.task.model import ScriptGrader
 from pytest_jaato_eval.verdict import FAIL
 
 
@@ -100,3 +106,32 @@ def test_an_oom_kill_is_the_agents_only_in_the_graders_own_cgroup():
     assert faults.OOM_OWN.agents and not faults.OOM_MACHINE.agents
     assert "own memory cgroup" in faults.oom_said(faults.OOM_OWN, 256 << 20)
     assert "machine-wide oom_kill counter" in faults.oom_said(faults.OOM_MACHINE, None)
+
+
+def test_a_confined_grader_runs_in_its_own_memory_cgroup_and_its_oom_kill_is_the_agents(
+        tmp_path):
+    """In the agent's sandbox and in a cgroup of its own (128 MiB here): an allocation past
+    it is ended there, the agent's FAIL; a kill from inside stays the FAIL it was; the
+    cgroup is gone after."""
+    sandbox = probe()[0]
+    made = Limits.make(f"jaato-eval-{os.getpid()}-probe")
+    if sandbox is None or made is None or not made.memory:
+        pytest.skip("needs bubblewrap and a memory cgroup the run may make")
+    made.remove()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (tmp_path / "cr").mkdir()
+    confinement = Confinement(sandbox, hidden=(), readable=(), scratch=tmp_path / "scratch",
+                              sealed=seal_interpreter(tmp_path / "sealed", sys.executable))
+    ctx = GraderContext(workspace=ws, config_root=tmp_path / "cr", params={},
+                        run=AgentRun(finish_reason="stop"), confinement=confinement,
+                        memory_limit=128 << 20)
+    grade = lambda run: grade_script(ScriptGrader(kind="script", run=run), ctx)  # noqa: E731
+    assert grade("true").state == "PASS"
+    eaten = grade("python3 -c 'b = bytearray(400 << 20)'")
+    assert eaten.state == "FAIL" and "in its own memory cgroup" in eaten.detail, eaten
+    killed = grade("kill -9 $$")
+    assert killed.state == "FAIL" and "from inside its sandbox" in killed.detail, killed
+    left = [c for f in made.folders.values()
+            for c in f.parent.glob(f"jaato-eval-{os.getpid()}-grader-*")]
+    assert left == []  # each grader's cgroup removed after it
