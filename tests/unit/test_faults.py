@@ -112,7 +112,7 @@ def test_a_confined_grader_runs_in_its_own_memory_cgroup_and_its_oom_kill_is_the
         tmp_path):
     """In the agent's sandbox and in a cgroup of its own (128 MiB here): an allocation past
     it is ended there, the agent's FAIL; a kill from inside stays the FAIL it was; the
-    cgroup is gone after."""
+    timeout and 126/127 rules hold as unconfined; the cgroup is gone after."""
     sandbox = probe()[0]
     made = Limits.make(f"jaato-eval-{os.getpid()}-probe")
     if sandbox is None or made is None or not made.memory:
@@ -132,6 +132,18 @@ def test_a_confined_grader_runs_in_its_own_memory_cgroup_and_its_oom_kill_is_the
     assert eaten.state == "FAIL" and "in its own memory cgroup" in eaten.detail, eaten
     killed = grade("kill -9 $$")
     assert killed.state == "FAIL" and "from inside its sandbox" in killed.detail, killed
+    # in the sandbox too: the agent's program sleeping past the timeout, or exiting 127, is
+    # its FAIL; the author's own hang, or missing tool, is BLOCKED
+    (ws / "selftest.sh").write_text("sleep 3031\n")
+    (ws / "quits.sh").write_text("exit 127\n")
+    timed = lambda run: grade_script(  # noqa: E731
+        ScriptGrader(kind="script", run=run, timeout_seconds=2), ctx)
+    assert timed("sh ./selftest.sh").detail.endswith("running ./selftest.sh, a file of the "
+                                                     "workspace")
+    assert timed("sleep 3032").state == "BLOCKED"
+    assert timed("sh quits.sh").state == "FAIL"
+    missing = timed("definitely-not-a-binary-xyz")
+    assert missing.state == "BLOCKED" and "command not found" in missing.detail, missing
     left = [c for f in made.folders.values()
             for c in f.parent.glob(f"jaato-eval-{os.getpid()}-grader-*")]
     assert left == []  # each grader's cgroup removed after it
