@@ -164,6 +164,9 @@ VERB_OUTCOMES = {
 }
 
 
+# ~60 s: the deleted session waits for its 20 s ceiling; the rule's live case is
+# test_what_the_agent_can_cause_is_its_fail_and_what_it_cannot_stays_blocked (session.stop)
+@pytest.mark.slow
 def test_each_daemon_verb_the_agent_sends_about_its_own_session(project):
     """A deleted session leaves the arm waiting for a terminal that never comes: at the
     ceiling the daemon no longer lists it, and the arm FAILS instead of the ceiling's
