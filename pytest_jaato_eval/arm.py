@@ -14,7 +14,7 @@ from pathlib import Path
 from types import EllipsisType
 from typing import Mapping, Protocol
 
-from . import contamination, processes, workspace
+from . import contamination, faults, processes, workspace
 from .activity import ACTIVITY
 from .task import grader_files, session_files
 from .task.arms import Arm
@@ -266,7 +266,8 @@ def grade(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentRun, l
             ledger=ledger, socket_path=socket, cascade_id=cascade_id,
             mask=settings.redact.text, arm_id=arm.id, profile_set=arm.profile_set,
             sample=arm.sample, author_modules=modules, confinement=settings.confinement,
-            config_roots=views)
+            config_roots=views, memory_limit=resources.Bounds.of(
+                task.resources, settings.memory_limit, settings.disk_limit).memory)
         verdicts = run_graders(task.graders, ctx)
         grader_runs = ctx.grader_runs
         # a judge's sessions are the harness's own: never taken for the next agent's
@@ -288,16 +289,14 @@ def agent_act(run: AgentRun, ws: Path | None, settings: ArmSettings,
     daemon, the checkout it changed (unconfined), a trap it left in its workspace
     (`planted`, found by `traps` when not given)."""
     if run.exhausted:  # graders are not run: its files may be gone, its processes were
-        return Verdict.failed("resources", "the agent stays within its memory, disk and pids "
-                              "limits", run.exhausted)
+        return faults.EXHAUSTED.failed(run.exhausted)
     if run.agent_fault:
-        return Verdict.failed("sandbox", "the agent leaves its daemon running", run.agent_fault)
+        return faults.DAEMON_BROKEN.failed(run.agent_fault)
     if tampered:  # the agent's act, as far as the harness can tell: it alone ran then
-        return Verdict.failed("checkout", "the task's files are left as they were", tampered)
+        return faults.CHECKOUT_CHANGED.failed(tampered)
     planted = traps(run, ws, settings) if planted is None else planted
     if planted:  # a trap for the graders is the agent's own act, not a fault of ours
-        return Verdict.failed(
-            "workspace", "the agent leaves regular files, folders and links",
+        return faults.TRAP.failed(
             f"the agent left {len(planted)} trap(s) for its graders in its workspace (a FIFO, "
             f"a device, or a link to one or out of the workspace), {planted[0]} first; "
             f"graders were not run on it", planted)
@@ -397,6 +396,11 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, arm_state:
                 cascade_id=cascade_id, ceiling=settings.ceiling))
         fault = agent_faults(run, owned, socket, settings, arm_state, ws, config,  # before the hunt
                              leftovers.watch, driver=task.harness.kind == DRIVER)
+    if not fault and task.harness.kind != DRIVER and faults.session_ended_by_hand(
+            run.termination_reason, run.stopped):
+        fault = (f"the agent's session ended `{run.termination_reason}` and the harness did "
+                 f"not stop it: a client on the daemon's socket did, which the agent's tools "
+                 f"reach" + (f" ({run.blocked_reason})" if run.blocked_reason else ""))
     run.caveats.extend(leftovers.said)
     if leftovers.lost and not run.blocked_reason:
         run.blocked_reason = leftovers.lost
@@ -784,13 +788,9 @@ def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, arm_stat
                       snapshot=kept)
 
 
-# The verdicts `agent_act` gives: the agent's own act, judged before (and instead of) any grader.
-AGENT_ACTS = ("resources", "sandbox", "checkout", "workspace")
-
-
 def _act_of(source: ArmRecord) -> Verdict | None:
     """The agent's act that FAILED the live arm (its one verdict before any grader), if so."""
-    acts = [v for v in source.verdicts if v.get("grader_id") in AGENT_ACTS]
+    acts = [v for v in source.verdicts if v.get("grader_id") in faults.AGENT_ACTS]
     if len(acts) != 1 or acts[0].get("state") != "FAIL" or source.verdicts[0] is not acts[0]:
         return None
     v = acts[0]

@@ -138,6 +138,15 @@ def command_line(pid: int) -> str:
 
 
 @dataclass(frozen=True)
+class Running:
+    """What one process runs: its program, its arguments and its working folder."""
+
+    exe: str
+    argv: tuple[str, ...]
+    cwd: str
+
+
+@dataclass(frozen=True)
 class Ident:
     """One process, exactly: its pid and when it started."""
 
@@ -271,6 +280,19 @@ class Tree:
         found |= set(group_members(self.leader.pid, younger))  # its session's group id is its pid
         found |= set(marked(self.marker, younger))
         return {i for i in found if i.pid != os.getpid()}
+
+    def running(self) -> list[Running]:
+        """What each of its live processes runs now (those /proc no longer shows left out)."""
+        found = []
+        for ident in sorted(self.members(), key=lambda i: i.pid):
+            proc = ident.process()
+            try:
+                if proc is not None:
+                    with proc.oneshot():
+                        found.append(Running(proc.exe(), tuple(proc.cmdline()), proc.cwd()))
+            except (psutil.Error, ValueError, OSError):
+                continue
+        return found
 
     def kill(self, grace: float = TERM_GRACE) -> None:
         """End the whole tree (idempotent); the leader is reaped by its owner."""

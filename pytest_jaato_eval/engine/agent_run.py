@@ -25,6 +25,7 @@ class AgentRun:
     usage: dict = field(default_factory=empty_usage)
     termination_reason: str | None = None
     termination_detail: str | None = None
+    stopped: bool = False  # the harness sent session.stop (its ceiling): not the agent's act
     error_type: str | None = None
     error: str | None = None          # S8: set on an unsigned arm, which is still graded
     blocked_reason: str | None = None  # set when the run taught us nothing

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import collections
 import itertools
+import os
 import shlex
 import signal
 import time
@@ -20,14 +21,14 @@ from typing import Any, Callable
 from jaato_sdk.client.ipc import IPCClient
 from jaato_sdk.events import ClientType, EventType
 
-from .. import processes
+from .. import faults, processes
 from ..contract import build_contract_env
 from .files import inside
 from .accounting import TurnAccumulator, USAGE_KEYS, empty_usage, merge_tracker, tracker_record
 from .agent_run import AgentRun
 from .ceiling import Ceiling
 from .connection import STOP_WAIT, connect_patiently, disconnect
-from .sandbox import Confinement
+from .sandbox import Confinement, confined_path, missing_command
 
 log = logging.getLogger(__name__)
 TAIL_LINES = 40
@@ -57,17 +58,24 @@ def run_driver_arm(spec: DriverArmSpec) -> AgentRun:
     return asyncio.run(_DriverArm(spec).run())
 
 
-def exit_verdict(code: int, stderr_tail: list[str]) -> tuple[str | None, str | None]:
-    """D3: (blocked_reason, error) for a driver's exit code. (None, None) means graded."""
+def exit_verdict(code: int, stderr_tail: list[str], missing: str | None = None
+                 ) -> tuple[str | None, str | None]:
+    """D3: (blocked_reason, error) for a driver's exit code. (None, None) means graded.
+    `missing`: a command word of harness.run not found before it ran (faults.TOOL_MISSING)."""
     last = next((line for line in reversed(stderr_tail) if line.strip()), "")
     if code == 0:
         return None, None
     if code == EX_TEMPFAIL:
         return f"driver exited 75 (EX_TEMPFAIL): it reported an environment fault - {last}", None
-    if code in (126, 127):
-        what = "not executable" if code == 126 else "command not found"
-        return (f"driver exited {code} ({what}): the shell could not run harness.run; write it "
-                f"against \"$JAATO_EVAL_PYTHON\", not a PATH bet - {last}"), None
+    could_not = faults.could_not_run(code, missing)
+    if could_not is not None:
+        fault, what = could_not
+        if fault.agents:  # its own words all ran: a program it ran (the agent's, maybe) said it
+            return None, (f"DriverStoppedShort: driver exited {code} ({what}) from a program "
+                          f"it ran; every command harness.run names was found — {last}"
+                          ).rstrip(" —")
+        return (f"driver exited {code} ({what}): `{missing}` is not on its PATH; write "
+                f"harness.run against \"$JAATO_EVAL_PYTHON\", not a PATH bet - {last}"), None
     if code < 0:
         try:
             name = signal.Signals(-code).name
@@ -142,6 +150,9 @@ class _DriverArm:
                                  params=spec.params, socket=spec.socket_path,
                                  cascade_id=spec.cascade_id, passthrough=spec.env_passthrough,
                                  author_modules=spec.author_modules)
+        # looked up before it runs, on the PATH it runs with: nothing of the agent's moves it
+        missing = missing_command(spec.run, confined_path(os.environ.get("PATH", os.defpath))
+                                  if spec.confinement is not None else env.get("PATH", ""))
         started = time.monotonic()
         proc, tree = await processes.start_async(
             command, cwd=spec.workspace, env=env, stdin=asyncio.subprocess.DEVNULL,
@@ -183,7 +194,7 @@ class _DriverArm:
             out.blocked_reason = (f"daemon: connection lost while the driver ran (it exited "
                                   f"{code}); the daemon died or closed the connection")
             return
-        out.blocked_reason, out.error = exit_verdict(code, list(tails["stderr"]))
+        out.blocked_reason, out.error = exit_verdict(code, list(tails["stderr"]), missing)
         if out.error:
             out.error_type = "DriverStoppedShort"
             out.termination_reason = "error"

@@ -11,9 +11,11 @@ up (time is the arm ceiling: engine/ceiling.py).
   little costs one walk of its workspace at each end. Past its limit the agent is stopped
   at once (its daemon ended: in the sandbox that ends every process of the agent's).
 
-Exhausting one is the agent's FAIL (verdict `resources`), the cause named. A disk that runs
-short while the agent is within its limit is the machine's fault: the agent is stopped all
-the same (the machine must not fill up) and the arm is BLOCKED, saying so.
+Exhausting one is the agent's FAIL (verdict `resources`), the cause named. The disk bound is
+never more than what was free at the arm's start, less what the run keeps for its own files
+(the store, the next arm's copy): a disk the agent fills is its act. A disk that runs short
+while the agent is within that bound is the machine's fault: the agent is stopped all the same
+(the machine must not fill up) and the arm is BLOCKED, saying so.
 """
 from __future__ import annotations
 
@@ -93,7 +95,11 @@ class DiskWatch:
     def __init__(self, folders: Sequence[Path], limit: int,
                  leave_out: Sequence[Path] = (), stop: Callable[[], None] | None = None):
         self.folders = [Path(f) for f in dict.fromkeys(folders) if Path(f).is_dir()]
-        self.limit = limit
+        # Never more than what is free at the start, less what the run keeps for its own
+        # writes (its store, the next arm's copy): a disk the agent fills is its own act.
+        free = self._free()
+        self.limit = min(limit, max(0, free - min(RESERVE, free // 2)))
+        self.asked = limit
         self.leave_out = {Path(p) for p in leave_out}
         self.stop = stop
         self.base = self._walk()
@@ -140,9 +146,13 @@ class DiskWatch:
         now = self._walk()
         self.held = sum(max(0, size - self.base.get(path, 0)) for path, size in now.items())
         if self.held > self.limit:
+            bound = (f"its limit of {size_text(self.limit)} (" + RAISE.format(key=DISK_KEY) + ")"
+                     if self.limit == self.asked else
+                     f"its bound of {size_text(self.limit)}: what was free when it began, less "
+                     f"what the run keeps for its own files (its limit, {size_text(self.asked)}, "
+                     f"is larger)")
             self.over = (f"disk: the agent's files reached {size_text(self.held)} in the folders "
-                         f"it may write, past its limit of {size_text(self.limit)} ("
-                         + RAISE.format(key=DISK_KEY) + ")")
+                         f"it may write, past {bound}")
         elif free < RESERVE and self.held >= SHORT_FLOOR:
             self.short = (f"disk: the machine ran short ({size_text(free)} free) while the "
                           f"agent's files held {size_text(self.held)}, within its limit of "

@@ -54,8 +54,10 @@ unconfined agent can do.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
+import shlex
 import shutil
 import site
 import subprocess
@@ -223,6 +225,63 @@ def confined_path(value: str) -> str:
     return os.pathsep.join(kept)
 
 
+# What `sh` runs itself: never looked up on PATH. The words after which a command word
+# comes next, and the shell's own separators and redirections.
+SHELL_OWN = frozenset(
+    ". : [ alias bg break cd continue echo eval exit export false fc fg getopts hash jobs "
+    "kill local printf pwd read readonly return set shift test times trap true type ulimit "
+    "umask unalias unset wait fi done } esac".split())
+_LEADING = frozenset("! { if then else elif do while until time command exec".split())
+_SEPARATORS = frozenset(";|&()\n")
+_REDIRECTS = frozenset("<>&")
+
+
+def missing_command(command: str, path: str) -> str | None:
+    """The first command word the author wrote in `command` (a `sh -c` line) that `path`
+    does not find, looked up before the line runs: the word first in each of its simple
+    commands, past assignments and redirections. A word the line computes (`$x`, a glob),
+    names by a relative path (a file of the workspace, the agent's) or follows a `for` or
+    `case` is not looked up. None when each is found, or the line is not ours to parse."""
+    try:
+        lexer = shlex.shlex(command.replace("\n", ";"), posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
+    except ValueError:
+        return None
+    first, skip = True, False
+    for word in words:
+        if skip:  # a redirection's target
+            skip = False
+            continue
+        if word and set(word) <= _SEPARATORS:
+            first = True
+            continue
+        if word and set(word) <= _REDIRECTS:
+            if word.startswith("<<"):
+                return None  # a here-document's lines follow: not ours to read
+            skip = True
+            continue
+        if not first:
+            continue
+        if word in ("for", "case", "select", "function"):
+            return None  # what follows is no command word: the rest is not ours to read
+        if word in _LEADING or word.isdigit() or (
+                "=" in word and word.split("=", 1)[0].isidentifier()):
+            continue  # a command word comes next (after `2` a redirection)
+        first = False
+        if word in SHELL_OWN:
+            continue
+        if any(c in word for c in "$`*?[~"):
+            continue
+        if "/" in word:
+            if os.path.isabs(word) and not os.path.exists(word):
+                return word
+            continue
+        if shutil.which(word, path=path) is None:
+            return word
+    return None
+
+
 # The first process of a grader's sandbox: it runs the command and tells a signal's death
 # apart from an exit of 128 + N (bubblewrap reports both alike) on a descriptor the command
 # never holds. It runs the sealed interpreter, so nothing in the sandbox reaches that
@@ -307,6 +366,21 @@ class Wrapped:
     pass_fds: tuple[int, ...] = ()
     status: Path | None = None
     signalled: Path | None = None
+    limits: "Limits | None" = None  # its own memory cgroup, where one could be made
+
+    def in_cgroup(self, limits: "Limits | None") -> "Wrapped":
+        """The same command, started inside `limits` (its first process joins the cgroup,
+        then becomes the command: all it starts is held there)."""
+        if limits is None:
+            return self
+        joins = " && ".join(f"echo $$ > {shlex.quote(str(f / 'cgroup.procs'))}"
+                            for f in sorted(set(limits.folders.values())))
+        return dataclasses.replace(self, argv=("/bin/sh", "-c", f'{joins} && exec "$@"', "sh",
+                                               *self.argv), limits=limits)
+
+    def oom_killed(self) -> int:
+        """How many of its processes the OOM killer ended in its own memory cgroup."""
+        return self.limits.oom_kills() if self.limits is not None else 0
 
     def returncode(self, code: int) -> int:
         """The command's own return code, as Popen gives one: -N when a signal ended it."""

@@ -151,7 +151,10 @@ class _SessionArm:
         except TimeoutError as exc:
             if ceiling.expired():
                 self.out.blocked_reason = spec.ceiling.reason()
-                await self._stop_session()  # S7: stop the spend, not only the wait
+                if await self._session_gone():  # deleted under the arm: nothing to stop
+                    self.out.termination_reason = "deleted"
+                else:
+                    await self._stop_session()  # S7: stop the spend, not only the wait
             else:
                 self.out.blocked_reason = f"daemon: timed out: {exc or type(exc).__name__}"
         except (ConnectionError, OSError, EOFError) as exc:
@@ -343,9 +346,31 @@ class _SessionArm:
         except (asyncio.TimeoutError, ConnectionError, OSError):
             self.out.history = None
 
+    async def _session_gone(self) -> bool:
+        """Whether the daemon no longer lists the arm's session (a client deleted it: it
+        then waits for nothing and sends no terminal). False when the daemon does not say."""
+        if self.client is None or not self.out.session_id:
+            return False
+        listed: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        def on_list(ev: Any) -> None:
+            if not listed.done():
+                listed.set_result(list(getattr(ev, "sessions", None) or []))
+        unsubscribe = self.client.subscribe(EventType.SESSION_LIST, on_list)
+        try:
+            async with asyncio.timeout(STOP_WAIT):
+                await self.client.list_sessions()
+                rows = await listed
+        except (Exception, asyncio.CancelledError):  # noqa: BLE001 - no answer: not gone
+            return False
+        finally:
+            unsubscribe()
+        return not any(isinstance(r, dict) and r.get("id") == self.out.session_id for r in rows)
+
     async def _stop_session(self) -> None:
         if self.client is None or not self.out.session_id:
             return
+        self.out.stopped = True
         try:
             async with asyncio.timeout(STOP_WAIT):
                 await self.client.stop_session(self.out.session_id)

@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..contract import build_contract_env
 from ..engine.agent_run import AgentRun
-from ..engine.sandbox import Confinement, Wrapped
+from ..engine.sandbox import Confinement, Limits, Wrapped
 from ..verdict import Verdict
 from ..workspace import as_left
 from .ledger import Ledger
@@ -55,6 +57,9 @@ class GraderContext:
     # Each grader's own view of the config root, by its place in the manifest (arm.py's
     # grader_configs): without the files the other graders name. Empty: `config_root`.
     config_roots: tuple[Path, ...] = ()
+    # The bound a grader's process is held to in a memory cgroup of its own (the agent's):
+    # an OOM kill there is met reading the agent's files (faults.OOM_OWN). None: no cgroup.
+    memory_limit: int | None = None
 
     def for_grader(self, index: int) -> "GraderContext":
         """The context grader `index` is handed: its own view of the config root (the lists
@@ -73,16 +78,34 @@ class GraderContext:
         modules, the daemon's folder) and writing only `writable`. Raises WorkspaceError
         when the workspace cannot be copied for it."""
         read_only = self.confinement is not None and self.workspace not in writable
-        with contextlib.nullcontext(self.workspace) if read_only else as_left(self.workspace):
-            if self.confinement is None:
-                yield Wrapped(tuple(argv))
-                return
-            mine = [p for p in (self.config_root, self.author_modules) if p is not None]
-            if self.socket_path:
-                mine.append(Path(self.socket_path).parent)
-            with self.confinement.command(argv, writable=writable, readable=[*mine, *readable],
-                                          lend=False) as wrapped:
-                yield wrapped
+        limits = self._memory_cgroup()
+        try:
+            with contextlib.nullcontext(self.workspace) if read_only else as_left(
+                    self.workspace):
+                if self.confinement is None:
+                    yield Wrapped(tuple(argv)).in_cgroup(limits)
+                    return
+                mine = [p for p in (self.config_root, self.author_modules) if p is not None]
+                if self.socket_path:
+                    mine.append(Path(self.socket_path).parent)
+                with self.confinement.command(argv, writable=writable,
+                                              readable=[*mine, *readable],
+                                              lend=False) as wrapped:
+                    yield wrapped.in_cgroup(limits)
+        finally:
+            if limits is not None:
+                limits.remove()
+
+    def _memory_cgroup(self) -> Limits | None:
+        """A memory cgroup of the grader's own, bounded by `memory_limit`, or None where none
+        can be made (the machine-wide counter then judges an OOM kill)."""
+        if not self.memory_limit:
+            return None
+        limits = Limits.make(f"jaato-eval-{os.getpid()}-grader-{uuid.uuid4().hex[:8]}")
+        if limits is not None and (not limits.memory or limits.set_memory(self.memory_limit)):
+            limits.remove()
+            return None
+        return limits
 
     def contract_env(self, passthrough=(), per_key: bool = True) -> dict[str, str]:
         """The contract's environment for a grader's process, with what its spec passes

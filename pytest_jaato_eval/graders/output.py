@@ -13,7 +13,8 @@ import os
 import select
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Callable
 
 from .. import processes
@@ -111,6 +112,7 @@ def evidence(tail: bytes, total: int, mask: Callable[[str], str] | None = None,
 class Finished:
     code: int | None  # None: it ran past its timeout and its tree was killed
     out: TailReader
+    running: list[processes.Running] = field(default_factory=list)  # its tree at the timeout
 
 
 def run_bounded(args, *, timeout: float | None, **popen) -> Finished:
@@ -123,10 +125,12 @@ def run_bounded(args, *, timeout: float | None, **popen) -> Finished:
                                  **popen)
     out = TailReader(proc.stdout)
     code: int | None = None
+    running: list[processes.Running] = []
     try:
         try:
             code = processes.wait(proc, tree, timeout, reading=out)
         except subprocess.TimeoutExpired:
+            running = tree.running()  # what it ran when time was up: whose program hung
             tree.kill()
             proc.wait()
             out.drain(DRAIN_WAIT)
@@ -137,4 +141,21 @@ def run_bounded(args, *, timeout: float | None, **popen) -> Finished:
     finally:
         tree.kill()
         out.close()
-    return Finished(code, out)
+    return Finished(code, out, running)
+
+
+def program_of(running: list[processes.Running], workspace: Path) -> str | None:
+    """The first process among `running` whose program, or first argument that is not an
+    option (the script an interpreter runs), is a file of `workspace`: the agent wrote or
+    can change it. Named as the process named it; None when none is."""
+    ws = os.path.realpath(workspace)
+    for proc in running:
+        named = [proc.exe, *proc.argv[:1]]
+        named += [a for a in proc.argv[1:] if not a.startswith("-")][:1]
+        for name in named:
+            if not name:
+                continue
+            real = os.path.realpath(os.path.join(proc.cwd, name))
+            if real.startswith(ws + os.sep) and os.path.isfile(real):
+                return name
+    return None

@@ -15,6 +15,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from .. import faults
 from ..contract import ParamCollision
 from ..task.model import ProcessorGrader
 from ..verdict import Verdict
@@ -114,6 +115,7 @@ def _run_child(spec: ProcessorGrader, ctx: GraderContext, claim: str, path: Path
         with ctx.confined(argv, writable=[scratch], readable=[CHILD, ctx.workspace]) as confined:
             done = run_bounded(confined.argv, timeout=timeout, cwd=scratch, env=env,
                                pass_fds=confined.pass_fds)
+            oom = faults.oom_of(confined.oom_killed(), False, True)
     except WorkspaceError as exc:
         return Verdict.blocked(spec.id, claim, str(exc))
     except OSError as exc:
@@ -129,6 +131,9 @@ def _run_child(spec: ProcessorGrader, ctx: GraderContext, claim: str, path: Path
             answer = json.loads(fh.read(RESULT_BYTES))
         outcome = answer["outcome"]
     except (OSError, ValueError, KeyError, TypeError):
+        if oom is not None:  # its own cgroup's OOM kill, met reading the agent's files
+            return Verdict.failed(spec.id, claim, f"{script} killed by SIGKILL: "
+                                  f"{faults.oom_said(oom, ctx.memory_limit)}", printed)
         how = f"killed by {_signame(-code)}" if code < 0 else f"exited {code}"
         return Verdict.blocked(spec.id, claim, f"{script} {how} without a verdict", printed)
     return _verdict(spec, claim, answer, outcome, printed)

@@ -11,13 +11,14 @@ import os
 import signal
 import sys
 
+from .. import faults
 from ..contract import ParamCollision
-from ..engine.sandbox import machine_oom_kills
+from ..engine.sandbox import confined_path, machine_oom_kills, missing_command
 from ..task.model import ScriptGrader
 from ..verdict import Verdict
 from ..workspace import WorkspaceError
 from .context import GraderContext
-from .output import TailReader, evidence as output_evidence, run_bounded
+from .output import TailReader, evidence as output_evidence, program_of, run_bounded
 
 
 
@@ -38,6 +39,10 @@ def grade_script(spec: ScriptGrader, ctx: GraderContext) -> Verdict:
         return Verdict.blocked(spec.id, claim, f"{spec.file} is not a file under "
                                f"the config root {ctx.config_root}")
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else command
+    # looked up before it runs, on the PATH it runs with: nothing of the agent's moves it
+    path = confined_path(os.environ.get("PATH", os.defpath)) if ctx.confinement is not None \
+        else env.get("PATH", os.defpath)
+    missing = missing_command(command, path) if isinstance(command, str) else None
     oom_before = machine_oom_kills()
     try:
         with ctx.confined(argv, writable=[ctx.workspace]) as confined:
@@ -45,23 +50,40 @@ def grade_script(spec: ScriptGrader, ctx: GraderContext) -> Verdict:
                                pass_fds=confined.pass_fds)
             ran = confined.ran()
             code = None if done.code is None else confined.returncode(done.code)
+            oom = faults.oom_of(confined.oom_killed(), _oom_between(oom_before),
+                                confined.limits is not None)
     except WorkspaceError as exc:
         return Verdict.blocked(spec.id, claim, str(exc))
     except OSError as exc:
         return Verdict.blocked(spec.id, claim, f"could not start: {exc}")
     out = done.out
     if code is None:
-        return Verdict.blocked(spec.id, claim, f"timed out after {timeout:g} s "
-                               f"(timeout_seconds)", _evidence(out, ctx))
+        agents = program_of(done.running, ctx.workspace)
+        said = f"timed out after {timeout:g} s (timeout_seconds)"
+        if faults.timed_out(agents).agents:
+            return Verdict.failed(spec.id, claim, f"{said}, running {agents}, a file of the "
+                                  f"workspace", _evidence(out, ctx))
+        return Verdict.blocked(spec.id, claim, said, _evidence(out, ctx))
     evidence = _evidence(out, ctx)
     if not ran:
         return Verdict.blocked(spec.id, claim, f"its sandbox could not be set up "
                                f"(exit {code})", evidence)
     if code == expect:
         return Verdict.passed(spec.id, claim, f"exit {code}", evidence)
-    if code in (126, 127):  # the shell could not run it: no signal about the agent
-        what = "not executable" if code == 126 else "command not found"
-        return Verdict.blocked(spec.id, claim, f"exit {code} ({what}); write `run` against "
+    if oom is not None and (code < 0 or (oom.agents and code == 128 + signal.SIGKILL)):
+        said = f"killed by SIGKILL: {faults.oom_said(oom, ctx.memory_limit)}"
+        if oom.agents:
+            return Verdict.failed(spec.id, claim, said, evidence)
+        return Verdict.blocked(spec.id, claim, said, evidence)
+    could_not = faults.could_not_run(code, missing)
+    if could_not is not None:
+        fault, what = could_not
+        if fault.agents:  # the author's own words all ran: a program they ran said it
+            return Verdict.failed(spec.id, claim, f"exit {code} ({what}) from a program "
+                                  f"its command ran in the workspace; every command it "
+                                  f"names was found before it ran", evidence)
+        return Verdict.blocked(spec.id, claim, f"exit {code} ({what}): `{missing}` is not "
+                               f"on its sandbox's PATH; write `run` against "
                                f"\"$JAATO_EVAL_PYTHON\" or an absolute tool, not a PATH bet",
                                evidence)
     if code < 0:

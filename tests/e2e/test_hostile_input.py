@@ -486,7 +486,7 @@ def test_html_report_holds_no_raw_control_character():
 
 E2E_RUN = ("printf '\x1b[31mRED\x1b[0m <script>alert(1)</script> \"q\" && \x1b]0;pwned\x07 "
            "nul:\\000:\\n'; head -c 50000 /dev/zero | tr '\\000' A; echo; exit 1")
-E2E_BLOCKED_RUN = "printf '\x1b[2J\x1b[H<b>gone</b> && \\000\\n'; exit 127"
+E2E_BLOCKED_RUN = "printf '\x1b[2J\x1b[H<b>gone</b> && \\000\\n'; definitely-not-a-binary-xyz"
 
 
 def test_hostile_grader_output_renders_safely_end_to_end(project):
