@@ -2,15 +2,19 @@
 flipped, and profile set by profile set, by the sweep's paired analysis (inference.py).
 
 A regression is a drop the noise cannot explain, never a single flip: NEW − BASE has a
-95% interval wholly below zero (or below -margin). The rule is applied to each profile
-set over its tasks (`compare_sets`), and to each group within it (its samples, or its
-repeats), there at 95% for all the groups together (Bonferroni: each at 1 - 5%/N).
+two-sided interval wholly below zero (or below -margin). The rule is applied to each
+profile set over its tasks (`compare_sets`), and to each group within it (its samples,
+or its repeats). Each is a family: the profile sets together, the groups together, each
+taken at 5% by Holm's step-down (`holm_family`), so that under no change the chance of
+any alarm in a family stays at most 5%.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import inference
+from typing import Callable
+
+from . import inference, stats
 from .pivot import Cell, Pivot, interval_text, pct, points
 from .record import DEFAULT_SET, ArmRecord
 from .stats import ALPHA
@@ -44,6 +48,21 @@ class SetChange:
     profile_set: str
     change: inference.Pair
     regressed: bool
+
+
+def holm_family(compute: list[Callable[[float], inference.Pair]],
+                margin: float) -> list[tuple[inference.Pair, bool]]:
+    """Each member's NEW − BASE, taken in Holm's step-down at ALPHA for the family: its
+    interval at the level of its step (alpha/(m-i) for the i-th smallest p-value), and
+    whether it regressed (its step rejects "no change", every earlier step did, and the
+    interval lies below -margin)."""
+    first = [f(ALPHA) for f in compute]
+    steps = stats.holm([1.0 if c.p is None else c.p for c in first], ALPHA)
+    out = []
+    for f, (level, rejected) in zip(compute, steps):
+        change = f(level)
+        out.append((change, rejected and change.below(margin)))
+    return out
 
 
 def delta_text(g: GroupChange) -> str:
@@ -131,11 +150,20 @@ def compare_groups(base: list[Cell], new: list[Cell], paired: list[str] | None =
                     f" ({' '.join(str(reason).split())[:120]})" if reason else ""))
         changes.append(g)
     both = [g for g in changes if g.in_both]
-    for g in both:  # 95% for the groups together: each at 1 - alpha/N
-        g.change = inference.of_cells({g.task_id: g.base}, {g.task_id: g.new}, g.profile_set,
-                                      ALPHA / len(both), detect)
-        g.regressed = g.change.below(margin)
+    family = holm_family([_group_change(g, detect) for g in both], margin)
+    for g, (change, regressed) in zip(both, family):
+        g.change, g.regressed = change, regressed
     return changes
+
+
+def _group_change(g: GroupChange, detect: float | None) -> Callable[[float], inference.Pair]:
+    return lambda alpha: inference.of_cells({g.task_id: g.base}, {g.task_id: g.new},
+                                            g.profile_set, alpha, detect)
+
+
+def _set_change(name: str, base: dict[str, Cell], new: dict[str, Cell],
+                detect: float | None) -> Callable[[float], inference.Pair]:
+    return lambda alpha: inference.of_cells(base, new, name, alpha, detect)
 
 
 def compare_sets(changes: list[GroupChange], margin: float = 0.0,
@@ -149,12 +177,9 @@ def compare_sets(changes: list[GroupChange], margin: float = 0.0,
             base[g.task_id] = g.base
         if g.new is not None:
             new[g.task_id] = g.new
-    out = []
-    for name, (base, new) in sorted(sides.items()):
-        if set(base) & set(new):
-            change = inference.of_cells(base, new, name, ALPHA, detect)
-            out.append(SetChange(name, change, change.below(margin)))
-    return out
+    names = [name for name, (base, new) in sorted(sides.items()) if set(base) & set(new)]
+    family = holm_family([_set_change(n, *sides[n], detect) for n in names], margin)
+    return [SetChange(n, change, regressed) for n, (change, regressed) in zip(names, family)]
 
 
 # -- grader by grader: what a grader change did (a regrade, docs/regrading.md) ---------------

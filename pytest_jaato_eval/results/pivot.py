@@ -797,14 +797,15 @@ HEADLINE_TITLE = "Profile sets over the sweep (every task weighs the same):"
 HEADLINE_HEADER = ("profile set", "pass rate", "95% CI", "over", "blocked", "floor", "cost/PASS")
 HEADLINE_NOTES = (
     "rate: a task's samples and repeats averaged within it, then the tasks averaged",
-    "95% CI: over the units named, tasks as clusters (docs/statistics.md)",
+    "95% CI: two-sided, over the units named, tasks as clusters (docs/statistics.md)",
     "cost/PASS: every arm's cost over the PASS arms")
 PAIRS_TITLE = "Pairs (B − A, paired by task and sample):"
 PAIR_NOTES = (
-    "pts: percentage points · 95% CI and p: paired t over the units named",
+    "pts: percentage points · CI and p: two-sided, by the method named",
     "better / worse: items (task × sample) whose pass share rose / fell",
-    "to detect: tasks, or repeats per item, for 80% power at 5% (two-sided),",
-    "  if new tasks and repeats vary as these did")
+    "to detect: tasks, or repeats per item, for 80% power at 5% (two-sided) to find",
+    "  the smallest difference worth finding (--detect), if new tasks and repeats",
+    "  vary as these did")
 _UNIT_NAMES = {inference.TASK: "task", inference.SAMPLE: "sample", inference.ARM: "arm"}
 
 
@@ -844,11 +845,14 @@ def headline_lines(heads: list[inference.Headline], width: int | None = WIDTH) -
 
 def points(x: float) -> str:
     """A difference in percentage points, signed and whole (`+12`, `-3`, `+0`); under one
-    point, to a tenth (`-0.3`), so a small difference never reads as `-0`."""
+    point, to a tenth (`-0.3`), and under a twentieth to one figure (`-0.04`), so a
+    number that is not 0 never reads as `-0` or `+0`."""
     v = 100 * x
     whole = round(v)
     if whole == 0 and abs(v) >= 0.05:
         return f"{v:+.1f}"
+    if whole == 0 and v != 0:
+        return f"{v:+.1g}"
     return f"{whole:+d}"
 
 
@@ -865,8 +869,20 @@ def difference_text(p: inference.Pair) -> str:
         return "no item exercised by both"
     iv = p.interval
     ci = DASH if iv is None else f"{points(iv[0])} to {points(iv[1])} pts"
-    return (f"{points(p.diff)} pts (95% CI {ci}), {p_text(p.p)}, "
+    return (f"{points(p.diff)} pts ({level_text(p.alpha)} CI {ci}), {p_text(p.p)}, "
             f"over {over_text(p.level, p.units)}")
+
+
+def level_text(alpha: float) -> str:
+    """`95%`, `98.33%`: a two-sided interval's level."""
+    return f"{100 * (1 - alpha):.4g}%"
+
+
+def method_text(p: inference.Pair) -> str:
+    """How the pair's interval and p-value were computed: `by paired t: se 9.1 pts, 2 df`."""
+    if p.se is None or p.df is None:
+        return f"by {p.method}"
+    return f"by {p.method}: se {100 * p.se:.1f} pts, {p.df} df"
 
 
 def items_text(p: inference.Pair) -> str:
@@ -906,8 +922,8 @@ def needed_text(n: inference.Needed) -> str:
         return said + ": enough already"
     if n.repeats is not None:
         said += f" or {plural(n.repeats, 'repeat')} (now {_one_place(n.repeats_now)})"
-    elif n.repeats_cannot:
-        said += "; more repeats alone cannot"
+    elif n.repeats_may_not:
+        said += "; more repeats alone may not"
     return said
 
 
@@ -923,6 +939,7 @@ def pair_lines(p: inference.Pair, name: str | None = None, width: int = WIDTH) -
     """One pair: its name, then its figures indented, each line within WIDTH."""
     lines = [name or pair_name(p, width), "  " + difference_text(p)]
     if p.diff is not None:
+        lines.append("  " + method_text(p))
         lines.append("  " + items_text(p))
     if p.left_items:
         lines.append("  " + left_out_text(p))
@@ -986,13 +1003,14 @@ def pair_json(p: inference.Pair) -> dict[str, Any]:
     return {"a": p.a, "b": p.b, "difference": p.diff,
             "ci95": None if p.interval is None else list(p.interval), "p_value": p.p,
             "decided": p.decided, "unit": p.level, "units": p.units,
+            "level": 1 - p.alpha, "method": p.method, "se": p.se, "df": p.df,
             "items_better": p.better, "items_worse": p.worse, "items_same": p.same,
             "left_out_items": p.left_items, "left_out_arms": p.left_arms,
             "cost_per_arm_usd": {"a": p.cost_a, "b": p.cost_b},
             "runs_needed": None if n is None else {
                 "detect": n.delta, "unit": n.level, "units": n.units, "units_now": n.units_now,
                 "repeats": n.repeats, "repeats_now": n.repeats_now,
-                "repeats_cannot": n.repeats_cannot}}
+                "repeats_may_not": n.repeats_may_not}}
 
 
 RENDERERS = {"markdown": markdown, "json": as_json, "csv": as_csv}

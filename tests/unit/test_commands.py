@@ -126,7 +126,7 @@ def test_compare_a_drop_the_intervals_cannot_explain_regresses(tmp_path, capsys)
     out = capsys.readouterr().out
     assert ("regressed: profile set s: -100 pts, its 95% CI (-100 to -61 pts) lies below 0"
             in out)
-    assert "regressed: 1 group: t @ s (its interval, Bonferroni over 1 group, lies below 0)" in out
+    assert "regressed: 1 group: t @ s (its interval, Holm over 1 group, lies below 0)" in out
 
 
 def _stores(tmp_path, dropped: str, tasks: str = "abcdef", repeats: int = 10):
@@ -147,16 +147,21 @@ def test_compare_exit_1_when_a_profile_set_regressed_naming_the_rule(tmp_path, c
 
 def test_compare_exit_3_when_only_a_task_regressed(tmp_path, capsys):
     # One task of six goes 10/10 -> 0/10: the set's interval still crosses 0, the task's
-    # (over its repeats, Bonferroni over the six groups) lies below it.
+    # (over its repeats, Holm over the six groups) lies below it.
     assert main(["compare", *_stores(tmp_path, dropped="a")]) == 3
     out = capsys.readouterr().out
     assert "  -17 pts (95% CI -60 to +26 pts), p=0.36, over 6 tasks" in out
-    assert "CI of a group: 95% for the 6 groups together (each at 99.17%, Bonferroni)" in out
+    assert "CI of a group: two-sided, at its step of Holm over 6 groups (99.17% to 95%)" in out
     row = next(line for line in out.splitlines() if line.startswith("a @ echo"))
     assert "-100 pts (-100 to -42)" in row and row.endswith("REGRESSED")
-    assert "regressed: 1 group: a @ echo (its interval, Bonferroni over 6 groups, lies below 0)" in out
+    assert "regressed: 1 group: a @ echo (its interval, Holm over 6 groups, lies below 0)" in out
     assert "regressed: profile set" not in out
-    assert "to detect 17 pts at 80% power: 50 tasks (now 6); more repeats alone cannot" in out
+    # The spread is all between tasks here, as far as these data can tell: "may not".
+    assert "to detect 10 pts at 80% power: 133 tasks (now 6); more repeats alone may not" in out
+    # After Holm's first step the levels widen: the five unchanged groups (equal p-values,
+    # so one step, the strictest of theirs) are at 99%, not Bonferroni's 99.17%.
+    row = next(line for line in out.splitlines() if line.startswith("b @ echo"))
+    assert "+0 pts (-40 to +40)" in row
 
 
 def test_compare_margin_tolerates_a_drop_and_says_so(tmp_path, capsys):
@@ -476,7 +481,9 @@ def test_compare_pairs_the_references_default_set_with_ours(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "note: t @ default is paired with t @ echo" in out
     assert "PASS→FAIL t@echo#0" in out
-    assert "echo: new − base\n  -50 pts (95% CI -100 to +100 pts), p=0.50, over 2 tasks" in out
+    # One repeat of one item per task: the exact sign test, named (1 down, 0 up: p = 1).
+    assert ("echo: new − base\n  -50 pts (95% CI -100 to +100 pts), p=1.00, over 2 tasks\n"
+            "  by exact sign test\n") in out
 
 
 def test_compare_refuses_stores_that_pair_almost_nothing(tmp_path, capsys):
