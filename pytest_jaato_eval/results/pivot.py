@@ -165,11 +165,22 @@ class Cell:
 
     @property
     def pass_rate(self) -> float | None:
+        if self.samples:  # a dataset's samples weigh the same, as in the headline
+            return self._over_samples.rate
         return stats.rate(self.passed, self.exercised)  # P1: BLOCKED is not in the denominator
 
     @property
     def interval(self) -> tuple[float, float] | None:
+        """Wilson's over the arms; for a dataset task, over its samples as the units (the
+        repeats of one sample are not independent coins: the headline's clustered
+        interval, inference.headline)."""
+        if self.samples:
+            return self._over_samples.interval
         return stats.wilson(self.passed, self.exercised)
+
+    @property
+    def _over_samples(self) -> inference.Headline:
+        return inference.headline(self.profile_set, inference.tasks_of([self]))
 
     @property
     def floor(self) -> float | None:
@@ -544,8 +555,8 @@ ID_WIDTH = 80  # a task id or set name in a pivot row: long enough to tell ids a
 TEXT_COLUMNS = ("task", "profile set")
 _COLUMNS: dict[str, tuple[int, str | None]] = {
     "task": (0, None), "profile set": (0, None),
-    "pass rate": (0, "pass rate: PASS / n, BLOCKED never in it"),
-    "95% CI": (0, "95% CI: its Wilson interval"),
+    "pass rate": (0, "pass rate: PASS / n, BLOCKED never in it (a dataset: its samples' mean)"),
+    "95% CI": (0, "95% CI: two-sided Wilson, over the arms (a dataset: its samples)"),
     "n": (0, "n: arms exercised, PASS + FAIL"),
     "blocked": (0, "blocked: environment faults, reasons below"),
     "total cost": (1, "total cost: agent and judge"),
