@@ -391,3 +391,19 @@ def test_one_repeat_near_100_percent_takes_the_exact_sign_test():
                          tasks({t: {"": v[""] * 2} for t, v in new.items()}))
     assert (two.method, two.df) == (inference.PAIRED_T, 9)
     assert two.se == pytest.approx(np.std(diffs, ddof=1) / np.sqrt(10))
+
+
+def test_five_tasks_three_broken_on_every_repeat_pass_the_gate():
+    # What docs/statistics.md says of few tasks: the gate is blind there. Five tasks, three
+    # going from every repeat passing to every repeat failing, two unchanged: p = 0.07.
+    base = {f"t{i}": {"": "PPP"} for i in range(5)}
+    new = {f"t{i}": {"": "FFF" if i < 3 else "PPP"} for i in range(5)}
+    p = inference.pair("base", tasks(base), "new", tasks(new))
+    assert p.p == pytest.approx(scipy_stats.ttest_1samp([-1, -1, -1, 0, 0], 0).pvalue)
+    assert 0.05 < p.p < 0.08 and not p.below()
+    # Even all five broken is not enough at two-sided 5% (p = 2·2^-5); six tasks are.
+    every = inference.pair("base", tasks(base), "new", tasks({t: {"": "FFF"} for t in base}))
+    assert not every.below() and every.p == pytest.approx(2 * 2 ** -5)
+    six = {f"t{i}": {"": "PPP"} for i in range(6)}
+    every = inference.pair("base", tasks(six), "new", tasks({t: {"": "FFF"} for t in six}))
+    assert every.below() and every.p == pytest.approx(2 * 2 ** -6)
