@@ -24,7 +24,10 @@ report/. `daemon` (keep a daemon running between runs) is kept_daemon.py's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
+import io
+import json
 import os
 import shutil
 import sys
@@ -36,7 +39,8 @@ from .render import safe_text
 from .report import html, pdf
 from .report.arms import cost_text, evidence_tail
 from .results import snapshots, transcripts
-from .results.compare import (ArmFlip, cell_text, compare_groups, compare_sets, cost_delta_text,
+from .results.compare import (ArmFlip, cell_text, compare_document, compare_groups, compare_markdown,
+                               compare_sets, cost_delta_text,
                                delta_text, grader_flips)
 from .results.pins import pin_differences, pin_notes, pins_of
 from .results.account import account, document, exit_status, noted_lines
@@ -141,6 +145,22 @@ def cmd_report(args) -> int:
 
 # -- compare --------------------------------------------------------------------------------
 def cmd_compare(args) -> int:
+    """The text, or (--format) a JSON or Markdown document of the same decisions: the text
+    then goes nowhere, the document to stdout."""
+    if args.format == "text":
+        return _compare(args, {})
+    found: dict[str, Any] = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        status = _compare(args, found)
+    if "sets" in found:
+        doc = compare_document(found["changes"], found["sets"], args.margin / 100, status)
+        text = json.dumps(doc, indent=2) if args.format == "json" else compare_markdown(doc)
+        for line in text.splitlines():  # JSON escapes control characters; say() the rest
+            say(line)
+    return status
+
+
+def _compare(args, found: dict[str, Any]) -> int:
     if args.more:
         raise Unusable(f"compare takes two sides, BASE and NEW, got {2 + len(args.more)} "
                        f"arguments; for several stores a side, quote a pattern "
@@ -196,6 +216,7 @@ def cmd_compare(args) -> int:
                 say(line)
     one_side = len(changes) - both
     sets = compare_sets(changes, margin, _share(args.detect))
+    found.update(changes=changes, sets=sets)
     if sets:
         say("")
         say("Profile sets (new − base, paired by task and sample):")
@@ -568,6 +589,10 @@ def build_parser() -> argparse.ArgumentParser:
                            "percentage points (default 0)")
     cmp_.add_argument("--detect", type=_detect_points, default=None, metavar="PTS",
                       help=DETECT_HELP)
+    cmp_.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                      help="text (default), or a JSON or Markdown document of each profile "
+                           "set's and group's difference, interval, se, df, method, p-value, "
+                           "decision and the family it was taken in")
     cmp_.add_argument("more", nargs="*", help=argparse.SUPPRESS)  # an unquoted glob's spill
     cmp_.set_defaults(func=cmd_compare)
     val = sub.add_parser("validate", help="check a store against the record schema; "

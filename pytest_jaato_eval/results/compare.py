@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import inference, stats
-from .pivot import Cell, Pivot, interval_text, pct, points
+from .pivot import Cell, Pivot, interval_text, pct, plural, points
 from .record import DEFAULT_SET, ArmRecord
 from .stats import ALPHA
 from ..verdict import BLOCKED, FAIL, PASS
@@ -234,3 +234,57 @@ def _paired_verdicts(b: ArmRecord, n: ArmRecord) -> list[tuple[str, dict | None,
     after = {v["grader_id"]: v for v in n.verdicts}
     ids = list(after) + [gid for gid in before if gid not in after]
     return [(gid, before.get(gid), after.get(gid)) for gid in ids]
+
+
+# -- the decisions as a document (`compare --format json|markdown`) ----------------------------
+def change_json(c: inference.Pair | None) -> dict:
+    """A difference with everything behind its decision: interval and its level, se, df,
+    method and p-value."""
+    if c is None or c.diff is None:
+        return {"difference": None}
+    return {"difference": c.diff, "ci": None if c.interval is None else list(c.interval),
+            "level": 1 - c.alpha, "se": c.se, "df": c.df, "method": c.method,
+            "p_value": c.p, "decided": c.decided, "unit": c.level, "units": c.units}
+
+
+def compare_document(changes: list[GroupChange], sets: list[SetChange], margin: float,
+                     status: int) -> dict:
+    both = sum(g.in_both for g in changes)
+    return {
+        "exit_status": status, "margin": margin,
+        "families": {
+            "profile_sets": f"Holm's step-down over {plural(len(sets), 'profile set')}, 5% "
+                            f"two-sided for the family",
+            "groups": f"Holm's step-down over {plural(both, 'group')}, 5% two-sided for the "
+                      f"family"},
+        "profile_sets": [{"profile_set": sc.profile_set, **change_json(sc.change),
+                          "regressed": sc.regressed} for sc in sets],
+        "groups": [{"task_id": g.task_id, "profile_set": g.profile_set,
+                    "in": "both" if g.in_both else "base" if g.new is None else "new",
+                    **change_json(g.change), "regressed": g.regressed,
+                    "pass_to_fail": len(g.down), "fail_to_pass": len(g.up)}
+                   for g in changes]}
+
+
+def compare_markdown(doc: dict) -> str:
+    """The document's two tables, each under the family it was taken in."""
+    def row(name: str, d: dict) -> str:
+        if d.get("difference") is None:
+            return f"| {name} | — | — | — | — | — | — | — | {d['regressed']} |"
+        lo, hi = d["ci"] or (None, None)
+        ci = "—" if lo is None else f"{points(lo)} to {points(hi)}"
+        se = "—" if d["se"] is None else f"{100 * d['se']:.1f}"
+        return (f"| {name} | {points(d['difference'])} | {ci} | {100 * d['level']:.4g}% | {se} "
+                f"| {'—' if d['df'] is None else d['df']} | {d['method']} "
+                f"| {'—' if d['p_value'] is None else format(d['p_value'], '.3g')} "
+                f"| {d['regressed']} |")
+    head = ("| {} | Δ pts | CI pts | level | se pts | df | method | p | regressed |\n"
+            "|---|---|---|---|---|---|---|---|---|")
+    out = [f"## Profile sets (new − base)\n\n{doc['families']['profile_sets']}.\n",
+           head.format("profile set"),
+           *(row(d["profile_set"], d) for d in doc["profile_sets"]),
+           f"\n## Groups (task @ profile set)\n\n{doc['families']['groups']}.\n",
+           head.format("group"),
+           *(row(f"{d['task_id']} @ {d['profile_set']}", d) for d in doc["groups"]),
+           f"\nexit status: {doc['exit_status']}"]
+    return "\n".join(out)

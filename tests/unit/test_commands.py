@@ -10,7 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from document_checks import code_blocks
 from pytest_jaato_eval.cli import main
@@ -518,3 +520,24 @@ def test_the_compare_example_in_the_docs_is_what_compare_prints(tmp_path, capsys
                                                    "reports.md")
                 if not info and text.startswith("group ")]
     assert shown.splitlines() == printed
+
+
+@pytest.mark.parametrize("form", ["json", "markdown"])
+def test_compare_as_a_document_gives_each_decision_and_its_family(tmp_path, capsys, form):
+    assert main(["compare", *_stores(tmp_path, dropped="abcde"), "--format", form]) == 1
+    out = capsys.readouterr().out
+    if form == "markdown":
+        assert "Holm's step-down over 1 profile set, 5% two-sided for the family." in out
+        assert "| echo | -83 | -100 to -40 | 95% | 16.7 | 5 | paired t | 0.0041 | True |" in out
+        assert "| f @ echo | +0 | -28 to +28 | 95% | — | — | Newcombe score | 1 | False |" in out
+        return
+    doc = json.loads(out)
+    assert doc["exit_status"] == 1
+    assert doc["families"]["groups"] == "Holm's step-down over 6 groups, 5% two-sided for the family"
+    (echo,) = doc["profile_sets"]
+    diffs = [-1.0] * 5 + [0.0]
+    assert echo["se"] == pytest.approx(np.std(diffs, ddof=1) / np.sqrt(6))
+    assert (echo["df"], echo["method"], echo["level"], echo["regressed"]) == (5, "paired t", 0.95, True)
+    assert echo["p_value"] == pytest.approx(scipy_stats.ttest_1samp(diffs, 0).pvalue)
+    first = doc["groups"][0]
+    assert first["level"] == pytest.approx(1 - 0.05 / 6) and first["pass_to_fail"] == 10
