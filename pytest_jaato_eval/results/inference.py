@@ -40,11 +40,12 @@ SIGN_TEST = "exact sign test"
 NEWCOMBE = "Newcombe score"
 
 
-def arm_cost(a: "ArmSummary") -> float | None:
-    """What an arm cost, its agent and its judge together; None when either is unknown."""
-    if a.cost is None or (a.judged and a.judge_cost is None):
-        return None
-    return a.cost + (a.judge_cost or 0.0)
+def arm_cost(a: "ArmSummary") -> tuple[float | None, bool]:
+    """What an arm cost, every known part of it (its agent's, and its judge's when a judge
+    graded it), and whether some part is unknown; None when no part is known."""
+    parts = [a.cost] + ([a.judge_cost] if a.judged else [])
+    known = [x for x in parts if x is not None]
+    return (sum(known) if known else None), len(known) < len(parts)
 
 
 @dataclass
@@ -53,10 +54,12 @@ class Item:
     passed: int = 0
     failed: int = 0
     blocked: int = 0
-    spent: float = 0.0            # every arm that reported a cost (BLOCKED ones too)
-    unpriced: int = 0             # arms that reported none
-    exercised_spent: float = 0.0  # the exercised arms that reported a cost
+    spent: float = 0.0            # every known part of every arm's cost (BLOCKED ones too)
+    priced: int = 0               # arms with some part of their cost known
+    unpriced: int = 0             # arms with some part unknown (agent's or judge's)
+    exercised_spent: float = 0.0  # the same over the exercised arms
     exercised_priced: int = 0
+    exercised_unpriced: int = 0
 
     def add(self, a: "ArmSummary") -> None:
         if a.state == PASS:
@@ -65,12 +68,15 @@ class Item:
             self.failed += 1
         else:  # BLOCKED, or a state nobody knows: never a verdict on the agent (P1)
             self.blocked += 1
-        cost = arm_cost(a)
+        cost, partial = arm_cost(a)
+        exercised = a.state in (PASS, FAIL)
+        self.unpriced += partial
+        self.exercised_unpriced += partial and exercised
         if cost is None:
-            self.unpriced += 1
             return
         self.spent += cost
-        if a.state in (PASS, FAIL):
+        self.priced += 1
+        if exercised:
             self.exercised_spent += cost
             self.exercised_priced += 1
 
@@ -135,7 +141,7 @@ class Headline:
     blocked: int
     floor: float | None           # the same weighting, BLOCKED counted as FAIL
     spent: float | None           # every arm's reported cost; None when none reported
-    unpriced: int                 # arms that reported no cost
+    unpriced: int                 # arms with some part of their cost unknown
     effective_n: float | None = None   # the arms' worth of information behind the interval
 
     @property
@@ -156,7 +162,7 @@ def headline(profile_set: str, tasks: Tasks, alpha: float = ALPHA) -> Headline:
               for t in tasks.values() if any(i.exercised for i in t.values())]
     exercised = _sum(i.exercised for i in items)
     passed = _sum(i.passed for i in items)
-    priced = [i for i in items if i.arms > i.unpriced]
+    priced = [i for i in items if i.priced]
     h = Headline(profile_set, None, None, TASK, len(scores), len(tasks), len(items),
                  _sum(i.arms for i in items), exercised, passed,
                  _sum(i.blocked for i in items),
@@ -216,6 +222,7 @@ class Pair:
     left_arms: int = 0             # their arms, both sides
     cost_a: float | None = None    # the mean cost of an exercised arm, over paired items
     cost_b: float | None = None
+    cost_partial: bool = False     # some part of some paired arm's cost is unknown
     needed: Needed | None = None
     diffs: list[float] = field(default_factory=list)  # each unit's difference
     alpha: float = ALPHA           # the interval is two-sided 1 - alpha
@@ -271,6 +278,7 @@ def pair(a_name: str, a: Tasks, b_name: str, b: Tasks, alpha: float = ALPHA,
     couples = [c for cs in paired.values() for c in cs]
     out.cost_a = _mean_cost(x for x, _ in couples)
     out.cost_b = _mean_cost(y for _, y in couples)
+    out.cost_partial = any(i.exercised_unpriced for c in couples for i in c)
     if not couples:
         return out
     if len(paired) >= 2:

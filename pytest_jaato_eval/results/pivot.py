@@ -809,7 +809,7 @@ HEADLINE_HEADER = ("profile set", "pass rate", "95% CI", "over", "blocked", "flo
 HEADLINE_NOTES = (
     "rate: a task's samples and repeats averaged within it, then the tasks averaged",
     "95% CI: two-sided, over the units named, tasks as clusters (docs/statistics.md)",
-    "cost/PASS: every arm's cost over the PASS arms")
+    "cost/PASS: every arm's cost (agent and judge) over the PASS arms")
 PAIRS_TITLE = "Pairs (B − A, paired by task and sample):"
 PAIR_NOTES = (
     "pts: percentage points · CI and p: two-sided, by the method named",
@@ -906,11 +906,12 @@ def left_out_text(p: inference.Pair) -> str:
 
 
 def pair_cost_text(p: inference.Pair) -> str:
+    """Agent and judge, every known part (`+`: some part of some arm is unknown)."""
+    a, b = money(p.cost_a, p.cost_partial), money(p.cost_b, p.cost_partial)
     if p.cost_a is None or p.cost_b is None:
-        return f"cost per arm: {money(p.cost_a)} → {money(p.cost_b)}"
+        return f"cost per arm: {a} → {b}"
     delta = p.cost_b - p.cost_a
-    return (f"cost per arm: {money(p.cost_a)} → {money(p.cost_b)} "
-            f"({'-' if delta < 0 else '+'}${abs(delta):.4f})")
+    return f"cost per arm: {a} → {b} ({'-' if delta < 0 else '+'}${abs(delta):.4f})"
 
 
 def _one_place(x: float) -> str:

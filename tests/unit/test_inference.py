@@ -22,8 +22,9 @@ from scipy import stats as scipy_stats
 from statsmodels.stats.proportion import proportion_confint
 
 from pytest_jaato_eval.results import inference, stats
-from pytest_jaato_eval.results.pivot import (WIDTH, as_csv, as_json, build_cells, markdown,
-                                             needed_text, points, render_pivot, sweep_lines)
+from pytest_jaato_eval.results.pivot import (WIDTH, as_csv, as_json, build_cells, headline_row,
+                                             markdown, needed_text, pair_cost_text, points,
+                                             render_pivot, sweep_lines)
 from pytest_jaato_eval.testing.records import arm_record
 
 STATES = {"P": "PASS", "F": "FAIL", "B": "BLOCKED"}
@@ -407,3 +408,19 @@ def test_five_tasks_three_broken_on_every_repeat_pass_the_gate():
     six = {f"t{i}": {"": "PPP"} for i in range(6)}
     every = inference.pair("base", tasks(six), "new", tasks({t: {"": "FFF"} for t in six}))
     assert every.below() and every.p == pytest.approx(2 * 2 ** -6)
+
+
+def test_cost_per_pass_keeps_the_known_part_of_an_arm_whose_judge_reported_none():
+    # Two PASS arms, each $0.01 of agent; one judge reported $0.005, the other nothing. The
+    # agent's part of the second is known and counts: ($0.02 + $0.005) / 2, marked `+`.
+    judged = [arm_record("t", "x", 0, "PASS", cost=0.01, judge_usage={"cost_usd": 0.005}),
+              arm_record("t", "x", 1, "PASS", cost=0.01, judge_usage={"cost_usd": None})]
+    cells = build_cells(judged)
+    (h,) = inference.headlines(cells)
+    assert h.cost_per_pass == pytest.approx(0.025 / 2) and h.unpriced == 1
+    assert h.spent == pytest.approx(cells[0].total_cost)   # the pivot's own cell agrees
+    assert headline_row(h)["cost/PASS"] == "$0.0125+"
+    # A pair's cost per arm: the same parts, and the same mark.
+    p = inference.pair("a", inference.tasks_of(cells), "b", inference.tasks_of(cells))
+    assert p.cost_a == pytest.approx(0.0125) and p.cost_partial
+    assert pair_cost_text(p) == "cost per arm: $0.0125+ → $0.0125+ (+$0.0000)"
