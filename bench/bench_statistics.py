@@ -86,7 +86,7 @@ def power(rng: random.Random, draws: int) -> list[str]:
     for delta, repeats, (a, b) in [(0.10, 3, (4, 1)), (0.15, 1, (8, 2)), (0.20, 5, (2, 2)),
                                    (0.30, 2, (1, 1))]:
         pilot = []
-        for _ in range(400):
+        for _ in range(20000):  # a large pilot: its mean and spread are the truth
             truth = _rates(rng, 1, 1, a, b)
             base = _store(rng, truth, repeats, 0.0)
             new = _store(rng, [[max(0.0, r - delta) for r in s] for s in truth], repeats, 0.0)

@@ -216,6 +216,19 @@ class Cell:
     def pass_at(self, k: int | None) -> float | None:
         return self._per_input(stats.pass_at_k, k)
 
+    def short_of(self, k: int | None) -> int:
+        """The dataset's samples pass@k and pass^k leave out: under k exercised repeats."""
+        if k is None:
+            return 0
+        return sum(t.passed + t.failed < k for t in self.samples.values())
+
+    def per_input_text(self, value: float | None, k: int | None) -> str:
+        """pass@k or pass^k as shown: with the samples it is over when it left some out."""
+        short = self.short_of(k)
+        if not short or value is None:
+            return pct(value)
+        return f"{pct(value)} ({len(self.samples) - short} of {len(self.samples)} samples)"
+
     def pass_hat(self, k: int | None) -> float | None:
         return self._per_input(stats.pass_hat_k, k)
 
@@ -562,7 +575,8 @@ _COLUMNS: dict[str, tuple[int, str | None]] = {
     "total cost": (1, "total cost: agent and judge"),
     "fail": (2, None),
     "floor": (3, "floor: pass rate counting BLOCKED as FAIL"),
-    "pass@": (4, "pass@k / pass^k: any / all of k attempts pass"),
+    "pass@": (4, "pass@k / pass^k: any / all of k attempts pass (a dataset's samples "
+                 "with under k exercised repeats left out, and said)"),
     "pass^": (5, None),
     "cost": (1, "cost: the agent's sessions"),
     "tokens": (7, None),
@@ -642,8 +656,8 @@ def cell_row(c: Cell, k: int | None, judged: bool = False) -> dict[str, str]:
                                   and c.judge_cost_unknown > 0)
         row["total cost"] = money(c.total_cost, partial=c.total_cost_partial)
     if k is not None:
-        row[f"pass@{k}"] = pct(c.pass_at(k))
-        row[f"pass^{k}"] = pct(c.pass_hat(k))
+        row[f"pass@{k}"] = c.per_input_text(c.pass_at(k), k)
+        row[f"pass^{k}"] = c.per_input_text(c.pass_hat(k), k)
     return row
 
 
@@ -742,6 +756,7 @@ def cell_json(c: Cell, k: int | None) -> dict[str, Any]:
         "pass_rate": c.pass_rate, "ci95": None if iv is None else [iv[0], iv[1]],
         "floor": c.floor, "det": c.det,
         "k": k, "pass_at_k": c.pass_at(k), "pass_hat_k": c.pass_hat(k),
+        "pass_at_k_samples_left_out": c.short_of(k),
         "cost_usd": c.cost, "cost_unknown_arms": c.cost_unknown,
         "judged_arms": c.judged, "judge_cost_usd": c.judge_cost,
         "judge_cost_unknown_arms": c.judge_cost_unknown, "total_cost_usd": c.total_cost,

@@ -424,3 +424,13 @@ def test_cost_per_pass_keeps_the_known_part_of_an_arm_whose_judge_reported_none(
     p = inference.pair("a", inference.tasks_of(cells), "b", inference.tasks_of(cells))
     assert p.cost_a == pytest.approx(0.0125) and p.cost_partial
     assert pair_cost_text(p) == "cost per arm: $0.0125+ → $0.0125+ (+$0.0000)"
+
+
+def test_pass_at_k_says_which_samples_it_left_out():
+    # Sample b ran one exercised repeat (its other BLOCKED): pass@2 cannot be taken of it.
+    records = arms("x", {"t": {"a": "PF", "b": "PB", "c": "FF"}})
+    (cell,) = build_cells(records)
+    assert cell.short_of(2) == 1
+    assert cell.pass_at(2) == pytest.approx((1.0 + 0.0) / 2)
+    assert cell.per_input_text(cell.pass_at(2), 2) == "50% (2 of 3 samples)"
+    assert json.loads(as_json(build_cells(records)))["cells"][0]["pass_at_k_samples_left_out"] == 1
