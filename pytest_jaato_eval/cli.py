@@ -185,7 +185,9 @@ def _compare(args, found: dict[str, Any]) -> int:
     rows = []
     for g in changes:
         flips = ", ".join(x for x in (f"{len(g.down)} PASS→FAIL" if g.down else "",
-                                      f"{len(g.up)} FAIL→PASS" if g.up else "") if x) or "—"
+                                      f"{len(g.up)} FAIL→PASS" if g.up else "",
+                                      f"{plural(len(g.counts), 'item')} changed" if g.counts
+                                      else "") if x) or "—"
         rows.append((f"{g.task_id} @ {g.profile_set}", cell_text(g.base), cell_text(g.new),
                      delta_text(g), cost_delta_text(g), flips,
                      "REGRESSED" if g.regressed else ""))
@@ -201,6 +203,8 @@ def _compare(args, found: dict[str, Any]) -> int:
             say(f"PASS→FAIL {arm}")
         for arm in g.up:
             say(f"FAIL→PASS {arm}")
+        for line in g.counts:
+            say(f"changed {line}")
         for line in g.blocked:
             say(f"blocked change {line}")
         if g.base is None:

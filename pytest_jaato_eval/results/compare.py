@@ -30,12 +30,21 @@ class GroupChange:
     down: list[str] = field(default_factory=list)       # PASS -> FAIL
     up: list[str] = field(default_factory=list)         # FAIL -> PASS
     blocked: list[str] = field(default_factory=list)    # "arm: X -> Y" where one side is BLOCKED
+    # Between independent runs (not a regrade), repeat i of one run has nothing to do with
+    # repeat i of the other: each item's PASS count, before and after, where it changed.
+    counts: list[str] = field(default_factory=list)
     change: inference.Pair | None = None   # NEW − BASE within the group, in both stores
     regressed: bool = False                # its interval lies below -margin
 
     @property
     def in_both(self) -> bool:
         return self.base is not None and self.new is not None
+
+    @property
+    def same_arms(self) -> bool:
+        """NEW regraded BASE's arms: a repeat in both is the same arm, so flips pair."""
+        return self.new is not None and bool(self.new.arms) and self.new.regraded == len(
+            self.new.arms)
 
     @property
     def delta(self) -> float | None:
@@ -137,12 +146,14 @@ def compare_groups(base: list[Cell], new: list[Cell], paired: list[str] | None =
         # Arms pair by (sample, repeat): within a group that is the arm, whatever its id says.
         barms = {(a.sample_id or "", a.repeat): a for a in (g.base.arms if g.base else [])}
         narms = {(a.sample_id or "", a.repeat): a for a in (g.new.arms if g.new else [])}
+        if g.in_both and not g.same_arms:
+            g.counts = _item_counts(g)
         for slot in sorted(set(barms) & set(narms)):
             arm = narms[slot].arm_id
             b, n = barms[slot].state, narms[slot].state
-            if (b, n) == (PASS, FAIL):
+            if (b, n) == (PASS, FAIL) and g.same_arms:
                 g.down.append(arm)
-            elif (b, n) == (FAIL, PASS):
+            elif (b, n) == (FAIL, PASS) and g.same_arms:
                 g.up.append(arm)
             elif b != n and BLOCKED in (b, n):
                 reason = narms[slot].blocked_reason if n == BLOCKED else None
@@ -154,6 +165,26 @@ def compare_groups(base: list[Cell], new: list[Cell], paired: list[str] | None =
     for g, (change, regressed) in zip(both, family):
         g.change, g.regressed = change, regressed
     return changes
+
+
+def _item_counts(g: GroupChange) -> list[str]:
+    """`task[sample]: PASS 3 of 3 → 1 of 3` for each item whose PASS count or share
+    changed between two independent runs."""
+    def tally(cell: Cell | None) -> dict[str, tuple[int, int]]:
+        out: dict[str, tuple[int, int]] = {}
+        for a in cell.arms if cell else []:
+            passed, exercised = out.get(a.sample_id or "", (0, 0))
+            if a.state in (PASS, FAIL):
+                out[a.sample_id or ""] = (passed + (a.state == PASS), exercised + 1)
+        return out
+    before, after = tally(g.base), tally(g.new)
+    lines = []
+    for key in sorted(set(before) & set(after)):
+        (bp, bn), (np_, nn) = before[key], after[key]
+        if bp * nn != np_ * bn:
+            where = f"{g.task_id}[{key}]" if key else g.task_id
+            lines.append(f"{where} @ {g.profile_set}: PASS {bp} of {bn} → {np_} of {nn}")
+    return lines
 
 
 def _group_change(g: GroupChange, detect: float | None) -> Callable[[float], inference.Pair]:
@@ -213,6 +244,8 @@ def grader_flips(base: Pivot, new: Pivot, changes: list[GroupChange]) -> list[Ar
         narms = {(a.sample_id or "", a.repeat): a for a in g.new.arms}
         slots = sorted(set(barms) & set(narms))
         flipped = {s for s in slots if barms[s].state != narms[s].state}
+        if not g.same_arms:  # independent runs: repeat i is no pair (the counts say it)
+            continue
         wanted = set(slots) if g.new.regraded else flipped
         if not wanted:
             continue
@@ -262,7 +295,8 @@ def compare_document(changes: list[GroupChange], sets: list[SetChange], margin: 
         "groups": [{"task_id": g.task_id, "profile_set": g.profile_set,
                     "in": "both" if g.in_both else "base" if g.new is None else "new",
                     **change_json(g.change), "regressed": g.regressed,
-                    "pass_to_fail": len(g.down), "fail_to_pass": len(g.up)}
+                    "pass_to_fail": len(g.down), "fail_to_pass": len(g.up),
+                    "items_changed": g.counts}
                    for g in changes]}
 
 
