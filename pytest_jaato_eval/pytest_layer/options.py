@@ -106,6 +106,8 @@ def add_options(parser) -> None:
     parser.addini("jaato_junit_blocked", "default for --jaato-junit-blocked (skipped | error)",
                   default="")
     parser.addini("jaato_heartbeat", "default for --jaato-heartbeat (seconds)", default="")
+    parser.addini("jaato_detect", "the smallest difference worth finding, in percentage "
+                  "points: what the pivot's 'to detect' lines plan for (default 10)", default="")
     parser.addini("jaato_sandbox", "default for --jaato-sandbox (auto | bwrap | none)",
                   default="")
     parser.addini("jaato_arm_timeout", "default for --arm-timeout (seconds)", default="")
@@ -159,6 +161,7 @@ class Settings:
     pivot: str = "fit"  # --jaato-pivot: the terminal pivot's columns
     junit_blocked: str = "skipped"  # --jaato-junit-blocked: a BLOCKED arm's JUnit element
     heartbeat: float = DEFAULT_HEARTBEAT  # --jaato-heartbeat: seconds between liveness lines
+    detect: float | None = None  # ini jaato_detect, as a share: what "to detect" plans for
     memory_limit: int = MEMORY  # bytes each arm's agent may use (engine/resources.py)
     disk_limit: int = DISK
 
@@ -221,7 +224,7 @@ def read_settings(config) -> Settings:
         pivot=_choice(opt.jaato_pivot, ini, "jaato_pivot", PIVOT_CHOICES),
         junit_blocked=_choice(opt.jaato_junit_blocked, ini, "jaato_junit_blocked",
                               JUNIT_BLOCKED_CHOICES),
-        heartbeat=_heartbeat(opt, ini),
+        heartbeat=_heartbeat(opt, ini), detect=_detect(ini),
         memory_limit=_size(ini, MEMORY_KEY, MEMORY), disk_limit=_size(ini, DISK_KEY, DISK),
     )
 
@@ -337,6 +340,21 @@ def _choice(value: str | None, ini, key: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise UsageError(f"ini {key}: expected one of {', '.join(choices)}, got {value!r}")
     return value
+
+
+def _detect(ini) -> float | None:
+    """The declared smallest difference worth finding, from percentage points to a share."""
+    raw = str(ini("jaato_detect")).strip()
+    if not raw:
+        return None
+    try:
+        points = float(raw)
+    except ValueError:
+        points = math.nan
+    if not 0 < points <= 100:
+        raise UsageError(f"ini jaato_detect: expected percentage points above 0 and up to 100, "
+                         f"got {raw!r}")
+    return points / 100
 
 
 def _heartbeat(opt, ini) -> float:
