@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ..contract import PASSTHROUGH_NAME
 from ..engine.ceiling import Ceiling
@@ -313,16 +314,22 @@ def _grade(opt) -> bool:
 
 
 def _snapshot_max_mb(ini) -> float | None:
-    raw = str(ini("jaato_snapshot_max_mb")).strip()
+    return _ini_number(ini, "jaato_snapshot_max_mb", lambda v: v >= 0,
+                       "a number of MB >= 0 (0 keeps none)")
+
+
+def _ini_number(ini, key: str, fits: Callable[[float], bool], expected: str) -> float | None:
+    """An ini key's number, None when unset; a value that is no number, or does not fit,
+    is a one-line UsageError naming the key and what it expects."""
+    raw = str(ini(key)).strip()
     if not raw:
         return None
     try:
         value = float(raw)
     except ValueError:
-        value = -1.0
-    if not math.isfinite(value) or value < 0:
-        raise UsageError(f"ini jaato_snapshot_max_mb: expected a number of MB >= 0 (0 keeps "
-                         f"none), got {raw!r}")
+        value = math.nan
+    if not math.isfinite(value) or not fits(value):
+        raise UsageError(f"ini {key}: expected {expected}, got {raw!r}")
     return value
 
 
@@ -344,17 +351,9 @@ def _choice(value: str | None, ini, key: str, choices: tuple[str, ...]) -> str:
 
 def _detect(ini) -> float | None:
     """The declared smallest difference worth finding, from percentage points to a share."""
-    raw = str(ini("jaato_detect")).strip()
-    if not raw:
-        return None
-    try:
-        points = float(raw)
-    except ValueError:
-        points = math.nan
-    if not 0 < points <= 100:
-        raise UsageError(f"ini jaato_detect: expected percentage points above 0 and up to 100, "
-                         f"got {raw!r}")
-    return points / 100
+    points = _ini_number(ini, "jaato_detect", lambda v: 0 < v <= 100,
+                         "percentage points above 0 and up to 100")
+    return None if points is None else points / 100
 
 
 def _heartbeat(opt, ini) -> float:
