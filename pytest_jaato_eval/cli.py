@@ -7,9 +7,9 @@ size costs a summary per arm, never its whole records. Exit codes:
     report    as the run that wrote the store: 0 every arm passed (an xfail arm that
               failed as expected too) · 1 an arm failed the run · 2 an arm BLOCKED
               (--exit-zero: 0 whatever the verdicts)
-    compare   0 no regression · 1 a profile set regressed (its paired 95% interval lies
-              below 0, or below -margin) · 3 no set did, but a task @ set group did (its
-              interval, Bonferroni over the groups) · 2 too little in both to compare
+    compare   0 no regression · 1 a profile set regressed (its paired two-sided interval,
+              Holm over the sets at 5%, lies below 0, or below -margin) · 3 no set did,
+              but a task @ set group did (Holm over the groups) · 2 too little in both
     validate  0 ok · 1 problems found
     merge     0 written · 2 refused (an invalid input, a task changed between the inputs)
     show      0 shown · 1 no arm matched
@@ -24,7 +24,10 @@ report/. `daemon` (keep a daemon running between runs) is kept_daemon.py's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
+import io
+import json
 import os
 import shutil
 import sys
@@ -36,11 +39,13 @@ from .render import safe_text
 from .report import html, pdf
 from .report.arms import cost_text, evidence_tail
 from .results import snapshots, transcripts
-from .results.compare import (ArmFlip, cell_text, compare_groups, compare_sets, cost_delta_text,
+from .results.compare import (ArmFlip, cell_text, compare_document, compare_groups, compare_markdown,
+                               compare_sets, cost_delta_text,
                                delta_text, grader_flips)
 from .results.pins import pin_differences, pin_notes, pins_of
 from .results.account import account, document, exit_status, noted_lines
-from .results.pivot import FORMATS, Cell, open_stores, pair_lines, plural, points, render_pivot
+from .results.pivot import (FORMATS, Cell, level_text, open_stores, pair_lines, plural, points,
+                            render_pivot)
 from .results.table import table_lines
 from .results.record import ArmRecord
 from .results.review import awaiting_review
@@ -140,6 +145,22 @@ def cmd_report(args) -> int:
 
 # -- compare --------------------------------------------------------------------------------
 def cmd_compare(args) -> int:
+    """The text, or (--format) a JSON or Markdown document of the same decisions: the text
+    then goes nowhere, the document to stdout."""
+    if args.format == "text":
+        return _compare(args, {})
+    found: dict[str, Any] = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        status = _compare(args, found)
+    if "sets" in found:
+        doc = compare_document(found["changes"], found["sets"], args.margin / 100, status)
+        text = json.dumps(doc, indent=2) if args.format == "json" else compare_markdown(doc)
+        for line in text.splitlines():  # JSON escapes control characters; say() the rest
+            say(line)
+    return status
+
+
+def _compare(args, found: dict[str, Any]) -> int:
     if args.more:
         raise Unusable(f"compare takes two sides, BASE and NEW, got {2 + len(args.more)} "
                        f"arguments; for several stores a side, quote a pattern "
@@ -164,7 +185,9 @@ def cmd_compare(args) -> int:
     rows = []
     for g in changes:
         flips = ", ".join(x for x in (f"{len(g.down)} PASS→FAIL" if g.down else "",
-                                      f"{len(g.up)} FAIL→PASS" if g.up else "") if x) or "—"
+                                      f"{len(g.up)} FAIL→PASS" if g.up else "",
+                                      f"{plural(len(g.counts), 'item')} changed" if g.counts
+                                      else "") if x) or "—"
         rows.append((f"{g.task_id} @ {g.profile_set}", cell_text(g.base), cell_text(g.new),
                      delta_text(g), cost_delta_text(g), flips,
                      "REGRESSED" if g.regressed else ""))
@@ -172,14 +195,16 @@ def cmd_compare(args) -> int:
         say(line)
     both = sum(g.in_both for g in changes)
     if both > 1:  # the table's CI column, said under it
-        say(f"CI of a group: 95% for the {both} groups together (each at "
-            f"{100 - 5 / both:.4g}%, Bonferroni)")
+        say(f"CI of a group: two-sided, at its step of Holm over {both} groups "
+            f"({100 - 5 / both:.4g}% to 95%)")
     for g in changes:
         name = f"{g.task_id} @ {g.profile_set}"
         for arm in g.down:
             say(f"PASS→FAIL {arm}")
         for arm in g.up:
             say(f"FAIL→PASS {arm}")
+        for line in g.counts:
+            say(f"changed {line}")
         for line in g.blocked:
             say(f"blocked change {line}")
         if g.base is None:
@@ -195,6 +220,7 @@ def cmd_compare(args) -> int:
                 say(line)
     one_side = len(changes) - both
     sets = compare_sets(changes, margin, _share(args.detect))
+    found.update(changes=changes, sets=sets)
     if sets:
         say("")
         say("Profile sets (new − base, paired by task and sample):")
@@ -207,11 +233,13 @@ def cmd_compare(args) -> int:
         if sc.regressed:
             lo, hi = sc.change.interval
             say(f"regressed: profile set {sc.profile_set}: {points(sc.change.diff)} pts, its "
-                f"95% CI ({points(lo)} to {points(hi)} pts) lies {below}")
+                f"{level_text(sc.change.alpha)} CI ({points(lo)} to {points(hi)} pts) lies "
+                f"{below}" + (f" (Holm over {plural(len(sets), 'set')})" if len(sets) > 1
+                              else ""))
     if regressed:
         names = ", ".join(f"{g.task_id} @ {g.profile_set}" for g in regressed)
         say(f"regressed: {plural(len(regressed), 'group')}: {names} (its interval, "
-            f"Bonferroni over {plural(both, 'group')}, lies {below})")
+            f"Holm over {plural(both, 'group')}, lies {below})")
     if any(sc.regressed for sc in sets):
         return EXIT_SET_REGRESSED
     if regressed:
@@ -510,7 +538,7 @@ def _detect_points(text: str) -> float:
 
 
 DETECT_HELP = ("the difference in percentage points a 'to detect' line plans the runs for "
-               "(default: the difference seen, or 10 when under 1)")
+               "(default 10: a smallest difference worth finding, declared before the data)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -550,11 +578,13 @@ def build_parser() -> argparse.ArgumentParser:
         "compare", help="compare two stores per profile set and per (task, profile set), "
                         "paired by task, sample and repeat; exit 1 when a profile set "
                         "regressed, 3 when only a group did, 2 when too little is in both",
-        description="Compare two stores. A regression is NEW − BASE with a 95%% interval "
-                    "wholly below 0 (or below -MARGIN), never a single flip. Exit status: 0 "
+        description="Compare two stores. A regression is NEW − BASE with a two-sided interval "
+                    "wholly below 0 (or below -MARGIN), never a single flip; the profile "
+                    "sets are one family and the groups another, each at 5%% by Holm's "
+                    "step-down. Exit status: 0 "
                     "no regression; 1 a profile set regressed (paired over its tasks); 3 no "
                     "set did, but a task @ profile set group did (over its samples or "
-                    "repeats, Bonferroni over the groups); 2 too little in both stores to "
+                    "repeats); 2 too little in both stores to "
                     "compare, or unusable input.")
     cmp_.add_argument("base", help="a store, or a quoted glob of stores read as one")
     cmp_.add_argument("new", help="the same, for the new side")
@@ -563,6 +593,10 @@ def build_parser() -> argparse.ArgumentParser:
                            "percentage points (default 0)")
     cmp_.add_argument("--detect", type=_detect_points, default=None, metavar="PTS",
                       help=DETECT_HELP)
+    cmp_.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                      help="text (default), or a JSON or Markdown document of each profile "
+                           "set's and group's difference, interval, se, df, method, p-value, "
+                           "decision and the family it was taken in")
     cmp_.add_argument("more", nargs="*", help=argparse.SUPPRESS)  # an unquoted glob's spill
     cmp_.set_defaults(func=cmd_compare)
     val = sub.add_parser("validate", help="check a store against the record schema; "

@@ -303,7 +303,7 @@ class Controller:
         width = getattr(getattr(tr, "_tw", None), "fullwidth", 80)
         every = self.settings.pivot == "all" or config.get_verbosity() > 0
         said: list[tuple[str, dict]] = [(line, {}) for line in render_pivot(
-            pivot.cells, width=width, every_column=every)]
+            pivot.cells, width=width, every_column=every, detect=self.settings.detect)]
         say = lambda line, **markup: said.append((line, markup))  # noqa: E731
         resumed, store = self.stored.resumed, self.store
         say("")

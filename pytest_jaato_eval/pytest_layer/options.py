@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ..contract import PASSTHROUGH_NAME
 from ..engine.ceiling import Ceiling
@@ -106,6 +107,8 @@ def add_options(parser) -> None:
     parser.addini("jaato_junit_blocked", "default for --jaato-junit-blocked (skipped | error)",
                   default="")
     parser.addini("jaato_heartbeat", "default for --jaato-heartbeat (seconds)", default="")
+    parser.addini("jaato_detect", "the smallest difference worth finding, in percentage "
+                  "points: what the pivot's 'to detect' lines plan for (default 10)", default="")
     parser.addini("jaato_sandbox", "default for --jaato-sandbox (auto | bwrap | none)",
                   default="")
     parser.addini("jaato_arm_timeout", "default for --arm-timeout (seconds)", default="")
@@ -159,6 +162,7 @@ class Settings:
     pivot: str = "fit"  # --jaato-pivot: the terminal pivot's columns
     junit_blocked: str = "skipped"  # --jaato-junit-blocked: a BLOCKED arm's JUnit element
     heartbeat: float = DEFAULT_HEARTBEAT  # --jaato-heartbeat: seconds between liveness lines
+    detect: float | None = None  # ini jaato_detect, as a share: what "to detect" plans for
     memory_limit: int = MEMORY  # bytes each arm's agent may use (engine/resources.py)
     disk_limit: int = DISK
 
@@ -221,7 +225,7 @@ def read_settings(config) -> Settings:
         pivot=_choice(opt.jaato_pivot, ini, "jaato_pivot", PIVOT_CHOICES),
         junit_blocked=_choice(opt.jaato_junit_blocked, ini, "jaato_junit_blocked",
                               JUNIT_BLOCKED_CHOICES),
-        heartbeat=_heartbeat(opt, ini),
+        heartbeat=_heartbeat(opt, ini), detect=_detect(ini),
         memory_limit=_size(ini, MEMORY_KEY, MEMORY), disk_limit=_size(ini, DISK_KEY, DISK),
     )
 
@@ -310,16 +314,22 @@ def _grade(opt) -> bool:
 
 
 def _snapshot_max_mb(ini) -> float | None:
-    raw = str(ini("jaato_snapshot_max_mb")).strip()
+    return _ini_number(ini, "jaato_snapshot_max_mb", lambda v: v >= 0,
+                       "a number of MB >= 0 (0 keeps none)")
+
+
+def _ini_number(ini, key: str, fits: Callable[[float], bool], expected: str) -> float | None:
+    """An ini key's number, None when unset; a value that is no number, or does not fit,
+    is a one-line UsageError naming the key and what it expects."""
+    raw = str(ini(key)).strip()
     if not raw:
         return None
     try:
         value = float(raw)
     except ValueError:
-        value = -1.0
-    if not math.isfinite(value) or value < 0:
-        raise UsageError(f"ini jaato_snapshot_max_mb: expected a number of MB >= 0 (0 keeps "
-                         f"none), got {raw!r}")
+        value = math.nan
+    if not math.isfinite(value) or not fits(value):
+        raise UsageError(f"ini {key}: expected {expected}, got {raw!r}")
     return value
 
 
@@ -337,6 +347,13 @@ def _choice(value: str | None, ini, key: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise UsageError(f"ini {key}: expected one of {', '.join(choices)}, got {value!r}")
     return value
+
+
+def _detect(ini) -> float | None:
+    """The declared smallest difference worth finding, from percentage points to a share."""
+    points = _ini_number(ini, "jaato_detect", lambda v: 0 < v <= 100,
+                         "percentage points above 0 and up to 100")
+    return None if points is None else points / 100
 
 
 def _heartbeat(opt, ini) -> float:

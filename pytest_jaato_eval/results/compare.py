@@ -2,16 +2,20 @@
 flipped, and profile set by profile set, by the sweep's paired analysis (inference.py).
 
 A regression is a drop the noise cannot explain, never a single flip: NEW − BASE has a
-95% interval wholly below zero (or below -margin). The rule is applied to each profile
-set over its tasks (`compare_sets`), and to each group within it (its samples, or its
-repeats), there at 95% for all the groups together (Bonferroni: each at 1 - 5%/N).
+two-sided interval wholly below zero (or below -margin). The rule is applied to each
+profile set over its tasks (`compare_sets`), and to each group within it (its samples,
+or its repeats). Each is a family: the profile sets together, the groups together, each
+taken at 5% by Holm's step-down (`holm_family`), so that under no change the chance of
+any alarm in a family stays at most 5%.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import inference
-from .pivot import Cell, Pivot, interval_text, pct, points
+from typing import Callable
+
+from . import inference, stats
+from .pivot import Cell, Pivot, interval_text, pct, plural, points
 from .record import DEFAULT_SET, ArmRecord
 from .stats import ALPHA
 from ..verdict import BLOCKED, FAIL, PASS
@@ -26,12 +30,21 @@ class GroupChange:
     down: list[str] = field(default_factory=list)       # PASS -> FAIL
     up: list[str] = field(default_factory=list)         # FAIL -> PASS
     blocked: list[str] = field(default_factory=list)    # "arm: X -> Y" where one side is BLOCKED
+    # Between independent runs (not a regrade), repeat i of one run has nothing to do with
+    # repeat i of the other: each item's PASS count, before and after, where it changed.
+    counts: list[str] = field(default_factory=list)
     change: inference.Pair | None = None   # NEW − BASE within the group, in both stores
     regressed: bool = False                # its interval lies below -margin
 
     @property
     def in_both(self) -> bool:
         return self.base is not None and self.new is not None
+
+    @property
+    def same_arms(self) -> bool:
+        """NEW regraded BASE's arms: a repeat in both is the same arm, so flips pair."""
+        return self.new is not None and bool(self.new.arms) and self.new.regraded == len(
+            self.new.arms)
 
     @property
     def delta(self) -> float | None:
@@ -44,6 +57,21 @@ class SetChange:
     profile_set: str
     change: inference.Pair
     regressed: bool
+
+
+def holm_family(compute: list[Callable[[float], inference.Pair]],
+                margin: float) -> list[tuple[inference.Pair, bool]]:
+    """Each member's NEW − BASE, taken in Holm's step-down at ALPHA for the family: its
+    interval at the level of its step (alpha/(m-i) for the i-th smallest p-value), and
+    whether it regressed (its step rejects "no change", every earlier step did, and the
+    interval lies below -margin)."""
+    first = [f(ALPHA) for f in compute]
+    steps = stats.holm([1.0 if c.p is None else c.p for c in first], ALPHA)
+    out = []
+    for f, (level, rejected) in zip(compute, steps):
+        change = f(level)
+        out.append((change, rejected and change.below(margin)))
+    return out
 
 
 def delta_text(g: GroupChange) -> str:
@@ -118,12 +146,14 @@ def compare_groups(base: list[Cell], new: list[Cell], paired: list[str] | None =
         # Arms pair by (sample, repeat): within a group that is the arm, whatever its id says.
         barms = {(a.sample_id or "", a.repeat): a for a in (g.base.arms if g.base else [])}
         narms = {(a.sample_id or "", a.repeat): a for a in (g.new.arms if g.new else [])}
+        if g.in_both and not g.same_arms:
+            g.counts = _item_counts(g)
         for slot in sorted(set(barms) & set(narms)):
             arm = narms[slot].arm_id
             b, n = barms[slot].state, narms[slot].state
-            if (b, n) == (PASS, FAIL):
+            if (b, n) == (PASS, FAIL) and g.same_arms:
                 g.down.append(arm)
-            elif (b, n) == (FAIL, PASS):
+            elif (b, n) == (FAIL, PASS) and g.same_arms:
                 g.up.append(arm)
             elif b != n and BLOCKED in (b, n):
                 reason = narms[slot].blocked_reason if n == BLOCKED else None
@@ -131,11 +161,40 @@ def compare_groups(base: list[Cell], new: list[Cell], paired: list[str] | None =
                     f" ({' '.join(str(reason).split())[:120]})" if reason else ""))
         changes.append(g)
     both = [g for g in changes if g.in_both]
-    for g in both:  # 95% for the groups together: each at 1 - alpha/N
-        g.change = inference.of_cells({g.task_id: g.base}, {g.task_id: g.new}, g.profile_set,
-                                      ALPHA / len(both), detect)
-        g.regressed = g.change.below(margin)
+    family = holm_family([_group_change(g, detect) for g in both], margin)
+    for g, (change, regressed) in zip(both, family):
+        g.change, g.regressed = change, regressed
     return changes
+
+
+def _item_counts(g: GroupChange) -> list[str]:
+    """`task[sample]: PASS 3 of 3 → 1 of 3` for each item whose PASS count or share
+    changed between two independent runs."""
+    def tally(cell: Cell | None) -> dict[str, tuple[int, int]]:
+        out: dict[str, tuple[int, int]] = {}
+        for a in cell.arms if cell else []:
+            passed, exercised = out.get(a.sample_id or "", (0, 0))
+            if a.state in (PASS, FAIL):
+                out[a.sample_id or ""] = (passed + (a.state == PASS), exercised + 1)
+        return out
+    before, after = tally(g.base), tally(g.new)
+    lines = []
+    for key in sorted(set(before) & set(after)):
+        (bp, bn), (np_, nn) = before[key], after[key]
+        if bp * nn != np_ * bn:
+            where = f"{g.task_id}[{key}]" if key else g.task_id
+            lines.append(f"{where} @ {g.profile_set}: PASS {bp} of {bn} → {np_} of {nn}")
+    return lines
+
+
+def _group_change(g: GroupChange, detect: float | None) -> Callable[[float], inference.Pair]:
+    return lambda alpha: inference.of_cells({g.task_id: g.base}, {g.task_id: g.new},
+                                            g.profile_set, alpha, detect)
+
+
+def _set_change(name: str, base: dict[str, Cell], new: dict[str, Cell],
+                detect: float | None) -> Callable[[float], inference.Pair]:
+    return lambda alpha: inference.of_cells(base, new, name, alpha, detect)
 
 
 def compare_sets(changes: list[GroupChange], margin: float = 0.0,
@@ -149,12 +208,9 @@ def compare_sets(changes: list[GroupChange], margin: float = 0.0,
             base[g.task_id] = g.base
         if g.new is not None:
             new[g.task_id] = g.new
-    out = []
-    for name, (base, new) in sorted(sides.items()):
-        if set(base) & set(new):
-            change = inference.of_cells(base, new, name, ALPHA, detect)
-            out.append(SetChange(name, change, change.below(margin)))
-    return out
+    names = [name for name, (base, new) in sorted(sides.items()) if set(base) & set(new)]
+    family = holm_family([_set_change(n, *sides[n], detect) for n in names], margin)
+    return [SetChange(n, change, regressed) for n, (change, regressed) in zip(names, family)]
 
 
 # -- grader by grader: what a grader change did (a regrade, docs/regrading.md) ---------------
@@ -188,6 +244,8 @@ def grader_flips(base: Pivot, new: Pivot, changes: list[GroupChange]) -> list[Ar
         narms = {(a.sample_id or "", a.repeat): a for a in g.new.arms}
         slots = sorted(set(barms) & set(narms))
         flipped = {s for s in slots if barms[s].state != narms[s].state}
+        if not g.same_arms:  # independent runs: repeat i is no pair (the counts say it)
+            continue
         wanted = set(slots) if g.new.regraded else flipped
         if not wanted:
             continue
@@ -209,3 +267,58 @@ def _paired_verdicts(b: ArmRecord, n: ArmRecord) -> list[tuple[str, dict | None,
     after = {v["grader_id"]: v for v in n.verdicts}
     ids = list(after) + [gid for gid in before if gid not in after]
     return [(gid, before.get(gid), after.get(gid)) for gid in ids]
+
+
+# -- the decisions as a document (`compare --format json|markdown`) ----------------------------
+def change_json(c: inference.Pair | None) -> dict:
+    """A difference with everything behind its decision: interval and its level, se, df,
+    method and p-value."""
+    if c is None or c.diff is None:
+        return {"difference": None}
+    return {"difference": c.diff, "ci": None if c.interval is None else list(c.interval),
+            "level": 1 - c.alpha, "se": c.se, "df": c.df, "method": c.method,
+            "p_value": c.p, "decided": c.decided, "unit": c.level, "units": c.units}
+
+
+def compare_document(changes: list[GroupChange], sets: list[SetChange], margin: float,
+                     status: int) -> dict:
+    both = sum(g.in_both for g in changes)
+    return {
+        "exit_status": status, "margin": margin,
+        "families": {
+            "profile_sets": f"Holm's step-down over {plural(len(sets), 'profile set')}, 5% "
+                            f"two-sided for the family",
+            "groups": f"Holm's step-down over {plural(both, 'group')}, 5% two-sided for the "
+                      f"family"},
+        "profile_sets": [{"profile_set": sc.profile_set, **change_json(sc.change),
+                          "regressed": sc.regressed} for sc in sets],
+        "groups": [{"task_id": g.task_id, "profile_set": g.profile_set,
+                    "in": "both" if g.in_both else "base" if g.new is None else "new",
+                    **change_json(g.change), "regressed": g.regressed,
+                    "pass_to_fail": len(g.down), "fail_to_pass": len(g.up),
+                    "items_changed": g.counts}
+                   for g in changes]}
+
+
+def compare_markdown(doc: dict) -> str:
+    """The document's two tables, each under the family it was taken in."""
+    def row(name: str, d: dict) -> str:
+        if d.get("difference") is None:
+            return f"| {name} | — | — | — | — | — | — | — | {d['regressed']} |"
+        lo, hi = d["ci"] or (None, None)
+        ci = "—" if lo is None else f"{points(lo)} to {points(hi)}"
+        se = "—" if d["se"] is None else f"{100 * d['se']:.1f}"
+        return (f"| {name} | {points(d['difference'])} | {ci} | {100 * d['level']:.4g}% | {se} "
+                f"| {'—' if d['df'] is None else d['df']} | {d['method']} "
+                f"| {'—' if d['p_value'] is None else format(d['p_value'], '.3g')} "
+                f"| {d['regressed']} |")
+    head = ("| {} | Δ pts | CI pts | level | se pts | df | method | p | regressed |\n"
+            "|---|---|---|---|---|---|---|---|---|")
+    out = [f"## Profile sets (new − base)\n\n{doc['families']['profile_sets']}.\n",
+           head.format("profile set"),
+           *(row(d["profile_set"], d) for d in doc["profile_sets"]),
+           f"\n## Groups (task @ profile set)\n\n{doc['families']['groups']}.\n",
+           head.format("group"),
+           *(row(f"{d['task_id']} @ {d['profile_set']}", d) for d in doc["groups"]),
+           f"\nexit status: {doc['exit_status']}"]
+    return "\n".join(out)

@@ -29,15 +29,23 @@ if TYPE_CHECKING:
 # What an interval's units are, from the top of the hierarchy down: the first level with
 # two units or more. Said with every interval ("over 3 tasks").
 TASK, SAMPLE, ARM = "task", "sample", "arm"
-MIN_SHOWN_DIFFERENCE = 0.01   # a smaller observed difference plans for DEFAULT_DETECT
-DEFAULT_DETECT = 0.10         # ... ten points
+# The smallest difference worth finding, declared before the data: a "to detect" line plans
+# for it unless asked for another, never for the difference just seen (post-hoc power).
+DEFAULT_DETECT = 0.10
+
+# How a pair's interval and p-value were computed, said beside them.
+PAIRED_T = "paired t"
+NO_SPREAD = "no-spread bound"
+SIGN_TEST = "exact sign test"
+NEWCOMBE = "Newcombe score"
 
 
-def arm_cost(a: "ArmSummary") -> float | None:
-    """What an arm cost, its agent and its judge together; None when either is unknown."""
-    if a.cost is None or (a.judged and a.judge_cost is None):
-        return None
-    return a.cost + (a.judge_cost or 0.0)
+def arm_cost(a: "ArmSummary") -> tuple[float | None, bool]:
+    """What an arm cost, every known part of it (its agent's, and its judge's when a judge
+    graded it), and whether some part is unknown; None when no part is known."""
+    parts = [a.cost] + ([a.judge_cost] if a.judged else [])
+    known = [x for x in parts if x is not None]
+    return (sum(known) if known else None), len(known) < len(parts)
 
 
 @dataclass
@@ -46,10 +54,12 @@ class Item:
     passed: int = 0
     failed: int = 0
     blocked: int = 0
-    spent: float = 0.0            # every arm that reported a cost (BLOCKED ones too)
-    unpriced: int = 0             # arms that reported none
-    exercised_spent: float = 0.0  # the exercised arms that reported a cost
+    spent: float = 0.0            # every known part of every arm's cost (BLOCKED ones too)
+    priced: int = 0               # arms with some part of their cost known
+    unpriced: int = 0             # arms with some part unknown (agent's or judge's)
+    exercised_spent: float = 0.0  # the same over the exercised arms
     exercised_priced: int = 0
+    exercised_unpriced: int = 0
 
     def add(self, a: "ArmSummary") -> None:
         if a.state == PASS:
@@ -58,12 +68,15 @@ class Item:
             self.failed += 1
         else:  # BLOCKED, or a state nobody knows: never a verdict on the agent (P1)
             self.blocked += 1
-        cost = arm_cost(a)
+        cost, partial = arm_cost(a)
+        exercised = a.state in (PASS, FAIL)
+        self.unpriced += partial
+        self.exercised_unpriced += partial and exercised
         if cost is None:
-            self.unpriced += 1
             return
         self.spent += cost
-        if a.state in (PASS, FAIL):
+        self.priced += 1
+        if exercised:
             self.exercised_spent += cost
             self.exercised_priced += 1
 
@@ -128,7 +141,7 @@ class Headline:
     blocked: int
     floor: float | None           # the same weighting, BLOCKED counted as FAIL
     spent: float | None           # every arm's reported cost; None when none reported
-    unpriced: int                 # arms that reported no cost
+    unpriced: int                 # arms with some part of their cost unknown
     effective_n: float | None = None   # the arms' worth of information behind the interval
 
     @property
@@ -149,7 +162,7 @@ def headline(profile_set: str, tasks: Tasks, alpha: float = ALPHA) -> Headline:
               for t in tasks.values() if any(i.exercised for i in t.values())]
     exercised = _sum(i.exercised for i in items)
     passed = _sum(i.passed for i in items)
-    priced = [i for i in items if i.arms > i.unpriced]
+    priced = [i for i in items if i.priced]
     h = Headline(profile_set, None, None, TASK, len(scores), len(tasks), len(items),
                  _sum(i.arms for i in items), exercised, passed,
                  _sum(i.blocked for i in items),
@@ -189,7 +202,7 @@ class Needed:
     units_now: int
     repeats: int | None = None     # repeats per item needed with today's units
     repeats_now: float = 0.0       # today's, per item and set, on average
-    repeats_cannot: bool = False   # the units differ more than any number of repeats undoes
+    repeats_may_not: bool = False  # the data cannot tell whether more repeats alone suffice
 
 
 @dataclass
@@ -209,18 +222,33 @@ class Pair:
     left_arms: int = 0             # their arms, both sides
     cost_a: float | None = None    # the mean cost of an exercised arm, over paired items
     cost_b: float | None = None
+    cost_partial: bool = False     # some part of some paired arm's cost is unknown
     needed: Needed | None = None
     diffs: list[float] = field(default_factory=list)  # each unit's difference
+    alpha: float = ALPHA           # the interval is two-sided 1 - alpha
+    method: str = ""               # PAIRED_T, NO_SPREAD, SIGN_TEST or NEWCOMBE
+    se: float | None = None        # the paired t's standard error
+    df: int | None = None          # ... and its degrees of freedom
+
+    @property
+    def exact(self) -> bool:
+        """The decision is the exact test's p-value, not the interval's (sparse data)."""
+        return self.method == SIGN_TEST
 
     @property
     def decided(self) -> bool:
-        """The interval leaves 0 out."""
-        return self.interval is not None and (self.interval[0] > 0 or self.interval[1] < 0)
+        """The interval leaves 0 out (and, under the exact test, p < alpha)."""
+        return (self.interval is not None and (self.interval[0] > 0 or self.interval[1] < 0)
+                and self._exact_agrees)
 
     def below(self, margin: float = 0.0) -> bool:
         """B is worse than A by more than `margin`, whatever the noise: the interval lies
-        wholly under -margin."""
-        return self.interval is not None and self.interval[1] < -margin
+        wholly under -margin (and, under the exact test, p < alpha)."""
+        return self.interval is not None and self.interval[1] < -margin and self._exact_agrees
+
+    @property
+    def _exact_agrees(self) -> bool:
+        return not self.exact or (self.p is not None and self.p < self.alpha)
 
 
 def _mean_cost(items: Iterable[Item]) -> float | None:
@@ -233,7 +261,7 @@ def pair(a_name: str, a: Tasks, b_name: str, b: Tasks, alpha: float = ALPHA,
          detect: float | None = None) -> Pair:
     """B − A over the items both sets exercised (tasks as clusters); the items only one
     side exercised are left out and counted."""
-    out = Pair(a_name, b_name)
+    out = Pair(a_name, b_name, alpha=alpha)
     paired: dict[str, list[tuple[Item, Item]]] = {}
     for task in sorted(set(a) | set(b)):
         ia, ib = a.get(task, {}), b.get(task, {})
@@ -250,6 +278,7 @@ def pair(a_name: str, a: Tasks, b_name: str, b: Tasks, alpha: float = ALPHA,
     couples = [c for cs in paired.values() for c in cs]
     out.cost_a = _mean_cost(x for x, _ in couples)
     out.cost_b = _mean_cost(y for _, y in couples)
+    out.cost_partial = any(i.exercised_unpriced for c in couples for i in c)
     if not couples:
         return out
     if len(paired) >= 2:
@@ -258,7 +287,7 @@ def pair(a_name: str, a: Tasks, b_name: str, b: Tasks, alpha: float = ALPHA,
         out.level, units = SAMPLE, [[c] for c in couples]
     else:
         ((x, y),) = couples
-        out.level, out.units = ARM, x.exercised + y.exercised
+        out.level, out.units, out.method = ARM, x.exercised + y.exercised, NEWCOMBE
         out.diff, out.interval = stats.newcombe_difference(
             x.passed, x.exercised, y.passed, y.exercised, NormalDist().inv_cdf(1 - alpha / 2))
         out.p = stats.newcombe_p(x.passed, x.exercised, y.passed, y.exercised)
@@ -268,22 +297,29 @@ def pair(a_name: str, a: Tasks, b_name: str, b: Tasks, alpha: float = ALPHA,
     out.units = len(units)
     out.diffs = [fmean(y.score for _, y in cs) - fmean(x.score for x, _ in cs) for cs in units]
     out.diff, out.interval, out.p = stats.paired_difference(out.diffs, alpha)
+    spread = variance(out.diffs)
+    out.method = PAIRED_T if spread > 0 else NO_SPREAD
+    if out.method == PAIRED_T:
+        out.se, out.df = math.sqrt(spread / out.units), out.units - 1
+    if spread > 0 and all(len(cs) == 1 and x.exercised == 1 == y.exercised
+                          for cs in units for x, y in cs):
+        # Every unit a single coin each side (one item, one repeat): the differences are
+        # -1, 0, +1, where the t's normal shape does not hold; the exact test does.
+        out.method, out.se, out.df = SIGN_TEST, None, None
+        out.p = stats.sign_test_p(out.diffs.count(1.0), out.diffs.count(-1.0))
     if not out.decided:
         out.needed = _needed_units(out, units, detect)
     return out
 
 
-def _delta(diff: float, detect: float | None) -> float:
-    """The difference to plan for: the one asked, else the one seen (ten points when
-    under one)."""
-    if detect is not None:
-        return detect
-    return abs(diff) if abs(diff) >= MIN_SHOWN_DIFFERENCE else DEFAULT_DETECT
+def _delta(detect: float | None) -> float:
+    """The difference to plan for: the one asked, else the declared DEFAULT_DETECT."""
+    return DEFAULT_DETECT if detect is None else detect
 
 
 def _needed_units(p: Pair, units: list[list[tuple[Item, Item]]],
                   detect: float | None) -> Needed:
-    delta = _delta(p.diff, detect)
+    delta = _delta(detect)
     total = variance(p.diffs)
     repeats_now = fmean((x.exercised + y.exercised) / 2 for cs in units for x, y in cs)
     need = Needed(delta, p.level, stats.units_needed(total, delta), p.units,
@@ -298,14 +334,16 @@ def _needed_units(p: Pair, units: list[list[tuple[Item, Item]]],
     within = fmean(sum(x.noise + y.noise for x, y in cs) / len(cs) ** 2 for cs in units)
     factor = stats.repeats_factor(total, within, p.units, delta)
     if factor is None:
-        need.repeats_cannot = True
+        # The split of the spread into tasks' and repeats' parts is a noisy estimate: it
+        # cannot show that no number of repeats would do, only that it may not.
+        need.repeats_may_not = True
     else:
         need.repeats = max(1, math.ceil(factor * repeats_now))
     return need
 
 
 def _needed_arms(p: Pair, x: Item, y: Item, detect: float | None) -> Needed:
-    delta = _delta(p.diff, detect)
+    delta = _delta(detect)
     return Needed(delta, ARM, None, 0,
                   repeats=stats.two_sample_size(x.score, y.score, delta),
                   repeats_now=(x.exercised + y.exercised) / 2)

@@ -165,11 +165,22 @@ class Cell:
 
     @property
     def pass_rate(self) -> float | None:
+        if self.samples:  # a dataset's samples weigh the same, as in the headline
+            return self._over_samples.rate
         return stats.rate(self.passed, self.exercised)  # P1: BLOCKED is not in the denominator
 
     @property
     def interval(self) -> tuple[float, float] | None:
+        """Wilson's over the arms; for a dataset task, over its samples as the units (the
+        repeats of one sample are not independent coins: the headline's clustered
+        interval, inference.headline)."""
+        if self.samples:
+            return self._over_samples.interval
         return stats.wilson(self.passed, self.exercised)
+
+    @property
+    def _over_samples(self) -> inference.Headline:
+        return inference.headline(self.profile_set, inference.tasks_of([self]))
 
     @property
     def floor(self) -> float | None:
@@ -204,6 +215,19 @@ class Cell:
 
     def pass_at(self, k: int | None) -> float | None:
         return self._per_input(stats.pass_at_k, k)
+
+    def short_of(self, k: int | None) -> int:
+        """The dataset's samples pass@k and pass^k leave out: under k exercised repeats."""
+        if k is None:
+            return 0
+        return sum(t.passed + t.failed < k for t in self.samples.values())
+
+    def per_input_text(self, value: float | None, k: int | None) -> str:
+        """pass@k or pass^k as shown: with the samples it is over when it left some out."""
+        short = self.short_of(k)
+        if not short or value is None:
+            return pct(value)
+        return f"{pct(value)} ({len(self.samples) - short} of {len(self.samples)} samples)"
 
     def pass_hat(self, k: int | None) -> float | None:
         return self._per_input(stats.pass_hat_k, k)
@@ -544,14 +568,15 @@ ID_WIDTH = 80  # a task id or set name in a pivot row: long enough to tell ids a
 TEXT_COLUMNS = ("task", "profile set")
 _COLUMNS: dict[str, tuple[int, str | None]] = {
     "task": (0, None), "profile set": (0, None),
-    "pass rate": (0, "pass rate: PASS / n, BLOCKED never in it"),
-    "95% CI": (0, "95% CI: its Wilson interval"),
+    "pass rate": (0, "pass rate: PASS / n, BLOCKED never in it (a dataset: its samples' mean)"),
+    "95% CI": (0, "95% CI: two-sided Wilson, over the arms (a dataset: its samples)"),
     "n": (0, "n: arms exercised, PASS + FAIL"),
     "blocked": (0, "blocked: environment faults, reasons below"),
     "total cost": (1, "total cost: agent and judge"),
     "fail": (2, None),
     "floor": (3, "floor: pass rate counting BLOCKED as FAIL"),
-    "pass@": (4, "pass@k / pass^k: any / all of k attempts pass"),
+    "pass@": (4, "pass@k / pass^k: any / all of k attempts pass (a dataset's samples "
+                 "with under k exercised repeats left out, and said)"),
     "pass^": (5, None),
     "cost": (1, "cost: the agent's sessions"),
     "tokens": (7, None),
@@ -631,8 +656,8 @@ def cell_row(c: Cell, k: int | None, judged: bool = False) -> dict[str, str]:
                                   and c.judge_cost_unknown > 0)
         row["total cost"] = money(c.total_cost, partial=c.total_cost_partial)
     if k is not None:
-        row[f"pass@{k}"] = pct(c.pass_at(k))
-        row[f"pass^{k}"] = pct(c.pass_hat(k))
+        row[f"pass@{k}"] = c.per_input_text(c.pass_at(k), k)
+        row[f"pass^{k}"] = c.per_input_text(c.pass_hat(k), k)
     return row
 
 
@@ -731,6 +756,7 @@ def cell_json(c: Cell, k: int | None) -> dict[str, Any]:
         "pass_rate": c.pass_rate, "ci95": None if iv is None else [iv[0], iv[1]],
         "floor": c.floor, "det": c.det,
         "k": k, "pass_at_k": c.pass_at(k), "pass_hat_k": c.pass_hat(k),
+        "pass_at_k_samples_left_out": c.short_of(k),
         "cost_usd": c.cost, "cost_unknown_arms": c.cost_unknown,
         "judged_arms": c.judged, "judge_cost_usd": c.judge_cost,
         "judge_cost_unknown_arms": c.judge_cost_unknown, "total_cost_usd": c.total_cost,
@@ -797,14 +823,15 @@ HEADLINE_TITLE = "Profile sets over the sweep (every task weighs the same):"
 HEADLINE_HEADER = ("profile set", "pass rate", "95% CI", "over", "blocked", "floor", "cost/PASS")
 HEADLINE_NOTES = (
     "rate: a task's samples and repeats averaged within it, then the tasks averaged",
-    "95% CI: over the units named, tasks as clusters (docs/statistics.md)",
-    "cost/PASS: every arm's cost over the PASS arms")
+    "95% CI: two-sided, over the units named, tasks as clusters (docs/statistics.md)",
+    "cost/PASS: every arm's cost (agent and judge) over the PASS arms")
 PAIRS_TITLE = "Pairs (B − A, paired by task and sample):"
 PAIR_NOTES = (
-    "pts: percentage points · 95% CI and p: paired t over the units named",
+    "pts: percentage points · CI and p: two-sided, by the method named",
     "better / worse: items (task × sample) whose pass share rose / fell",
-    "to detect: tasks, or repeats per item, for 80% power at 5% (two-sided),",
-    "  if new tasks and repeats vary as these did")
+    "to detect: tasks, or repeats per item, for 80% power at 5% (two-sided) to find",
+    "  the smallest difference worth finding (--detect), if new tasks and repeats",
+    "  vary as these did")
 _UNIT_NAMES = {inference.TASK: "task", inference.SAMPLE: "sample", inference.ARM: "arm"}
 
 
@@ -844,11 +871,14 @@ def headline_lines(heads: list[inference.Headline], width: int | None = WIDTH) -
 
 def points(x: float) -> str:
     """A difference in percentage points, signed and whole (`+12`, `-3`, `+0`); under one
-    point, to a tenth (`-0.3`), so a small difference never reads as `-0`."""
+    point, to a tenth (`-0.3`), and under a twentieth to one figure (`-0.04`), so a
+    number that is not 0 never reads as `-0` or `+0`."""
     v = 100 * x
     whole = round(v)
     if whole == 0 and abs(v) >= 0.05:
         return f"{v:+.1f}"
+    if whole == 0 and v != 0:
+        return f"{v:+.1g}"
     return f"{whole:+d}"
 
 
@@ -865,8 +895,20 @@ def difference_text(p: inference.Pair) -> str:
         return "no item exercised by both"
     iv = p.interval
     ci = DASH if iv is None else f"{points(iv[0])} to {points(iv[1])} pts"
-    return (f"{points(p.diff)} pts (95% CI {ci}), {p_text(p.p)}, "
+    return (f"{points(p.diff)} pts ({level_text(p.alpha)} CI {ci}), {p_text(p.p)}, "
             f"over {over_text(p.level, p.units)}")
+
+
+def level_text(alpha: float) -> str:
+    """`95%`, `98.33%`: a two-sided interval's level."""
+    return f"{100 * (1 - alpha):.4g}%"
+
+
+def method_text(p: inference.Pair) -> str:
+    """How the pair's interval and p-value were computed: `by paired t: se 9.1 pts, 2 df`."""
+    if p.se is None or p.df is None:
+        return f"by {p.method}"
+    return f"by {p.method}: se {100 * p.se:.1f} pts, {p.df} df"
 
 
 def items_text(p: inference.Pair) -> str:
@@ -879,11 +921,12 @@ def left_out_text(p: inference.Pair) -> str:
 
 
 def pair_cost_text(p: inference.Pair) -> str:
+    """Agent and judge, every known part (`+`: some part of some arm is unknown)."""
+    a, b = money(p.cost_a, p.cost_partial), money(p.cost_b, p.cost_partial)
     if p.cost_a is None or p.cost_b is None:
-        return f"cost per arm: {money(p.cost_a)} → {money(p.cost_b)}"
+        return f"cost per arm: {a} → {b}"
     delta = p.cost_b - p.cost_a
-    return (f"cost per arm: {money(p.cost_a)} → {money(p.cost_b)} "
-            f"({'-' if delta < 0 else '+'}${abs(delta):.4f})")
+    return f"cost per arm: {a} → {b} ({'-' if delta < 0 else '+'}${abs(delta):.4f})"
 
 
 def _one_place(x: float) -> str:
@@ -906,8 +949,8 @@ def needed_text(n: inference.Needed) -> str:
         return said + ": enough already"
     if n.repeats is not None:
         said += f" or {plural(n.repeats, 'repeat')} (now {_one_place(n.repeats_now)})"
-    elif n.repeats_cannot:
-        said += "; more repeats alone cannot"
+    elif n.repeats_may_not:
+        said += "; more repeats alone may not"
     return said
 
 
@@ -923,6 +966,7 @@ def pair_lines(p: inference.Pair, name: str | None = None, width: int = WIDTH) -
     """One pair: its name, then its figures indented, each line within WIDTH."""
     lines = [name or pair_name(p, width), "  " + difference_text(p)]
     if p.diff is not None:
+        lines.append("  " + method_text(p))
         lines.append("  " + items_text(p))
     if p.left_items:
         lines.append("  " + left_out_text(p))
@@ -986,13 +1030,14 @@ def pair_json(p: inference.Pair) -> dict[str, Any]:
     return {"a": p.a, "b": p.b, "difference": p.diff,
             "ci95": None if p.interval is None else list(p.interval), "p_value": p.p,
             "decided": p.decided, "unit": p.level, "units": p.units,
+            "level": 1 - p.alpha, "method": p.method, "se": p.se, "df": p.df,
             "items_better": p.better, "items_worse": p.worse, "items_same": p.same,
             "left_out_items": p.left_items, "left_out_arms": p.left_arms,
             "cost_per_arm_usd": {"a": p.cost_a, "b": p.cost_b},
             "runs_needed": None if n is None else {
                 "detect": n.delta, "unit": n.level, "units": n.units, "units_now": n.units_now,
                 "repeats": n.repeats, "repeats_now": n.repeats_now,
-                "repeats_cannot": n.repeats_cannot}}
+                "repeats_may_not": n.repeats_may_not}}
 
 
 RENDERERS = {"markdown": markdown, "json": as_json, "csv": as_csv}

@@ -134,11 +134,44 @@ def _t_as_normal(t: float, df: int) -> float:
 
 
 def t_two_sided_p(t: float, df: int) -> float:
-    """The two-sided p-value of a t statistic: P(|T| >= |t|) = 1 - A(t | df) (beyond 1000
-    df, erfc of the normal deviate, exact far in the tail)."""
+    """The two-sided p-value of a t statistic: P(|T| >= |t|) = I_x(df/2, 1/2) with
+    x = df/(df + t²) (A&S 26.7.1 and 26.5.27), the regularized incomplete beta function
+    computed directly in the tail, so a p-value far below 1e-12 keeps its digits (1 - A
+    would cancel to the last bit of A); beyond 1000 df, erfc of the normal deviate."""
     if df > _T_EXACT_DF:
         return math.erfc(_t_as_normal(abs(t), df) / math.sqrt(2))
-    return max(0.0, 1.0 - t_within(t, df))
+    return min(1.0, max(0.0, incomplete_beta(df / (df + t * t), df / 2, 0.5)))
+
+
+def incomplete_beta(x: float, a: float, b: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), from its continued fraction
+    (A&S 26.5.8) evaluated by the modified Lentz method, on the side where it converges
+    fast (x < (a+1)/(a+b+2)), else by I_x(a, b) = 1 - I_{1-x}(b, a)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    if x > (a + 1) / (a + b + 2):
+        return 1.0 - incomplete_beta(1 - x, b, a)
+    log_front = (a * math.log(x) + b * math.log1p(-x)
+                 + math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b))
+    tiny = 1e-300
+
+    def nonzero(value: float) -> float:
+        return tiny if abs(value) < tiny else value
+
+    c, d = 1.0, 1.0 / nonzero(1 - (a + b) * x / (a + 1))
+    f = d
+    for m in range(1, 400):
+        # the even term d_2m, then the odd term d_2m+1 of the fraction
+        for coeff in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                      -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 / nonzero(1 + coeff * d)
+            c = nonzero(1 + coeff / c)
+            f *= c * d
+        if abs(c * d - 1) < 1e-16:
+            break
+    return math.exp(log_front) * f / a
 
 
 def t_quantile(prob: float, df: int) -> float:
@@ -181,11 +214,18 @@ def no_spread_interval(value: float, units: int, low: float, high: float,
                        alpha: float = ALPHA) -> Interval:
     """Every one of `units` units showed `value`: no spread to estimate a standard error
     from. A share π of the population's units unlike `value` lets all of them agree with
-    probability (1-π)^units, so π <= 1 - alpha^(1/units) with confidence 1 - alpha (the
-    Clopper-Pearson bound for units of units; "the rule of three"); the mean then lies
-    within value·(1-π) + [low, high]·π, the range a unit can take being [low, high]."""
-    share = 1 - alpha ** (1 / units)
+    probability (1-π)^units, so π <= 1 - (alpha/2)^(1/units) with confidence 1 - alpha/2
+    on each side (the Clopper-Pearson bound for units of units; "the rule of three" at
+    one-sided 5%); the mean then lies within value·(1-π) + [low, high]·π, the range a
+    unit can take being [low, high]: a two-sided 1 - alpha interval, as every other."""
+    share = 1 - (alpha / 2) ** (1 / units)
     return value * (1 - share) + low * share, value * (1 - share) + high * share
+
+
+def no_spread_p(d: float, units: int) -> float:
+    """The two-sided p-value `no_spread_interval` inverts: 2·(1+|d|)^-G, twice the largest
+    chance that G units all show d when the mean is 0 (1 when d is 0)."""
+    return 1.0 if d == 0 else min(1.0, 2 * (1 + abs(d)) ** -units)
 
 
 def mean_and_se(values: Sequence[float]) -> tuple[float, float]:
@@ -214,21 +254,50 @@ def clustered_rate(units: Sequence[float], arms: int,
 
 def paired_difference(diffs: Sequence[float],
                       alpha: float = ALPHA) -> tuple[float, Interval, float]:
-    """The mean of G >= 2 paired unit differences (each in [-1, 1]), its interval and the
-    two-sided p-value of "no difference": the cluster-robust paired t, mean ± t(G-1)·se
-    with se = sqrt(s²/G) (Miller 2024, with Cameron & Miller's t(G-1) for few
-    clusters), clipped to [-1, 1]; p from the same statistic, so p < alpha exactly when
-    the interval leaves 0 out. With no spread, the `no_spread_interval` and its p-value,
-    (1+|d|)^-G: the largest chance that G units all show d when the mean is 0."""
+    """The mean of G >= 2 paired unit differences (each in [-1, 1]), its two-sided
+    interval and the two-sided p-value of "no difference": the cluster-robust paired t,
+    mean ± t(G-1)·se with se = sqrt(s²/G) (Miller 2024, with Cameron & Miller's t(G-1)
+    for few clusters), clipped to [-1, 1]; p from the same statistic, so p < alpha
+    exactly when the interval leaves 0 out. With no spread, the `no_spread_interval`
+    and its p-value `no_spread_p`."""
     d = fmean(diffs)
     g = len(diffs)
     sd2 = variance(diffs)
     if sd2 <= 0:
-        p = 1.0 if d == 0 else min(1.0, (1 + abs(d)) ** -g)
-        return d, no_spread_interval(d, g, -1.0, 1.0, alpha), p
+        return d, no_spread_interval(d, g, -1.0, 1.0, alpha), no_spread_p(d, g)
     se = math.sqrt(sd2 / g)
     q = t_quantile(1 - alpha / 2, g - 1)
     return d, (max(-1.0, d - q * se), min(1.0, d + q * se)), t_two_sided_p(d / se, g - 1)
+
+
+def sign_test_p(up: int, down: int) -> float:
+    """The exact two-sided sign test (the exact McNemar test, McNemar 1947; Conover 1999,
+    3.4): of the `up + down` units that changed, the chance under "no difference" (each
+    way with probability 1/2) of a split as uneven as this one or more, both tails:
+    min(1, 2·P(Bin(n, 1/2) <= min(up, down)))."""
+    n = up + down
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(up, down) + 1))
+    return min(1.0, 2 * tail / 2 ** n)
+
+
+def holm(ps: Sequence[float], alpha: float = ALPHA) -> list[tuple[float, bool]]:
+    """Holm's (1979) step-down over m hypotheses: the i-th smallest p-value (i from 0) is
+    tested at alpha/(m-i), and the steps stop at the first that fails; the chance of any
+    false rejection stays at most alpha whatever the p-values' dependence, and Holm
+    rejects everything Bonferroni does. Equal p-values share the strictest of their
+    steps, so equal evidence gets an equal interval. For each hypothesis, in the order
+    given: the level its step tests at, and whether it is rejected."""
+    m = len(ps)
+    out: list[tuple[float, bool]] = [(alpha, False)] * m
+    going, level, last = True, alpha, None
+    for i, k in enumerate(sorted(range(m), key=lambda j: ps[j])):
+        if ps[k] != last:
+            level, last = alpha / (m - i), ps[k]
+        going = going and ps[k] < level
+        out[k] = (level, going)
+    return out
 
 
 def newcombe_difference(passed_a: int, n_a: int, passed_b: int, n_b: int,

@@ -75,11 +75,12 @@ def test_two_profile_sets_one_better_headline_pair_and_compare(project, scripted
     assert "strong − cheap" in lines
     at = lines.index("strong − cheap")
     assert lines[at + 1].startswith("  +83 pts (95% CI ") and "over 2 tasks" in lines[at + 1]
-    assert lines[at + 2] == "  items: 3 better, 0 worse, 1 same"
-    assert lines[at + 3].startswith("  cost per arm: $") and "(+$" in lines[at + 3]
-    # Two tasks cannot settle it: the line says what would.
-    assert lines[at + 4].startswith("  to detect 83 pts at 80% power: ")
-    assert all(len(line) <= 80 for line in lines[head - 1:at + 8]), text
+    assert lines[at + 2].startswith("  by ")   # the method behind the interval, named
+    assert lines[at + 3] == "  items: 3 better, 0 worse, 1 same"
+    assert lines[at + 4].startswith("  cost per arm: $") and "(+$" in lines[at + 4]
+    # Two tasks cannot settle it: the line says what would find the declared 10 points.
+    assert lines[at + 5].startswith("  to detect 10 pts at 80% power: ")
+    assert all(len(line) <= 80 for line in lines[head - 1:at + 9]), text
 
     md = cli("report", project.store, "--format", "markdown", "--exit-zero")
     assert "| cheap | 17% |" in md.stdout and "**strong − cheap**: +83 pts" in md.stdout
@@ -102,5 +103,6 @@ def test_two_profile_sets_one_better_headline_pair_and_compare(project, scripted
     # compare: the store against itself, by the same analysis: no difference, nothing regressed.
     same = cli("compare", project.store, project.store)
     assert same.returncode == 0, same.stdout + same.stderr
-    assert "cheap: new − base\n  +0 pts (95% CI " in same.stdout
+    # Two sets, one family (Holm): both at p = 1 share the first step's 97.5%.
+    assert "cheap: new − base\n  +0 pts (97.5% CI " in same.stdout
     assert "no profile set regressed (2 sets)" in same.stdout

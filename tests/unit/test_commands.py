@@ -10,7 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from document_checks import code_blocks
 from pytest_jaato_eval.cli import main
@@ -84,7 +86,7 @@ def test_compare_one_flipped_arm_is_listed_but_is_no_regression(tmp_path):
     b = write(tmp_path / "b.jsonl", new)
     result = run_cli("compare", a, b)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "PASS→FAIL write-file@echo#1" in result.stdout
+    assert "changed write-file @ echo: PASS 2 of 2 → 1 of 2" in result.stdout
     assert "regressed" not in result.stdout.replace("no group regressed", "").replace(
         "no profile set regressed", "")
     row = next(line for line in result.stdout.splitlines() if line.startswith("write-file @ echo"))
@@ -95,19 +97,22 @@ def test_compare_one_flipped_arm_is_listed_but_is_no_regression(tmp_path):
     assert "  -25 pts (95% CI -100 to +100 pts), p=0.50, over 2 tasks" in result.stdout
 
 
-def test_compare_opposite_flips_churn_but_do_not_regress(tmp_path, capsys):
+def test_compare_between_independent_runs_counts_per_item_not_repeat_by_index(tmp_path, capsys):
+    # Two runs of one item: repeat 0 of one has nothing to do with repeat 0 of the other, so
+    # "t@s#0 PASS→FAIL" would be noise. One PASS of two each time: nothing changed.
     base = [arm("t", "s", 0, "PASS"), arm("t", "s", 1, "FAIL")]
     new = [arm("t", "s", 0, "FAIL"), arm("t", "s", 1, "PASS")]
     assert main(["compare", str(write(tmp_path / "a", base)), str(write(tmp_path / "b", new))]) == 0
     out = capsys.readouterr().out
-    assert "PASS→FAIL t@s#0" in out and "FAIL→PASS t@s#1" in out
+    assert "PASS→FAIL" not in out and "FAIL→PASS" not in out and "changed t @ s" not in out
+    assert "grader by grader" not in out
 
 
 def test_compare_a_fix_is_not_a_regression(tmp_path, capsys):
     base = [arm("t", "s", 0, "FAIL")]
     new = [arm("t", "s", 0, "PASS")]
     assert main(["compare", str(write(tmp_path / "a", base)), str(write(tmp_path / "b", new))]) == 0
-    assert "FAIL→PASS t@s#0" in capsys.readouterr().out
+    assert "changed t @ s: PASS 0 of 1 → 1 of 1" in capsys.readouterr().out
 
 
 def test_compare_blocked_changes_are_shown_not_counted(tmp_path, capsys):
@@ -126,7 +131,7 @@ def test_compare_a_drop_the_intervals_cannot_explain_regresses(tmp_path, capsys)
     out = capsys.readouterr().out
     assert ("regressed: profile set s: -100 pts, its 95% CI (-100 to -61 pts) lies below 0"
             in out)
-    assert "regressed: 1 group: t @ s (its interval, Bonferroni over 1 group, lies below 0)" in out
+    assert "regressed: 1 group: t @ s (its interval, Holm over 1 group, lies below 0)" in out
 
 
 def _stores(tmp_path, dropped: str, tasks: str = "abcdef", repeats: int = 10):
@@ -147,16 +152,21 @@ def test_compare_exit_1_when_a_profile_set_regressed_naming_the_rule(tmp_path, c
 
 def test_compare_exit_3_when_only_a_task_regressed(tmp_path, capsys):
     # One task of six goes 10/10 -> 0/10: the set's interval still crosses 0, the task's
-    # (over its repeats, Bonferroni over the six groups) lies below it.
+    # (over its repeats, Holm over the six groups) lies below it.
     assert main(["compare", *_stores(tmp_path, dropped="a")]) == 3
     out = capsys.readouterr().out
     assert "  -17 pts (95% CI -60 to +26 pts), p=0.36, over 6 tasks" in out
-    assert "CI of a group: 95% for the 6 groups together (each at 99.17%, Bonferroni)" in out
+    assert "CI of a group: two-sided, at its step of Holm over 6 groups (99.17% to 95%)" in out
     row = next(line for line in out.splitlines() if line.startswith("a @ echo"))
     assert "-100 pts (-100 to -42)" in row and row.endswith("REGRESSED")
-    assert "regressed: 1 group: a @ echo (its interval, Bonferroni over 6 groups, lies below 0)" in out
+    assert "regressed: 1 group: a @ echo (its interval, Holm over 6 groups, lies below 0)" in out
     assert "regressed: profile set" not in out
-    assert "to detect 17 pts at 80% power: 50 tasks (now 6); more repeats alone cannot" in out
+    # The spread is all between tasks here, as far as these data can tell: "may not".
+    assert "to detect 10 pts at 80% power: 133 tasks (now 6); more repeats alone may not" in out
+    # After Holm's first step the levels widen: the five unchanged groups (equal p-values,
+    # so one step, the strictest of theirs) are at 99%, not Bonferroni's 99.17%.
+    row = next(line for line in out.splitlines() if line.startswith("b @ echo"))
+    assert "+0 pts (-40 to +40)" in row
 
 
 def test_compare_margin_tolerates_a_drop_and_says_so(tmp_path, capsys):
@@ -475,8 +485,10 @@ def test_compare_pairs_the_references_default_set_with_ours(tmp_path, capsys):
     assert main(["compare", str(ref), str(ours)]) == 0  # one flip is no regression
     out = capsys.readouterr().out
     assert "note: t @ default is paired with t @ echo" in out
-    assert "PASS→FAIL t@echo#0" in out
-    assert "echo: new − base\n  -50 pts (95% CI -100 to +100 pts), p=0.50, over 2 tasks" in out
+    assert "changed t @ echo: PASS 1 of 1 → 0 of 1" in out
+    # One repeat of one item per task: the exact sign test, named (1 down, 0 up: p = 1).
+    assert ("echo: new − base\n  -50 pts (95% CI -100 to +100 pts), p=1.00, over 2 tasks\n"
+            "  by exact sign test\n") in out
 
 
 def test_compare_refuses_stores_that_pair_almost_nothing(tmp_path, capsys):
@@ -511,3 +523,25 @@ def test_the_compare_example_in_the_docs_is_what_compare_prints(tmp_path, capsys
                                                    "reports.md")
                 if not info and text.startswith("group ")]
     assert shown.splitlines() == printed
+
+
+@pytest.mark.parametrize("form", ["json", "markdown"])
+def test_compare_as_a_document_gives_each_decision_and_its_family(tmp_path, capsys, form):
+    assert main(["compare", *_stores(tmp_path, dropped="abcde"), "--format", form]) == 1
+    out = capsys.readouterr().out
+    if form == "markdown":
+        assert "Holm's step-down over 1 profile set, 5% two-sided for the family." in out
+        assert "| echo | -83 | -100 to -40 | 95% | 16.7 | 5 | paired t | 0.0041 | True |" in out
+        assert "| f @ echo | +0 | -28 to +28 | 95% | — | — | Newcombe score | 1 | False |" in out
+        return
+    doc = json.loads(out)
+    assert doc["exit_status"] == 1
+    assert doc["families"]["groups"] == "Holm's step-down over 6 groups, 5% two-sided for the family"
+    (echo,) = doc["profile_sets"]
+    diffs = [-1.0] * 5 + [0.0]
+    assert echo["se"] == pytest.approx(np.std(diffs, ddof=1) / np.sqrt(6))
+    assert (echo["df"], echo["method"], echo["level"], echo["regressed"]) == (5, "paired t", 0.95, True)
+    assert echo["p_value"] == pytest.approx(scipy_stats.ttest_1samp(diffs, 0).pvalue)
+    first = doc["groups"][0]
+    assert first["level"] == pytest.approx(1 - 0.05 / 6)
+    assert first["items_changed"] == ["a @ echo: PASS 10 of 10 → 0 of 10"]

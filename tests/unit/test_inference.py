@@ -22,8 +22,9 @@ from scipy import stats as scipy_stats
 from statsmodels.stats.proportion import proportion_confint
 
 from pytest_jaato_eval.results import inference, stats
-from pytest_jaato_eval.results.pivot import (WIDTH, as_csv, as_json, build_cells, markdown,
-                                             needed_text, points, render_pivot, sweep_lines)
+from pytest_jaato_eval.results.pivot import (WIDTH, as_csv, as_json, build_cells, headline_row,
+                                             markdown, needed_text, pair_cost_text, points,
+                                             render_pivot, sweep_lines)
 from pytest_jaato_eval.testing.records import arm_record
 
 STATES = {"P": "PASS", "F": "FAIL", "B": "BLOCKED"}
@@ -100,8 +101,8 @@ def test_one_task_takes_its_samples_as_units_and_one_item_its_repeats():
 
 
 @pytest.mark.parametrize("layout, rate, lo, hi", [
-    ({"a": {"": "PP"}, "b": {"": "PPP"}}, 1.0, 0.05 ** 0.5, 1.0),        # 100% everywhere
-    ({"a": {"": "FF"}, "b": {"": "F"}, "c": {"": "FFF"}}, 0.0, 0.0, 1 - 0.05 ** (1 / 3)),
+    ({"a": {"": "PP"}, "b": {"": "PPP"}}, 1.0, 0.025 ** 0.5, 1.0),       # 100% everywhere
+    ({"a": {"": "FF"}, "b": {"": "F"}, "c": {"": "FFF"}}, 0.0, 0.0, 1 - 0.025 ** (1 / 3)),
     ({"t": {"": "P"}}, 1.0, stats.wilson(1, 1)[0], 1.0),                # one task, one repeat
     ({"t": {"": "F"}}, 0.0, 0.0, stats.wilson(0, 1)[1]),
 ])
@@ -175,11 +176,14 @@ def test_runs_needed_when_undecided():
     p = inference.pair("a", tasks(a), "b", tasks(b))
     assert not p.decided and p.needed is not None
     n = p.needed
-    assert n.delta == pytest.approx(abs(p.diff)) and n.units_now == 6 and n.repeats_now == 4
+    # It plans for the declared smallest difference worth finding, not the one just seen
+    # (power computed for the observed difference says nothing the p-value did not).
+    assert n.delta == inference.DEFAULT_DETECT != pytest.approx(abs(p.diff))
+    assert n.units_now == 6 and n.repeats_now == 4
     assert n.units == stats.units_needed(np.var(p.diffs, ddof=1), n.delta) and n.units > 6
-    # The same question for a difference asked for (10 points): more runs.
-    asked = inference.pair("a", tasks(a), "b", tasks(b), detect=0.10).needed
-    assert asked.delta == 0.10 and asked.units > n.units
+    # The same question for a larger difference asked for (20 points): fewer runs.
+    asked = inference.pair("a", tasks(a), "b", tasks(b), detect=0.20).needed
+    assert asked.delta == 0.20 and asked.units < n.units
     # Decided pairs plan nothing.
     sure = inference.pair("a", tasks({f"t{i}": {"": "FFFF"} for i in range(8)}),
                           "b", tasks({f"t{i}": {"": "PPPP" if i else "PPPF"} for i in range(8)}))
@@ -195,7 +199,8 @@ def test_a_sweep_already_enough_for_the_difference_asked_says_so():
     assert needed_text(p.needed).endswith(f"{p.needed.units} tasks (now 60): enough already")
 
 
-@pytest.mark.parametrize("x, shown", [(0, "+0"), (-0.0004, "+0"), (-0.003, "-0.3"),
+@pytest.mark.parametrize("x, shown", [(0, "+0"), (-0.0004, "-0.04"), (0.00002, "+0.002"),
+                                      (-0.003, "-0.3"),
                                       (0.0051, "+1"), (-1, "-100"), (0.125, "+12")])
 def test_points_never_read_minus_zero(x, shown):
     assert points(x) == shown
@@ -368,3 +373,64 @@ def test_the_pages_commands_run_as_written(tmp_path):
     assert c1 == 1 and "regressed: profile set echo: -83 pts" in out1
     assert c2 == 1 and "lies below -5 pts (the margin)" in out2
     assert c3 == 1 and "Profile sets over the sweep" in out3  # the report exits as the run
+
+
+def test_one_repeat_near_100_percent_takes_the_exact_sign_test():
+    # Ten tasks, one item and one repeat each: four go PASS -> FAIL, none the other way. The
+    # paired t calls it a regression (p = 0.037); the exact sign test (McNemar's, exact)
+    # says four discordant pairs, all one way, happen 12.5% of the time under no change.
+    base = {f"t{i}": {"": "P"} for i in range(10)}
+    new = {f"t{i}": {"": "F" if i < 4 else "P"} for i in range(10)}
+    p = inference.pair("base", tasks(base), "new", tasks(new))
+    diffs = [-1.0] * 4 + [0.0] * 6
+    assert scipy_stats.ttest_1samp(diffs, 0).pvalue < 0.05   # what the t alone would say
+    assert p.method == inference.SIGN_TEST and p.se is None and p.df is None
+    assert p.p == pytest.approx(scipy_stats.binomtest(0, 4, 0.5).pvalue) == 0.125
+    assert not p.below() and not p.decided
+    # Repeats make each task's difference a share: the t is back, and named with its se, df.
+    two = inference.pair("base", tasks({t: {"": "PP"} for t in base}), "new",
+                         tasks({t: {"": v[""] * 2} for t, v in new.items()}))
+    assert (two.method, two.df) == (inference.PAIRED_T, 9)
+    assert two.se == pytest.approx(np.std(diffs, ddof=1) / np.sqrt(10))
+
+
+def test_five_tasks_three_broken_on_every_repeat_pass_the_gate():
+    # What docs/statistics.md says of few tasks: the gate is blind there. Five tasks, three
+    # going from every repeat passing to every repeat failing, two unchanged: p = 0.07.
+    base = {f"t{i}": {"": "PPP"} for i in range(5)}
+    new = {f"t{i}": {"": "FFF" if i < 3 else "PPP"} for i in range(5)}
+    p = inference.pair("base", tasks(base), "new", tasks(new))
+    assert p.p == pytest.approx(scipy_stats.ttest_1samp([-1, -1, -1, 0, 0], 0).pvalue)
+    assert 0.05 < p.p < 0.08 and not p.below()
+    # Even all five broken is not enough at two-sided 5% (p = 2·2^-5); six tasks are.
+    every = inference.pair("base", tasks(base), "new", tasks({t: {"": "FFF"} for t in base}))
+    assert not every.below() and every.p == pytest.approx(2 * 2 ** -5)
+    six = {f"t{i}": {"": "PPP"} for i in range(6)}
+    every = inference.pair("base", tasks(six), "new", tasks({t: {"": "FFF"} for t in six}))
+    assert every.below() and every.p == pytest.approx(2 * 2 ** -6)
+
+
+def test_cost_per_pass_keeps_the_known_part_of_an_arm_whose_judge_reported_none():
+    # Two PASS arms, each $0.01 of agent; one judge reported $0.005, the other nothing. The
+    # agent's part of the second is known and counts: ($0.02 + $0.005) / 2, marked `+`.
+    judged = [arm_record("t", "x", 0, "PASS", cost=0.01, judge_usage={"cost_usd": 0.005}),
+              arm_record("t", "x", 1, "PASS", cost=0.01, judge_usage={"cost_usd": None})]
+    cells = build_cells(judged)
+    (h,) = inference.headlines(cells)
+    assert h.cost_per_pass == pytest.approx(0.025 / 2) and h.unpriced == 1
+    assert h.spent == pytest.approx(cells[0].total_cost)   # the pivot's own cell agrees
+    assert headline_row(h)["cost/PASS"] == "$0.0125+"
+    # A pair's cost per arm: the same parts, and the same mark.
+    p = inference.pair("a", inference.tasks_of(cells), "b", inference.tasks_of(cells))
+    assert p.cost_a == pytest.approx(0.0125) and p.cost_partial
+    assert pair_cost_text(p) == "cost per arm: $0.0125+ → $0.0125+ (+$0.0000)"
+
+
+def test_pass_at_k_says_which_samples_it_left_out():
+    # Sample b ran one exercised repeat (its other BLOCKED): pass@2 cannot be taken of it.
+    records = arms("x", {"t": {"a": "PF", "b": "PB", "c": "FF"}})
+    (cell,) = build_cells(records)
+    assert cell.short_of(2) == 1
+    assert cell.pass_at(2) == pytest.approx((1.0 + 0.0) / 2)
+    assert cell.per_input_text(cell.pass_at(2), 2) == "50% (2 of 3 samples)"
+    assert json.loads(as_json(build_cells(records)))["cells"][0]["pass_at_k_samples_left_out"] == 1

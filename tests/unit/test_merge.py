@@ -188,7 +188,7 @@ def test_compare_reads_a_glob_on_each_side_and_explains_an_unquoted_one(tmp_path
     assert main(["compare", str(tmp_path / "old" / "*.jsonl"),
                  str(tmp_path / "new" / "*.jsonl")]) == 0  # one flip: listed, no regression
     out = capsys.readouterr().out
-    assert "PASS→FAIL a@echo#1" in out and "no group regressed (2 groups" in out
+    assert "changed a @ echo: PASS 2 of 2 → 1 of 2" in out and "no group regressed (2 groups" in out
     assert "b @ echo" in out and "note: b @ echo" not in out  # both sides have b
     spilled = [str(p) for p in sorted(tmp_path.glob("*/*.jsonl"))]  # what the shell would pass
     assert main(["compare", *spilled]) == 2

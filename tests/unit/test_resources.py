@@ -196,3 +196,15 @@ def test_the_documented_task_key_and_ini_keys_raise_the_limits(tmp_path, pyteste
         read_settings(pytester.parseconfig())
     assert str(info.value) == ("ini jaato_disk_limit: expected a size (bytes, or a number with "
                                "K, M, G or T: 512M, 8G, 1.5GiB), got 'ten gigs'")
+
+
+def test_the_ini_declares_the_smallest_difference_worth_finding(pytester):
+    from pytest_jaato_eval.pytest_layer.options import UsageError, read_settings
+    assert read_settings(pytester.parseconfig()).detect is None   # inference's 10 points
+    pytester.makefile(".ini", pytest="[pytest]\njaato_detect = 5\n")
+    assert read_settings(pytester.parseconfig()).detect == 0.05
+    pytester.makefile(".ini", pytest="[pytest]\njaato_detect = five\n")
+    with pytest.raises(UsageError) as info:
+        read_settings(pytester.parseconfig())
+    assert str(info.value) == ("ini jaato_detect: expected percentage points above 0 and up to "
+                               "100, got 'five'")

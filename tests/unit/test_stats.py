@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import NormalIndPower, TTestPower
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
@@ -168,16 +169,17 @@ def test_clustered_rate_caps_the_effective_n_at_the_arms():
 
 @pytest.mark.parametrize("units", [1, 2, 3, 10, 59])
 def test_no_spread_is_the_clopper_pearson_bound(units):
-    # Every unit at 100%: the one-sided 95% Clopper-Pearson lower bound for units/units.
+    # Every unit at 100%: the two-sided 95% Clopper-Pearson interval for units/units
+    # (one-sided 97.5% on its open side), at the level the other intervals print.
     lo, hi = stats.no_spread_interval(1.0, units, 0.0, 1.0)
-    assert lo == pytest.approx(scipy_stats.beta.ppf(0.05, units, 1))
-    assert lo == pytest.approx(proportion_confint(units, units, alpha=0.10, method="beta")[0])
+    assert lo == pytest.approx(scipy_stats.beta.ppf(0.025, units, 1))
+    assert lo == pytest.approx(proportion_confint(units, units, alpha=0.05, method="beta")[0])
     assert hi == 1.0
     assert stats.no_spread_interval(0.0, units, 0.0, 1.0) == pytest.approx((0.0, 1 - lo))
     d_lo, d_hi = stats.no_spread_interval(0.0, units, -1.0, 1.0)
     assert (d_lo, d_hi) == pytest.approx((-(1 - lo), 1 - lo))
     if units == 59:
-        assert 1 - lo == pytest.approx(3 / 59, rel=0.03)  # "the rule of three"
+        assert 1 - lo == pytest.approx(3.69 / 59, rel=0.04)  # the rule of three at 97.5%
 
 
 # -- the paired difference: scipy's paired t and statsmodels' clustered one -----------------
@@ -221,17 +223,23 @@ def test_paired_difference_without_spread_is_bounded_not_certain():
     d, iv, p = stats.paired_difference([0.0] * 5)
     assert (d, p) == (0.0, 1.0) and iv[0] < 0 < iv[1]
     d, iv, p = stats.paired_difference([1.0] * 5)   # every task flipped to PASS
-    assert p == pytest.approx(2 ** -5) and iv[1] == 1.0
+    assert p == pytest.approx(2 * 2 ** -5) and iv[1] == 1.0
     assert (iv[0] > 0) == (p < 0.05)  # the bound and its p-value agree
-    d, iv, p = stats.paired_difference([1.0] * 4)
-    assert p == pytest.approx(2 ** -4) and iv[0] < 0 < p - 0.05
+    d, iv, p = stats.paired_difference([1.0] * 6)
+    assert p == pytest.approx(2 * 2 ** -6) and iv[0] > 0 and p < 0.05
 
 
-@pytest.mark.parametrize("g", [2, 3, 5, 8])
-def test_every_task_flipped_is_the_sign_tests_p_value(g):
-    # All G tasks +1: (1 + 1)^-G is the one-sided sign test of G successes in G.
-    assert stats.paired_difference([1.0] * g)[2] == pytest.approx(
-        scipy_stats.binomtest(g, g, 0.5, alternative="greater").pvalue)
+@pytest.mark.parametrize("g", [2, 3, 5, 6, 8])
+@pytest.mark.parametrize("d", [1.0, -1.0, 0.5, -0.25])
+def test_no_spread_is_two_sided_like_every_other_interval(g, d):
+    # All G tasks show d: the p-value is the two-sided one (at d = ±1, scipy's two-sided
+    # sign test of G in G), and the interval leaves 0 out exactly when p < 5%: a
+    # one-sided 5% test here would fire twice as often as the paired t beside it.
+    _, iv, p = stats.paired_difference([d] * g)
+    assert p == pytest.approx(min(1.0, 2 * (1 + abs(d)) ** -g))
+    if abs(d) == 1:
+        assert p == pytest.approx(scipy_stats.binomtest(g, g, 0.5).pvalue)
+    assert (iv[0] > 0 or iv[1] < 0) == (p < 0.05)
 
 
 # -- one item's repeats: Newcombe's hybrid score interval ----------------------------------
@@ -301,3 +309,35 @@ def test_repeats_factor_reaches_the_power_it_promises():
     assert q * q * (between + within / k) / units == pytest.approx(delta ** 2)
     # When the tasks alone differ more than the target allows, no number of repeats will do.
     assert stats.repeats_factor(0.5, 0.01, 6, 0.2) is None
+
+
+# -- tail p-values, the exact sign test, Holm ---------------------------------------------------
+@pytest.mark.parametrize("t, df", [(8.0, 200), (20.0, 30), (40.0, 40), (50.0, 5), (300.0, 3),
+                                   (1.5, 3), (0.1, 9), (3.0, 1), (12.0, 2)])
+def test_a_tiny_p_value_keeps_its_digits(t, df):
+    # 1 - A(t) cancels below ~1e-12 (it read 2.2e-16 in JSON); the tail is computed directly.
+    p = stats.t_two_sided_p(t, df)
+    assert p == pytest.approx(2 * scipy_stats.t.sf(t, df), rel=1e-9)
+    assert p > 0
+
+
+@pytest.mark.parametrize("up, down", [(0, 4), (4, 0), (1, 3), (3, 9), (0, 0), (5, 5), (2, 17)])
+def test_the_sign_test_is_scipys_exact_binomial_test(up, down):
+    expected = 1.0 if up + down == 0 else scipy_stats.binomtest(up, up + down, 0.5).pvalue
+    assert stats.sign_test_p(up, down) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_holm_rejects_what_statsmodels_holm_rejects(seed):
+    rng = np.random.default_rng(seed)
+    ps = list(rng.uniform(0, 0.06, size=int(rng.integers(1, 8))))
+    ours = stats.holm(ps)
+    assert [rejected for _, rejected in ours] == list(multipletests(ps, 0.05, "holm")[0])
+    # Each p is tested at alpha/(m - i), i its rank among the p-values.
+    ranks = np.argsort(np.argsort(ps))
+    assert [level for level, _ in ours] == pytest.approx([0.05 / (len(ps) - r) for r in ranks])
+
+
+def test_holm_gives_equal_p_values_the_same_step():
+    assert stats.holm([0.01, 0.01, 0.5]) == [(0.05 / 3, True), (0.05 / 3, True), (0.05, False)]
+    assert stats.holm([]) == []
