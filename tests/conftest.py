@@ -2,8 +2,14 @@
 import os
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 pytest_plugins = ["pytester"]
+
+# Hypothesis's clocks (a per-example deadline, "input generation is slow") are timing
+# assertions: beside other work they fail a correct test. Its checks of the data stay.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 # The test extra's hypothesis registers a pytest plugin that a user's install does not have,
 # and every pytest a test starts would load it: about 0.7 s of CPU a start, and the suite
