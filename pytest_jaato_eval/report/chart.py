@@ -21,11 +21,12 @@ class Point:
     profile_set: str
     passed: int
     exercised: int
-    cost: float | None  # mean cost of an exercised arm that reported one
+    cost: float | None  # what an exercised arm cost (inference.cost_per_arm)
     expected: int = 0  # FAIL arms that ran under an xfail mark
     # The set's headline (results/inference.py), the same figures as the report's table;
     # without one, the arms pooled.
     headline: inference.Headline | None = None
+    cost_partial: bool = False  # some part of some arm's cost unknown: `cost` is a lower bound
 
     @property
     def rate(self) -> float | None:
@@ -48,11 +49,11 @@ def profile_points(cells: list[Cell]) -> list[Point]:
         by_set.setdefault(c.profile_set, []).append(c)
     points = []
     for name, group in sorted(by_set.items()):
-        costed = sum(c.exercised_costed for c in group)
+        tasks = inference.tasks_of(group)
+        cost, partial = inference.cost_per_arm(tasks)
         points.append(Point(name, sum(c.passed for c in group), sum(c.exercised for c in group),
-                            sum(c.exercised_cost for c in group) / costed if costed else None,
-                            sum(c.expected_failures for c in group),
-                            inference.headline(name, inference.tasks_of(group))))
+                            cost, sum(c.expected_failures for c in group),
+                            inference.headline(name, tasks), partial))
     return points
 
 
@@ -144,7 +145,7 @@ def layout(points: list[Point], width: int = 720, height: int = 330) -> Layout:
         out.marks.append(Mark(
             PALETTE[i % len(PALETTE)], x(p.cost), y(p.rate), y(lo), y(hi),
             left + pw + 16, top + 8 + 34 * i, _clip(p.profile_set, LEGEND_CHARS),
-            f"{pct(p.rate)} ({interval_text(p.interval)}) · {money(p.cost)}/arm "
+            f"{pct(p.rate)} ({interval_text(p.interval)}) · {money(p.cost, p.cost_partial)}/arm "
             f"· n={p.exercised}" + (f" · {p.expected} xfail" if p.expected else "")))
     return out
 

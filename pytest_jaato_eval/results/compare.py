@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import inference, stats
-from .pivot import Cell, Pivot, interval_text, pct, plural, points
+from .pivot import Cell, Pivot, interval_text, money, pct, plural, points
 from .record import DEFAULT_SET, ArmRecord
 from .stats import ALPHA
 from ..verdict import BLOCKED, FAIL, PASS
@@ -89,20 +89,22 @@ def _per_arm(total: float | None, arms: int) -> float | None:
 
 
 def cost_delta_text(g: GroupChange) -> str:
-    """What an arm costs now minus what it cost: agent and judge together, and the judge's
-    part when a judge graded either side (each over the arms that reported a cost)."""
+    """What an exercised arm costs now minus what it cost, agent and judge together by the
+    pair lines' rule (`inference.cost_per_arm`), and the judge's part when a judge graded
+    either side. Where some part of some arm is unknown on either side, the two lower bounds
+    themselves (`$0.0010+ → $0.0012`): their difference would claim what nobody knows."""
     if g.base is None or g.new is None:
         return "—"
-    def per_arm(c: Cell) -> tuple[float | None, float | None]:
-        agent = _per_arm(c.cost, c.arms_total - c.cost_unknown)
-        judge = _per_arm(c.judge_cost, c.judged - c.judge_cost_unknown)
-        total = None if agent is None and judge is None else (agent or 0.0) + (judge or 0.0)
-        return total, judge
-    (bt, bj), (nt, nj) = per_arm(g.base), per_arm(g.new)
+    bt, b_partial = inference.cost_per_arm(inference.tasks_of([g.base]))
+    nt, n_partial = inference.cost_per_arm(inference.tasks_of([g.new]))
     if bt is None or nt is None:
         return "—"
+    if b_partial or n_partial:
+        return f"{money(bt, b_partial)} → {money(nt, n_partial)}"
     text = _signed(nt - bt)
     if g.base.judged or g.new.judged:
+        bj = _per_arm(g.base.judge_cost, g.base.judged - g.base.judge_cost_unknown)
+        nj = _per_arm(g.new.judge_cost, g.new.judged - g.new.judge_cost_unknown)
         text += " (judge " + ("—" if bj is None or nj is None else _signed(nj - bj)) + ")"
     return text
 

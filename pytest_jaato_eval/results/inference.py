@@ -223,6 +223,8 @@ class Pair:
     cost_a: float | None = None    # the mean cost of an exercised arm, over paired items
     cost_b: float | None = None
     cost_partial: bool = False     # some part of some paired arm's cost is unknown
+    cost_a_partial: bool = False   # ... on A's side: `cost_a` is a lower bound
+    cost_b_partial: bool = False
     needed: Needed | None = None
     diffs: list[float] = field(default_factory=list)  # each unit's difference
     alpha: float = ALPHA           # the interval is two-sided 1 - alpha
@@ -257,6 +259,14 @@ def _mean_cost(items: Iterable[Item]) -> float | None:
     return sum(i.exercised_spent for i in items) / n if n else None
 
 
+def cost_per_arm(tasks: Tasks) -> tuple[float | None, bool]:
+    """What an exercised arm cost: every known part (agent and judge) of every arm with one,
+    over those arms; and whether some part of some arm is unknown (then a lower bound, `+`).
+    The one rule the pair lines, `compare` and the chart share."""
+    items = [i for t in tasks.values() for i in t.values()]
+    return _mean_cost(items), any(i.exercised_unpriced for i in items)
+
+
 def pair(a_name: str, a: Tasks, b_name: str, b: Tasks, alpha: float = ALPHA,
          detect: float | None = None) -> Pair:
     """B − A over the items both sets exercised (tasks as clusters); the items only one
@@ -278,7 +288,9 @@ def pair(a_name: str, a: Tasks, b_name: str, b: Tasks, alpha: float = ALPHA,
     couples = [c for cs in paired.values() for c in cs]
     out.cost_a = _mean_cost(x for x, _ in couples)
     out.cost_b = _mean_cost(y for _, y in couples)
-    out.cost_partial = any(i.exercised_unpriced for c in couples for i in c)
+    out.cost_a_partial = any(x.exercised_unpriced for x, _ in couples)
+    out.cost_b_partial = any(y.exercised_unpriced for _, y in couples)
+    out.cost_partial = out.cost_a_partial or out.cost_b_partial
     if not couples:
         return out
     if len(paired) >= 2:

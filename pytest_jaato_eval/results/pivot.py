@@ -75,8 +75,6 @@ class Cell:
     tokens: float | None = None
     cost_unknown: int = 0      # arms whose cost nobody reported (P2)
     tokens_unknown: int = 0
-    exercised_cost: float = 0.0   # summed over the exercised arms that reported a cost
-    exercised_costed: int = 0
     payloads: Counter = field(default_factory=Counter)  # answers of exercised arms
     unanswered: int = 0        # exercised arms that left no payload
     reasons: Counter = field(default_factory=Counter)
@@ -113,9 +111,6 @@ class Cell:
                 self.unanswered += 1
             else:
                 self.payloads[a.payload_hash] += 1
-            if a.cost is not None:
-                self.exercised_cost += a.cost
-                self.exercised_costed += 1
         if a.cost is None:
             self.cost_unknown += 1
         else:
@@ -921,9 +916,10 @@ def left_out_text(p: inference.Pair) -> str:
 
 
 def pair_cost_text(p: inference.Pair) -> str:
-    """Agent and judge, every known part (`+`: some part of some arm is unknown)."""
-    a, b = money(p.cost_a, p.cost_partial), money(p.cost_b, p.cost_partial)
-    if p.cost_a is None or p.cost_b is None:
+    """Agent and judge, every known part (`+`: some part of some arm is unknown, a lower
+    bound); the difference only where both sides are whole."""
+    a, b = money(p.cost_a, p.cost_a_partial), money(p.cost_b, p.cost_b_partial)
+    if p.cost_a is None or p.cost_b is None or p.cost_partial:
         return f"cost per arm: {a} → {b}"
     delta = p.cost_b - p.cost_a
     return f"cost per arm: {a} → {b} ({'-' if delta < 0 else '+'}${abs(delta):.4f})"

@@ -423,7 +423,7 @@ def test_cost_per_pass_keeps_the_known_part_of_an_arm_whose_judge_reported_none(
     # A pair's cost per arm: the same parts, and the same mark.
     p = inference.pair("a", inference.tasks_of(cells), "b", inference.tasks_of(cells))
     assert p.cost_a == pytest.approx(0.0125) and p.cost_partial
-    assert pair_cost_text(p) == "cost per arm: $0.0125+ → $0.0125+ (+$0.0000)"
+    assert pair_cost_text(p) == "cost per arm: $0.0125+ → $0.0125+"  # bounds: no difference
 
 
 def test_pass_at_k_says_which_samples_it_left_out():
@@ -434,3 +434,26 @@ def test_pass_at_k_says_which_samples_it_left_out():
     assert cell.pass_at(2) == pytest.approx((1.0 + 0.0) / 2)
     assert cell.per_input_text(cell.pass_at(2), 2) == "50% (2 of 3 samples)"
     assert json.loads(as_json(build_cells(records)))["cells"][0]["pass_at_k_samples_left_out"] == 1
+
+
+def test_compare_and_the_chart_cost_an_arm_as_the_pair_line_does():
+    from pytest_jaato_eval.report import chart
+    from pytest_jaato_eval.results.compare import GroupChange, cost_delta_text
+    # The live run: the judge of one arm reported no cost. Its regrade: no agent ran, the
+    # agent's part is the same, every judge reported $0.005.
+    live = [arm_record("t", "x", 0, "PASS", cost=0.01, judge_usage={"cost_usd": 0.005}),
+            arm_record("t", "x", 1, "PASS", cost=0.01, judge_usage={"cost_usd": None})]
+    regraded = [arm_record("t", "x", r, "PASS", cost=0.01, judge_usage={"cost_usd": 0.005})
+                for r in (0, 1)]
+    (base,), (new,) = build_cells(live), build_cells(regraded)
+    # Some part unknown on one side: the two bounds, never a difference nobody knows
+    # (by the old rule, agent and judge each over the arms that reported: +$0.0000).
+    assert cost_delta_text(GroupChange("t", "x", base, new)) == "$0.0125+ → $0.0150"
+    (point,) = chart.profile_points([base])
+    assert (point.cost, point.cost_partial) == (pytest.approx(0.0125), True)
+    assert "$0.0125+/arm" in chart.layout([point]).marks[0].label
+    p = inference.pair("a", inference.tasks_of([base]), "b", inference.tasks_of([new]))
+    assert pair_cost_text(p) == "cost per arm: $0.0125+ → $0.0150"
+    # Every part known on both sides: the difference, and the judge's share of it.
+    (again,) = build_cells(regraded)
+    assert cost_delta_text(GroupChange("t", "x", new, again)) == "+$0.0000 (judge +$0.0000)"
