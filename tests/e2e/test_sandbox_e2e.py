@@ -551,9 +551,11 @@ def test_an_agent_that_fills_its_pids_limit_fails_and_the_arms_after_it_run(proj
 
 
 PLANT_TRANSCRIPT = """\
-import os, sys
+import json, os, sys
 from pytest_jaato_eval.results.transcripts import file_name, folder_of
-run_id = os.environ["PYTEST_JAATO_TREE"].split(":")[0]  # the run's marker, in its environment
+from pytest_jaato_eval.sweep import OWNER_FILE
+# unconfined, the run's folder is the agent's to read: it names its owner and run
+run_id = json.load(open(os.path.join(os.getcwd(), "..", "..", OWNER_FILE)))["run_id"]
 name = file_name(sys.argv[2], run_id)
 folder = folder_of(sys.argv[1])
 folder.mkdir(exist_ok=True)

@@ -21,6 +21,7 @@ from pytest_jaato_eval.pytest_layer.task_folder import declared_roots
 from pytest_jaato_eval.engine import leftovers
 from pytest_jaato_eval.engine.accounting import count_nudges, tracker_record
 from pytest_jaato_eval.engine.budget import profile_ceiling
+from pytest_jaato_eval.engine.daemon import harness_free
 from pytest_jaato_eval.engine.driver import LINE_CAP, _pump
 from pytest_jaato_eval.engine.files import read_bounded
 
@@ -626,3 +627,19 @@ def test_the_harness_never_writes_its_own_file_through_what_was_left_at_its_path
     os.write(fd, b"again\n")
     os.close(fd)
     assert read_tail(paths[0], 6) == "again\n"
+
+
+def test_the_daemons_environment_names_nothing_of_the_harness():
+    """The daemon hands its environment to every tool of the agent's: pytest's variables,
+    an outer eval run's, coverage's and the developer's shell's are left out, and the
+    process marker it carries names neither the run nor pytest's pid."""
+    given = {"PATH": "/usr/bin", "HOME": "/h", "PYTEST_CURRENT_TEST": "t.py::t (call)",
+             "PYTEST_XDIST_WORKER": "gw0", "_PYTEST_RAISE": "1", "JAATO_EVAL_X": "1",
+             "COV_CORE_SOURCE": "x", "OLDPWD": "/home/dev/secret", "PWD": "/home/dev",
+             "_": "/usr/bin/pytest", "OPENAI_API_KEY": "k", "JAATO_PROVIDER": "echo"}
+    assert harness_free(given) == {"PATH": "/usr/bin", "HOME": "/h", "OPENAI_API_KEY": "k",
+                                   "JAATO_PROVIDER": "echo"}
+    assert "pytest" not in processes.TREE_VAR.lower()
+    tag = processes.run_prefix("20261207-run-42")
+    assert "20261207" not in tag and tag.endswith(":") and tag == processes.run_prefix(
+        "20261207-run-42")
