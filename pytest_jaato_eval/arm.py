@@ -36,7 +36,7 @@ from .task.model import DRIVER, JudgeGrader, Task
 from .results import snapshots, transcripts
 from .results.record import ArmRecord, build_record
 from .redact import Redactor
-from .verdict import BLOCKED, FAIL, Verdict, roll_up
+from .verdict import BLOCKED, FAIL, STATES, Verdict, roll_up
 
 
 class Daemon(Protocol):
@@ -741,9 +741,9 @@ def keep_snapshot(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: Age
     try:
         snapshots.take(ws, facts, staging / name, cap)
     except snapshots.LeftOut as exc:
-        return Snapshot(note=f"snapshot left out: {exc}", noted=True)
+        return Snapshot(note=f"{LEFT_OUT}{exc}", noted=True)
     except (OSError, ValueError, TypeError) as exc:  # never the arm's failure
-        return Snapshot(note=f"snapshot left out: {type(exc).__name__}: {exc}", noted=True)
+        return Snapshot(note=f"snapshot not kept: {type(exc).__name__}: {exc}", noted=True)
     arm_state.pending_snapshots[arm.id] = (name, staging / name, True)
     return Snapshot(name=name)
 
@@ -789,10 +789,17 @@ def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, arm_stat
                 arm_state.pending_snapshots[arm.id] = (source.snapshot, path, False)
         except snapshots.Unreadable:
             pass
+    live = _live_verdicts(source) if source.snapshot is None and (
+        source.snapshot_note or "").startswith(LEFT_OUT) else None
     if source.snapshot is None and (act := _act_of(source)) is not None:
         verdicts = [act]  # the agent's own act FAILED it, before any grader: no grader changes it
         notes.append(f"regraded without a snapshot ({source.snapshot_note or 'none kept'}): "
                      f"the agent's act that failed it in run {source.run_id} stands")
+    elif live:  # the agent's own tree left no snapshot: what the live run knew stands
+        verdicts = live
+        notes.append(f"regraded without a snapshot ({source.snapshot_note}): the agent's own "
+                     f"tree left it out, so the verdicts of run {source.run_id} stand; the "
+                     f"task's graders were not run again")
     elif source.snapshot is None:
         run.blocked_reason = "no snapshot kept" + (
             f" ({source.snapshot_note})" if source.snapshot_note else
@@ -831,14 +838,34 @@ def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, arm_stat
 AGENT_ACTS = ("resources", "sandbox", "checkout", "workspace")
 
 
+# The note of a snapshot the agent's own tree left out (snapshots.LeftOut: past the cap, a
+# special file, too many entries), as against one the harness failed to write.
+LEFT_OUT = "snapshot left out: "
+
+
 def _act_of(source: ArmRecord) -> Verdict | None:
     """The agent's act that FAILED the live arm (its one verdict before any grader), if so."""
     acts = [v for v in source.verdicts if v.get("grader_id") in AGENT_ACTS]
     if len(acts) != 1 or acts[0].get("state") != "FAIL" or source.verdicts[0] is not acts[0]:
         return None
-    v = acts[0]
-    return Verdict.failed(v["grader_id"], str(v.get("claim") or ""), str(v.get("detail") or ""),
-                          [str(e) for e in v.get("evidence") or []])
+    return _verdict_of(acts[0])
+
+
+def _live_verdicts(source: ArmRecord) -> list[Verdict] | None:
+    """The live arm's verdicts as its record keeps them; None when it has none, or one
+    this version cannot read."""
+    read = [_verdict_of(v) for v in source.verdicts]
+    verdicts = [v for v in read if v is not None]
+    return verdicts if verdicts and len(verdicts) == len(read) else None
+
+
+def _verdict_of(v: dict) -> Verdict | None:
+    state, grader = v.get("state"), v.get("grader_id")
+    if state not in STATES or not isinstance(grader, str):
+        return None
+    return Verdict(grader, str(v.get("claim") or ""), state, str(v.get("detail") or ""),
+                   [str(e) for e in v.get("evidence") or []],
+                   str(v["blocked_reason"]) if v.get("blocked_reason") else None)
 
 
 _RUN_FIELDS = {f.name for f in dataclasses.fields(AgentRun)}

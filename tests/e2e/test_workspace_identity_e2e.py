@@ -30,6 +30,10 @@ def test_a_replaced_workspace_or_a_tree_past_the_walk_fails_and_the_env_names_no
     project.write("tasks/b-flood/fixture/flood.sh", FLOOD.format(n=100, host=host))
     project.task("c-few", profile=shell_agent("few", "sh flood.sh"))  # the same, under the bound
     project.write("tasks/c-few/fixture/flood.sh", FLOOD.format(n=5, host=host))
+    # one file past the snapshot's cap, and a wrong answer: no snapshot, and its FAIL stands
+    project.task("d-big", profile=shell_agent(
+        "big", "head -c 2000000 /dev/urandom > big.bin; echo WRONG > answer.txt"),
+        extra={"snapshot": {"max_mb": 1}})
     project.task("h-honest")
     # Python arms: one whose agent replaces its workspace by a link to the checkout's key,
     # one whose agent writes its environment down for the test to read.
@@ -76,6 +80,7 @@ def test_a_replaced_workspace_or_a_tree_past_the_walk_fails_and_the_env_names_no
         "a-replacer": ("FAIL", [("workspace", "FAIL")]),  # before: BLOCKED, or PASS regraded
         "b-flood": ("FAIL", [("resources", "FAIL")]),  # before: PASS, the walk stopped at 60
         "c-few": ("FAIL", [("workspace", "FAIL")]),  # the link out, found
+        "d-big": ("FAIL", [("script:grep -qx READY answer.txt", "FAIL")]),  # regraded: BLOCKED before
         "h-honest": ("PASS", [("script:grep -qx READY answer.txt", "PASS")]),
         "arms/test_arms.py::test_replaced": ("FAIL", [("workspace", "FAIL")]),  # before: PASS
         "arms/test_arms.py::test_env": ("PASS", [("python:test_env", "PASS")]),
@@ -95,3 +100,4 @@ def test_a_replaced_workspace_or_a_tree_past_the_walk_fails_and_the_env_names_no
             for task, r in again.items()} == {
         task: verdicts for task, verdicts in got.items() if "/" not in task}
     assert os.path.isdir(project.root / "arms")  # the checkout's folder the link named
+    assert any("the verdicts of run" in n for n in again["d-big"]["notes"]), again["d-big"]
