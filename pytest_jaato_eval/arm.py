@@ -542,6 +542,20 @@ def _foreign(run: AgentRun, socket: str, arm_state: ArmState, ws: Path,
     return None
 
 
+def kept_out_of_sight(ws: Path, caveats: list[str]) -> Path:
+    """A kept workspace, moved out of the agents' folder (workspace.AGENTS) so that no later
+    agent reads it; left where it is, and said so, when it is not in that folder or cannot
+    be moved."""
+    if ws.parent.name != workspace.AGENTS:
+        return ws
+    try:
+        return workspace.keep(ws)
+    except OSError as exc:
+        caveats.append(f"the kept workspace could not be moved out of the agents' folder "
+                       f"({exc.strerror}): later agents can read it")
+        return ws
+
+
 def keeps(settings: ArmSettings, state: str) -> bool:
     return settings.keep_workspaces == "always" or (
         settings.keep_workspaces == "failed" and state in (FAIL, BLOCKED))
@@ -600,8 +614,8 @@ def arm_record(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentR
     kept = None
     if ws is not None and os.path.lexists(ws):  # (an agent past its disk limit: removed)
         if keeps(settings, state):
-            kept = str(ws)
-            arm_state.kept.append(ws)
+            kept = str(kept_out_of_sight(ws, caveats))
+            arm_state.kept.append(Path(kept))
         elif discard:
             workspace.discard(ws)
     if ceiling is ...:

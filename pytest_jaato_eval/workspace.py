@@ -72,6 +72,22 @@ class _Filter:
         return skip
 
 
+# The agents' folder inside a run's (or a worker's) workspaces folder: the only one their
+# sandbox mounts writable. A kept workspace is moved up out of it, into the folder that holds
+# it, the moment its arm ends (`keep`), out of the next agents' sight. An arm's folder name
+# never begins with a dot (directory_name), so none is ever this one.
+AGENTS = ".arms"
+
+
+def keep(ws: Path) -> Path:
+    """Move a kept workspace out of the agents' folder, one level up (a rename: the same
+    file system); where it now is. Raises OSError when it cannot be moved."""
+    ws = Path(ws)
+    dest = ws.parent.parent / ws.name
+    os.rename(ws, dest)  # never over another: a kept name is never reused (W2)
+    return dest
+
+
 def materialise(root: Path, arm_id: str, fixture: Path, profile_set: str | None) -> Path:
     """Copy the fixture to a new directory under `root` and write its `.env` (W1-W3)."""
     root = Path(root).resolve()

@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
+import pytest
 import yaml
 from jaato_project import shell_agent
 
 from pytest_jaato_eval import workspace
+from pytest_jaato_eval.engine.sandbox import probe
+
+pytestmark = pytest.mark.daemon
 
 # The agent renames its workspace and leaves a link at its path to a folder of the host's
 # holding the answer the grader wants.
@@ -86,7 +91,10 @@ def test_a_replaced_workspace_or_a_tree_past_the_walk_fails_and_the_env_names_no
         "arms/test_arms.py::test_env": ("PASS", [("python:test_env", "PASS")]),
     }, got
     replaced = by["a-replacer"]["verdicts"][0]
-    assert f"a link to {host}" in replaced["detail"], replaced
+    # what stands there: the agent's link, or a folder jaato made again at the path for the
+    # session's files between the agent's `mv` and its `ln`
+    assert replaced["detail"].startswith("the agent's workspace was replaced: its path held "
+                                         ), replaced
     assert by["a-replacer"]["snapshot"] is None
     assert "SPECIAL_WALK" in by["b-flood"]["verdicts"][0]["detail"]
     assert (host / "answer.txt").read_text() == "READY\n"  # the link removed, not its target
@@ -101,3 +109,20 @@ def test_a_replaced_workspace_or_a_tree_past_the_walk_fails_and_the_env_names_no
         task: verdicts for task, verdicts in got.items() if "/" not in task}
     assert os.path.isdir(project.root / "arms")  # the checkout's folder the link named
     assert any("the verdicts of run" in n for n in again["d-big"]["notes"]), again["d-big"]
+
+
+@pytest.mark.skipif(probe()[0] is None, reason=f"no sandbox on this machine: {probe()[1]}")
+def test_a_kept_workspace_leaves_the_agents_sight_when_its_arm_ends(project):
+    """--keep-workspaces: the first arm's workspace, kept, is moved out of the agents' folder
+    the moment its arm ends, so the next agent, which copies whatever answer it finds beside
+    its own workspace, finds none and FAILS; the kept one is where its record says."""
+    project.task("a-strong")
+    project.task("b-copycat", profile=shell_agent("copycat", "cp ../a-strong*/answer.txt ."))
+    result = project.run("tasks", "--jaato-sandbox=bwrap", "--keep-workspaces",
+                         "-p", "no:randomly", shared_daemon=False)
+    by = {r["task_id"]: r for r in project.records()}
+    assert {t: r["state"] for t, r in by.items()} == {
+        "a-strong": "PASS", "b-copycat": "FAIL"}, result.stdout.str()  # before: PASS, copied
+    kept = Path(by["a-strong"]["workspace"])
+    assert (kept / "answer.txt").read_text() == "READY\n"
+    assert kept.parent.name == "workspaces" and not (kept.parent / workspace.AGENTS / kept.name).exists()
