@@ -50,20 +50,19 @@ def test_a_replaced_workspace_or_a_tree_past_the_walk_fails_and_the_env_names_no
     project.write("arms/answer.txt", "PLATYPUS\n")
     project.write("arms/test_arms.py", """
         import os
-        from pathlib import Path
 
         import pytest
 
+        def arm(profile):  # both arms' marker, but for the profile
+            return pytest.mark.jaato(config_root="../.jaato", fixture="../fixture",
+                                     profile=profile, profile_set="echo")
 
-        @pytest.mark.jaato(config_root="../.jaato", fixture="../fixture", profile="replacer",
-                           profile_set="echo")
+        @arm("replacer")
         def test_replaced(jaato_arm):
             jaato_arm.run("Write your answer.")
             assert (jaato_arm.workspace / "answer.txt").read_text() == "PLATYPUS\\n"
 
-
-        @pytest.mark.jaato(config_root="../.jaato", fixture="../fixture", profile="printer",
-                           profile_set="echo")
+        @arm("printer")
         def test_env(jaato_arm):
             jaato_arm.run("Print your environment.")
             env = dict(line.split("=", 1) for line in jaato_arm.read("env.txt").splitlines()

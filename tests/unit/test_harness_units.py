@@ -5,6 +5,7 @@ import asyncio
 import collections
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pytest_jaato_eval import launch, processes, sweep
+from pytest_jaato_eval import launch, processes, sweep, workspace
 from pytest_jaato_eval.pytest_layer import fence
 from pytest_jaato_eval.pytest_layer.task_folder import declared_roots
 from pytest_jaato_eval.engine import leftovers
@@ -156,6 +157,21 @@ def _age(folder: Path, seconds: float) -> None:
     then = time.time() - seconds
     for p in [*folder.rglob("*"), folder]:
         os.utime(p, (then, then), follow_symlinks=False)
+
+
+def test_a_late_remnant_in_the_agents_folder_is_swept_too(tmp_path):
+    """Arms work in `workspaces/.arms/`: an outside daemon's late tracker there is a
+    remnant as it is one level up; a kept workspace's file there is not."""
+    late = tmp_path / "jaato-eval-late"
+    jaato = late / "workspaces" / workspace.AGENTS / "a@echo#0" / ".jaato"
+    jaato.mkdir(parents=True)
+    (jaato / ".artifact_tracker.json").write_text("{}")
+    kept = tmp_path / "jaato-eval-kept"
+    shutil.copytree(late, kept)
+    (kept / "workspaces" / workspace.AGENTS / "a@echo#0" / "answer.txt").write_text("x")
+    for folder in (late, kept):
+        _age(folder, sweep.REMNANT_AGE + 60)
+    assert [sweep.is_late_remnant(late), sweep.is_late_remnant(kept)] == [True, False]
 
 
 def test_a_late_remnant_of_an_outside_daemon_is_swept_and_nothing_else_is(tmp_path):
