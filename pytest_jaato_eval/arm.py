@@ -307,11 +307,14 @@ def replaced_workspace(ws: Path | None, arm_state: ArmState) -> Verdict | None:
         return None
     try:
         found = workspace.replaced(ws, held)
+        renamed = workspace.moved_to(ws, held) if found is not None else None
     finally:
         workspace.release(held)
     if found is None:
         return None
     workspace.remove_tree(ws)
+    if renamed is not None:  # the agent's tree under another name: nobody's workspace now
+        workspace.remove_tree(renamed)
     return Verdict.failed(
         "workspace", "the agent leaves its workspace where it was made, as that folder",
         f"the agent's workspace was replaced: its path held {found}; nothing there was "

@@ -153,6 +153,21 @@ def replaced(ws: Path, held: int) -> str | None:
     return f"{kind} in place of the folder made for it"
 
 
+def moved_to(ws: Path, held: int) -> Path | None:
+    """Where the folder made for the workspace now is, when the agent renamed it within the
+    same folder (so the harness can remove it); None when it is not found there."""
+    made = os.fstat(held)
+    try:
+        with os.scandir(ws.parent) as entries:
+            for entry in entries:
+                if entry.inode() == made.st_ino and not entry.is_symlink() and (
+                        entry.stat(follow_symlinks=False).st_dev == made.st_dev):
+                    return Path(entry.path)
+    except OSError:
+        pass
+    return None
+
+
 def release(held: int | None) -> None:
     if held is not None:
         with contextlib.suppress(OSError):

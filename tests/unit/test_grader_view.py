@@ -339,5 +339,6 @@ def test_a_workspace_is_known_by_the_folder_made_not_by_its_path(tmp_path, act, 
         elif act == "file":
             ws.write_text("x")
         assert workspace.replaced(ws, held) == (found and found.format(host=host))
+        assert workspace.moved_to(ws, held) == (ws if act is None else tmp_path / "ws.gone")
     finally:
         workspace.release(held)
