@@ -156,8 +156,9 @@ class ArmHandle:
         run = self.agent_run
         moved = engine.replaced_workspace(self.workspace, self._worker.arm_state)
         if moved is not None:  # before the test reads anything through its path
-            self.agent_verdict = moved
-            raise AssertionError(moved.detail)
+            self.agent_verdict = engine.agent_act(run, None, self._worker.arm_settings()) if (
+                run.exhausted) else moved  # past a limit its files were removed: that first
+            raise AssertionError(self.agent_verdict.detail)
         if run.blocked_reason:
             raise EnvironmentFault(run.blocked_reason)
         ceiling = self._worker.arm_settings().ceiling.seconds
