@@ -36,7 +36,7 @@ from .task.model import DRIVER, Task
 from .results import snapshots, transcripts
 from .results.record import ArmRecord, build_record
 from .redact import Redactor
-from .verdict import BLOCKED, FAIL, Verdict, roll_up
+from .verdict import BLOCKED, FAIL, STATES, Verdict, roll_up
 
 
 class Daemon(Protocol):
@@ -103,6 +103,9 @@ class ArmState:
     # discard, so the run removes every unkept one again at its end.
     made: list[Path] = field(default_factory=list)
     kept: list[Path] = field(default_factory=list)
+    # A descriptor on each workspace as made, until its agent's run is over and the path is
+    # found to name that folder still (workspace.hold, workspace.replaced).
+    held: dict[Path, int] = field(default_factory=dict)
     # (session id, workspace) of every session an arm opened: the clean-up's exact paths.
     sessions: list[tuple[str, Path]] = field(default_factory=list)
     # The harness's own copy of each config root (and fixture), taken at its task's first
@@ -222,16 +225,27 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, arm_state: ArmState
                         f"next run")
 
     ledger = ledger_of(run.history)  # read once: by the graders, then by the contamination rule
+    moved = replaced_workspace(ws, arm_state)
+    if moved is not None:  # nothing at its path is read: not the trap walk, the snapshot,
+        ws = None          # a grader, the contamination rule or the transcript
     planted = traps(run, ws, settings)
     snapshot = Snapshot(note="the agent's run was blocked: there was nothing to grade")
-    if not run.blocked_reason and ws is not None:  # the agent's run is over; no grader ran yet
+    if moved is not None:
+        snapshot = Snapshot(note="none: the workspace was not there after the agent's run, " + (
+            "its files removed past its limits" if run.exhausted else "replaced by the agent"))
+    elif not run.blocked_reason and ws is not None:  # the agent's run is over; no grader ran yet
         snapshot = keep_snapshot(arm, settings, arm_state, run, ledger, ws, cascade_id, tampered,
                                  planted, config)
         if snapshot.noted:
             caveats.append(str(snapshot.note))
     verdicts: list = []
     grader_runs: list = []
-    act = agent_act(run, ws, settings, tampered, planted)
+    # past a limit, the harness removed what the agent added, its workspace with it: that
+    # FAIL is said first (agent_act), as before any check of what is left
+    act = moved if moved is not None and not run.exhausted else agent_act(
+        run, ws, settings, tampered, planted)
+    if moved is not None:
+        run.blocked_reason = None  # whatever else went wrong, the agent's act decides
     if settings.grade or act is not None:  # the agent's act: said now
         verdicts, grader_runs = grade(arm, settings, arm_state, run, ledger, ws, config, views,
                                       modules, socket, cascade_id, act)
@@ -277,9 +291,38 @@ def grade(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentRun, l
 
 def traps(run: AgentRun, ws: Path | None, settings: ArmSettings) -> list[str]:
     """The traps the agent left in its workspace for what reads it (workspace.special_files),
-    once its run is over; none looked for when its run was blocked."""
-    return workspace.special_files(ws, settings.lent) if (
-        not run.blocked_reason and ws is not None) else []
+    once its run is over; none looked for when its run was blocked. A tree past the walk's
+    bound is the agent's use of resources (`run.exhausted`): never taken for a clean one."""
+    if run.blocked_reason or ws is None:
+        return []
+    try:
+        return workspace.special_files(ws, settings.lent)
+    except workspace.WalkBound as exc:
+        run.exhausted = run.exhausted or str(exc)
+        return []
+
+
+def replaced_workspace(ws: Path | None, arm_state: ArmState) -> Verdict | None:
+    """The agent's FAIL when its workspace's path no longer names the folder made for it
+    (renamed, removed, a link or another folder in its place), found before anything reads
+    it; what stands there is removed (a link, not what it leads to). Releases the
+    workspace's descriptor."""
+    held = arm_state.held.pop(ws, None) if ws is not None else None
+    if ws is None or held is None:
+        return None
+    try:
+        found = workspace.replaced(ws, held)
+        renamed = workspace.moved_to(ws, held) if found is not None else None
+    finally:
+        workspace.release(held)
+    if found is None:
+        return None
+    workspace.remove_tree(ws)
+    if renamed is not None:  # the agent's tree under another name: nobody's workspace now
+        workspace.remove_tree(renamed)
+    return faults.WORKSPACE_REPLACED.failed(
+        f"the agent's workspace was replaced: its path held {found}; nothing there was "
+        f"read, and no grader was run", [found])
 
 
 def agent_act(run: AgentRun, ws: Path | None, settings: ArmSettings,
@@ -288,13 +331,13 @@ def agent_act(run: AgentRun, ws: Path | None, settings: ArmSettings,
     (a task's arm and a Python arm's alike): a resource it used up, what it did to its
     daemon, the checkout it changed (unconfined), a trap it left in its workspace
     (`planted`, found by `traps` when not given)."""
+    planted = traps(run, ws, settings) if planted is None else planted  # (a bound: exhausted)
     if run.exhausted:  # graders are not run: its files may be gone, its processes were
         return faults.EXHAUSTED.failed(run.exhausted)
     if run.agent_fault:
         return faults.DAEMON_BROKEN.failed(run.agent_fault)
     if tampered:  # the agent's act, as far as the harness can tell: it alone ran then
         return faults.CHECKOUT_CHANGED.failed(tampered)
-    planted = traps(run, ws, settings) if planted is None else planted
     if planted:  # a trap for the graders is the agent's own act, not a fault of ours
         return faults.TRAP.failed(
             f"the agent left {len(planted)} trap(s) for its graders in its workspace (a FIFO, "
@@ -341,6 +384,11 @@ def make_workspace(arm: Arm, settings: ArmSettings, arm_state: ArmState) -> Path
         workspace.remove_tree(squat)
         ws = make()
     arm_state.made.append(ws)
+    try:
+        arm_state.held[ws] = workspace.hold(ws)
+    except OSError as exc:
+        raise workspace.WorkspaceError(f"fixture: the workspace {ws} could not be opened: "
+                                       f"{exc.strerror}") from None
     return ws
 
 
@@ -505,6 +553,20 @@ def _foreign(run: AgentRun, socket: str, arm_state: ArmState, ws: Path,
     return None
 
 
+def kept_out_of_sight(ws: Path, caveats: list[str]) -> Path:
+    """A kept workspace, moved out of the agents' folder (workspace.AGENTS) so that no later
+    agent reads it; left where it is, and said so, when it is not in that folder or cannot
+    be moved."""
+    if ws.parent.name != workspace.AGENTS:
+        return ws
+    try:
+        return workspace.keep(ws)
+    except OSError as exc:
+        caveats.append(f"the kept workspace could not be moved out of the agents' folder "
+                       f"({exc.strerror}): later agents can read it")
+        return ws
+
+
 def keeps(settings: ArmSettings, state: str) -> bool:
     return settings.keep_workspaces == "always" or (
         settings.keep_workspaces == "failed" and state in (FAIL, BLOCKED))
@@ -563,8 +625,8 @@ def arm_record(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentR
     kept = None
     if ws is not None and os.path.lexists(ws):  # (an agent past its disk limit: removed)
         if keeps(settings, state):
-            kept = str(ws)
-            arm_state.kept.append(ws)
+            kept = str(kept_out_of_sight(ws, caveats))
+            arm_state.kept.append(Path(kept))
         elif discard:
             workspace.discard(ws)
     if ceiling is ...:
@@ -703,9 +765,9 @@ def keep_snapshot(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: Age
     try:
         snapshots.take(ws, facts, staging / name, cap)
     except snapshots.LeftOut as exc:
-        return Snapshot(note=f"snapshot left out: {exc}", noted=True)
+        return Snapshot(note=f"{LEFT_OUT}{exc}", noted=True)
     except (OSError, ValueError, TypeError) as exc:  # never the arm's failure
-        return Snapshot(note=f"snapshot left out: {type(exc).__name__}: {exc}", noted=True)
+        return Snapshot(note=f"snapshot not kept: {type(exc).__name__}: {exc}", noted=True)
     arm_state.pending_snapshots[arm.id] = (name, staging / name, True)
     return Snapshot(name=name)
 
@@ -724,6 +786,7 @@ def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, arm_stat
     task = arm.task
     regrade = settings.regrade
     assert regrade is not None
+    workspace.release(arm_state.held.pop(ws, None))  # a folder of the harness's: no agent runs
     source = regrade.record_of(arm)
     run, notes = AgentRun(), []
     verdicts: list = []
@@ -750,10 +813,17 @@ def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, arm_stat
                 arm_state.pending_snapshots[arm.id] = (source.snapshot, path, False)
         except snapshots.Unreadable:
             pass
+    live = _live_verdicts(source) if source.snapshot is None and (
+        source.snapshot_note or "").startswith(LEFT_OUT) else None
     if source.snapshot is None and (act := _act_of(source)) is not None:
         verdicts = [act]  # the agent's own act FAILED it, before any grader: no grader changes it
         notes.append(f"regraded without a snapshot ({source.snapshot_note or 'none kept'}): "
                      f"the agent's act that failed it in run {source.run_id} stands")
+    elif live:  # the agent's own tree left no snapshot: what the live run knew stands
+        verdicts = live
+        notes.append(f"regraded without a snapshot ({source.snapshot_note}): the agent's own "
+                     f"tree left it out, so the verdicts of run {source.run_id} stand; the "
+                     f"task's graders were not run again")
     elif source.snapshot is None:
         run.blocked_reason = "no snapshot kept" + (
             f" ({source.snapshot_note})" if source.snapshot_note else
@@ -788,14 +858,34 @@ def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, arm_stat
                       snapshot=kept)
 
 
+# The note of a snapshot the agent's own tree left out (snapshots.LeftOut: past the cap, a
+# special file, too many entries), as against one the harness failed to write.
+LEFT_OUT = "snapshot left out: "
+
+
 def _act_of(source: ArmRecord) -> Verdict | None:
     """The agent's act that FAILED the live arm (its one verdict before any grader), if so."""
     acts = [v for v in source.verdicts if v.get("grader_id") in faults.AGENT_ACTS]
     if len(acts) != 1 or acts[0].get("state") != "FAIL" or source.verdicts[0] is not acts[0]:
         return None
-    v = acts[0]
-    return Verdict.failed(v["grader_id"], str(v.get("claim") or ""), str(v.get("detail") or ""),
-                          [str(e) for e in v.get("evidence") or []])
+    return _verdict_of(acts[0])
+
+
+def _live_verdicts(source: ArmRecord) -> list[Verdict] | None:
+    """The live arm's verdicts as its record keeps them; None when it has none, or one
+    this version cannot read."""
+    read = [_verdict_of(v) for v in source.verdicts]
+    verdicts = [v for v in read if v is not None]
+    return verdicts if verdicts and len(verdicts) == len(read) else None
+
+
+def _verdict_of(v: dict) -> Verdict | None:
+    state, grader = v.get("state"), v.get("grader_id")
+    if state not in STATES or not isinstance(grader, str):
+        return None
+    return Verdict(grader, str(v.get("claim") or ""), state, str(v.get("detail") or ""),
+                   [str(e) for e in v.get("evidence") or []],
+                   str(v["blocked_reason"]) if v.get("blocked_reason") else None)
 
 
 _RUN_FIELDS = {f.name for f in dataclasses.fields(AgentRun)}

@@ -45,8 +45,10 @@ class Fault:
 EXHAUSTED = Fault(
     "exhausted", "the agent's own cgroup counted a refused fork or an OOM kill, or what it "
     "added to the folders it may write passed its disk bound (its limit, or what was free at "
-    "its start less what the run keeps, whichever is less)",
-    "resources", "the agent stays within its memory, disk and pids limits")
+    "its start less what the run keeps, whichever is less), or its workspace holds more "
+    "entries than the trap walk looks at",
+    "resources", "the agent stays within its memory, disk and pids limits and the harness's "
+    "bounds on its workspace")
 DAEMON_BROKEN = Fault(
     "daemon broken", "in the sandbox, the daemon, a runner or the runner template found "
     "stopped or gone, or the socket removed, after the agent's session began",
@@ -64,6 +66,11 @@ TRAP = Fault(
     "trap", "a FIFO, a device, or a link to one or out of the workspace, found in the "
     "workspace after the run",
     "workspace", "the agent leaves regular files, folders and links")
+WORKSPACE_REPLACED = Fault(
+    "workspace replaced", "after the agent's run, with its leftovers ended, the workspace's "
+    "path no longer names the folder made for it (its device and inode, held by a "
+    "descriptor since it was made)",
+    "workspace", "the agent leaves its workspace where it was made, as that folder")
 TOOL_MISSING = Fault(
     "the grader's own tool missing", "a command word the author wrote (the first word of "
     "each simple command of `run`, or `harness.run`) is not found on the sandbox's PATH, "
@@ -101,9 +108,9 @@ CEILING = Fault(
     "stalling agent look alike)", ENVIRONMENT)
 
 FAULTS: tuple[Fault, ...] = (
-    EXHAUSTED, DAEMON_BROKEN, SESSION_ENDED, CHECKOUT_CHANGED, TRAP, TOOL_MISSING,
-    PROGRAM_EXIT, PROGRAM_TIMEOUT, AUTHOR_TIMEOUT, SIGNAL_INSIDE, SIGNAL_OUTSIDE, OOM_OWN,
-    OOM_MACHINE, DISK_SHORT, CEILING)
+    EXHAUSTED, DAEMON_BROKEN, SESSION_ENDED, CHECKOUT_CHANGED, TRAP, WORKSPACE_REPLACED,
+    TOOL_MISSING, PROGRAM_EXIT, PROGRAM_TIMEOUT, AUTHOR_TIMEOUT, SIGNAL_INSIDE,
+    SIGNAL_OUTSIDE, OOM_OWN, OOM_MACHINE, DISK_SHORT, CEILING)
 
 # The verdicts an act of the agent's is recorded under, each once, in the table's order.
 AGENT_ACTS: tuple[str, ...] = tuple(dict.fromkeys(f.outcome for f in FAULTS if f.act))

@@ -7,9 +7,11 @@ can leave each of them on its own:
 - its process group / session (we start every tree in a new session);
 - its descendants, snapshotted while it runs (a child that `setsid()`s away is
   still one, until its parent dies);
-- a marker variable in its environment (`PYTEST_JAATO_TREE=<run id>:<tree id>`),
+- a marker variable in its environment (`JAATO_TREE_MARK=<run tag>:<tree id>`),
   inherited by every descendant that keeps its environment, so a double-forked,
-  re-parented child is still found.
+  re-parented child is still found. The run tag is a digest of the run id and the tree
+  id a random one: the agent's tools inherit the daemon's marker, and it tells them
+  nothing of the run or of pytest.
 
 The limit, said plainly: a process that clears its environment, leaves our
 session and is re-parented between two snapshots is not found. Only a cgroup
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import hashlib
 import logging
 import math
 import os
@@ -37,7 +40,7 @@ from . import launch
 
 log = logging.getLogger(__name__)
 
-TREE_VAR = "PYTEST_JAATO_TREE"  # not JAATO_EVAL_*: that prefix is the contract's
+TREE_VAR = "JAATO_TREE_MARK"  # not JAATO_EVAL_*: that prefix is the contract's
 TERM_GRACE = 2.0
 HAS_PROC = os.path.isdir("/proc/self")  # Linux: process facts are read from /proc
 
@@ -255,11 +258,17 @@ def set_run(run_id: str) -> None:
     """Name this process's trees after the run (workers share the controller's id), so the
     controller can still find a crashed worker's trees at the end."""
     global _run_prefix
-    _run_prefix = f"{run_id}:"
+    _run_prefix = _tag(run_id)
 
 
 def run_prefix(run_id: str | None = None) -> str:
-    return f"{run_id}:" if run_id else _run_prefix
+    return _tag(run_id) if run_id else _run_prefix
+
+
+def _tag(run_id: str) -> str:
+    """The run's part of a marker: a digest, so the value the agent's tools inherit names
+    neither the run nor its folder."""
+    return hashlib.sha256(run_id.encode()).hexdigest()[:16] + ":"
 
 
 @dataclass

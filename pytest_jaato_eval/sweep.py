@@ -31,7 +31,7 @@ from pathlib import Path
 from . import processes
 from .engine.files import read_bounded
 from .number import is_int
-from .workspace import remove_tree
+from .workspace import AGENTS, remove_tree
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +137,8 @@ def is_late_remnant(folder: Path, now: float | None = None) -> bool:
 def _late_write(parts: tuple[str, ...]) -> bool:
     """`workspaces/<arm>/.jaato/.artifact_tracker.json` or `.../.jaato/sessions/<id>.json`:
     what a daemon writes into a session's workspace when it lets the session go."""
+    if parts[1:2] == (AGENTS,):  # the agents' folder, where a session's workspace was
+        parts = parts[:1] + parts[2:]
     if len(parts) < 4 or parts[0] != "workspaces" or parts[2] != ".jaato":
         return False
     return parts[3:] == (LATE_TRACKER,) or (

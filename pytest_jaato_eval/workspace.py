@@ -72,6 +72,22 @@ class _Filter:
         return skip
 
 
+# The agents' folder inside a run's (or a worker's) workspaces folder: the only one their
+# sandbox mounts writable. A kept workspace is moved up out of it, into the folder that holds
+# it, the moment its arm ends (`keep`), out of the next agents' sight. An arm's folder name
+# never begins with a dot (directory_name), so none is ever this one.
+AGENTS = ".arms"
+
+
+def keep(ws: Path) -> Path:
+    """Move a kept workspace out of the agents' folder, one level up (a rename: the same
+    file system); where it now is. Raises OSError when it cannot be moved."""
+    ws = Path(ws)
+    dest = ws.parent.parent / ws.name
+    os.rename(ws, dest)  # never over another: a kept name is never reused (W2)
+    return dest
+
+
 def materialise(root: Path, arm_id: str, fixture: Path, profile_set: str | None) -> Path:
     """Copy the fixture to a new directory under `root` and write its `.env` (W1-W3)."""
     root = Path(root).resolve()
@@ -108,7 +124,64 @@ def materialise(root: Path, arm_id: str, fixture: Path, profile_set: str | None)
     return dest
 
 
-SPECIAL_WALK = 200_000  # entries looked at for special files: a bound on the walk, not a limit
+def hold(ws: Path) -> int:
+    """A descriptor on the workspace folder as made, kept open for its arm: its identity
+    (st_dev, st_ino) stays the folder's, never reused by another while it is held."""
+    return os.open(ws, _TREE)
+
+
+def replaced(ws: Path, held: int) -> str | None:
+    """What stands at the workspace's path when it is no longer the folder held (`hold`):
+    the agent renamed, removed or replaced it, and whatever is there now is not read.
+    None while the path names that folder."""
+    made = os.fstat(held)
+    try:
+        now = os.lstat(ws)
+    except FileNotFoundError:
+        return f"nothing: {ws.name} was removed or renamed"
+    except OSError as exc:
+        return f"{ws.name} could not be looked at ({exc.strerror})"
+    if (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino):
+        return None
+    if stat.S_ISLNK(now.st_mode):
+        try:
+            target = os.readlink(ws)
+        except OSError:
+            target = "?"
+        return f"a link to {_shown(target)} in place of the folder made for it"
+    kind = "another folder" if stat.S_ISDIR(now.st_mode) else "a file"
+    return f"{kind} in place of the folder made for it"
+
+
+def moved_to(ws: Path, held: int) -> Path | None:
+    """Where the folder made for the workspace now is, when the agent renamed it within the
+    same folder (so the harness can remove it); None when it is not found there."""
+    made = os.fstat(held)
+    try:
+        with os.scandir(ws.parent) as entries:
+            for entry in entries:
+                if entry.inode() == made.st_ino and not entry.is_symlink() and (
+                        entry.stat(follow_symlinks=False).st_dev == made.st_dev):
+                    return Path(entry.path)
+    except OSError:
+        pass
+    return None
+
+
+def release(held: int | None) -> None:
+    if held is not None:
+        with contextlib.suppress(OSError):
+            os.close(held)
+
+
+class WalkBound(Exception):
+    """A walk of the agent's tree stopped at its bound before the tree's end: what it did
+    not look at may hold what it looks for, so the arm cannot be said clean."""
+
+
+# Entries the trap walk looks at. An agent that leaves more FAILS (`resources`): the walk
+# never says "no trap" of a tree it did not finish.
+SPECIAL_WALK = 200_000
 SPECIAL_SHOWN = 20
 
 
@@ -130,13 +203,19 @@ def special_files(ws: Path, lent: Sequence[Path] = ()) -> list[str]:
     The tree is walked and each link resolved one name at a time from descriptors
     (files.walk_tree, files.resolve), so no depth or path length hides an entry or a
     link's way out; a link the lookup cannot follow to its end (more links than the kernel
-    follows) is a trap too."""
+    follows) is a trap too.
+
+    Raises WalkBound when the tree holds more than SPECIAL_WALK entries and no trap was
+    found among those looked at."""
     found: list[str] = []
     lent = (*SYSTEM_LENT, *lent)
     try:
         for seen, entry in enumerate(files.walk_tree(ws, open_up=True)):
             if seen >= SPECIAL_WALK:
-                break
+                if found:
+                    break
+                raise WalkBound(f"the agent left more than {SPECIAL_WALK} entries in its "
+                                f"workspace, the trap check's bound (workspace.SPECIAL_WALK)")
             mode = entry.st.st_mode
             if stat.S_ISLNK(mode):
                 try:

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +115,20 @@ class ExternalDaemon:
 
     def abandon_start(self) -> None:
         pass
+
+
+# What the harness's own process knows and the agent's tools must not: the daemon hands its
+# environment to every runner, and a runner to every tool. pytest's variables (the test
+# running, xdist's worker), an outer eval run's, coverage's, and the developer's shell's
+# (the folder it was in, the one before, the last command).
+HARNESS_PREFIXES = ("PYTEST", "_PYTEST", "JAATO_EVAL", "COV_CORE_")
+HARNESS_NAMES = frozenset({"OLDPWD", "PWD", "_"})
+
+
+def harness_free(env: dict[str, str]) -> dict[str, str]:
+    """`env` without a variable that names the harness, its run or the developer's shell."""
+    return {k: v for k, v in env.items()
+            if not k.startswith(HARNESS_PREFIXES) and k not in HARNESS_NAMES}
 
 
 def pool_ceiling(pool_size: str) -> str:
@@ -214,8 +229,7 @@ class PrivateDaemon:
         for stale in (self.socket_path, self.pid_file):
             Path(stale).unlink(missing_ok=True)
         env = dict(os.environ if self.env is None else self.env)
-        # Nothing of an outer eval run leaks into the daemon (C3 spirit).
-        env = {k: v for k, v in env.items() if not k.startswith("JAATO_EVAL")}
+        env = harness_free(env)
         # Two idle runner slots, jaato's default: the next arm asks for one before jaato has
         # taken back the last arm's or forked another (it looks every 0.5 s), and with one
         # slot that arm's runner would start cold, a whole interpreter's imports. Forked from
@@ -225,7 +239,7 @@ class PrivateDaemon:
         env["PYTHONPATH"] = warm_template_path(env.get("PYTHONPATH"))
         # The run's marker: a run killed outright leaves a daemon and runners a later run
         # can still name as ours (processes.kill_run_leftovers).
-        env[processes.TREE_VAR] = self.marker = processes.run_prefix() + f"daemon-{os.getpid()}"
+        env[processes.TREE_VAR] = self.marker = processes.run_prefix() + uuid.uuid4().hex[:12]
         argv = [self.python, "-m", "jaato_server", "--ipc-socket", self.socket_path,
                 "--pid-file", str(self.pid_file), "--log-file", str(self.log_file)]
         try:

@@ -20,6 +20,7 @@ from ..engine.agent_run import AgentRun
 from ..engine.daemon import DaemonError
 from ..engine.files import read_text_bounded
 from ..results.record import ArmRecord
+from ..workspace import release
 from .body_alarm import guard_body
 from .outcome import raise_for
 from .python_arms import preflight_check
@@ -38,6 +39,7 @@ def jaato_workspace(request) -> Iterator[Path]:
     ws = arm_side().make_workspace(arm, settings, worker.arm_state)
     request.node.stash[WORKSPACE_KEY] = ws
     yield ws
+    release(worker.arm_state.held.pop(ws, None))  # its arm's agent never ran, or a regrade
     if ws not in worker.arm_state.kept:
         worker.discard(ws)
 
@@ -152,6 +154,11 @@ class ArmHandle:
                                              self._worker.arm_state, self._worker,
                                              prompt=prompt, owned=daemon.owned())
         run = self.agent_run
+        moved = engine.replaced_workspace(self.workspace, self._worker.arm_state)
+        if moved is not None:  # before the test reads anything through its path
+            self.agent_verdict = engine.agent_act(run, None, self._worker.arm_settings()) if (
+                run.exhausted) else moved  # past a limit its files were removed: that first
+            raise AssertionError(self.agent_verdict.detail)
         if run.blocked_reason:
             raise EnvironmentFault(run.blocked_reason)
         ceiling = self._worker.arm_settings().ceiling.seconds

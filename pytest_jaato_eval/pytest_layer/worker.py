@@ -8,6 +8,7 @@ is imported at the top; the SDK still waits for an arm to run.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -95,6 +96,7 @@ class Worker:
                 root = self.settings.workspaces / f"run-{self.context.run_id}"
                 if self.context.worker_id:
                     root = root / self.context.worker_id
+            root = root / workspace.AGENTS  # a kept workspace moves up, out of their sight
             self._arm_settings = arm.ArmSettings(
                 workspace_root=root, keep_workspaces=self.settings.keep_workspaces,
                 ceiling=self.settings.ceiling, run_id=self.context.run_id,
@@ -392,8 +394,11 @@ class Worker:
             for ws in set(self.arm_state.made) - set(self.arm_state.kept):
                 workspace.discard(ws)
             sweep.remove_session_tmp(self.arm_state.sessions)
+            agents = self._arm_settings.workspace_root
+            with contextlib.suppress(OSError):
+                agents.rmdir()  # empty once every unkept workspace is gone
             if self.settings.workspaces:  # this run's folder in the one given, unless kept in
-                folder = self._arm_settings.workspace_root
+                folder = agents.parent
                 while folder != self.settings.workspaces and folder.is_relative_to(
                         self.settings.workspaces):
                     try:
@@ -480,4 +485,4 @@ def own_folder(folder: Path, context: RunContext, sweep_others: bool) -> None:
 
 def has_kept_workspaces(run_dir: Path) -> bool:
     kept = run_dir / "workspaces"
-    return kept.is_dir() and any(kept.iterdir())
+    return kept.is_dir() and any(p.name != workspace.AGENTS for p in kept.iterdir())

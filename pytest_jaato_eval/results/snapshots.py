@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engine import files as tree_files
 from . import transcripts
 
 FORMAT = "pytest-jaato-eval snapshot 1"
@@ -351,7 +352,27 @@ def restore(path: Path, dest: Path) -> Restored:
             tar.extractall(dest, members=members, filter=data)
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise Unreadable(f"{path}: cannot be restored: {exc}") from None
+    _unchain(dest, restored)
     return restored
+
+
+def _unchain(dest: Path, restored: Restored) -> None:
+    """Links that lead out once they are all in place: the filter looks at each link as it
+    is extracted, and a later one can turn an earlier one's way out (`k -> m1/m2/x`,
+    `l -> k/../../..`, then `m1 -> .`). Each is resolved again, one name at a time from
+    descriptors, and one that leads out of the workspace is removed, with a note."""
+    out = []
+    for entry in tree_files.walk_tree(dest):
+        if stat.S_ISLNK(entry.st.st_mode) and tree_files.resolve(dest, entry.rel)[0] != tree_files.IN:
+            out.append((entry.rel, os.readlink(entry.name, dir_fd=entry.folder)))
+    for rel, target in out:
+        try:
+            os.unlink(os.path.join(dest, rel))
+        except OSError as exc:
+            raise Unreadable(f"{rel!r}: a link out of the workspace that cannot be removed: "
+                             f"{exc.strerror}") from None
+        restored.notes.append(f"the link {rel!r} -> {target!r} points out of the workspace "
+                              f"once every link is in place: not recreated")
 
 
 def _checked(members: list[tarfile.TarInfo], path: Path) -> list[tarfile.TarInfo]:

@@ -150,8 +150,8 @@ def test_what_the_agent_leaves_cannot_hide_a_trap_or_turn_its_fail_into_blocked(
                 shared_daemon=False)
     again = {r["task_id"]: r for r in map(json.loads, regraded.read_text().splitlines())}
     assert {task: (r["state"], [(v["grader_id"], v["state"]) for v in r["verdicts"]])
-            for task, r in again.items() if task != "c-multiplied"} == {
-        task: verdicts for task, verdicts in got.items() if "/" not in task
-        and task != "c-multiplied"}  # before: a-realpath and g-deep-fifo BLOCKED
-    assert again["c-multiplied"]["blocked_reason"].startswith(
-        "no snapshot kept (snapshot left out: the workspace and the run's facts hold more than")
+            for task, r in again.items()} == {
+        task: verdicts for task, verdicts in got.items() if "/" not in task}
+    # before: a-realpath and g-deep-fifo BLOCKED, and c-multiplied BLOCKED "no snapshot kept"
+    assert any(n.startswith("regraded without a snapshot (snapshot left out: the workspace and "
+                            "the run's facts hold more than") for n in again["c-multiplied"]["notes"])

@@ -2,7 +2,7 @@
 (docs/regrading.md, "What is kept"; docs/security.md): a FIFO leaves the snapshot out, a
 link out of the workspace is kept as a link and never recreated, a workspace over its cap
 is left out with a note; the arm's verdict is never the snapshot's doing, and a regrade of
-an arm without a snapshot is BLOCKED saying why."""
+an arm whose agent left no snapshot keeps what the live run knew, saying why."""
 from __future__ import annotations
 
 import json
@@ -58,8 +58,12 @@ def test_what_the_agent_leaves_is_kept_as_it_is_or_left_out_saying_why(project, 
         ("workspace", "FAIL")], result.stdout.str()
     assert any(n.startswith("regraded without a snapshot (snapshot left out: the workspace "
                             "holds a FIFO, 'trap'") for n in again["fifo"]["notes"])
-    assert again["big"]["state"] == "BLOCKED" and "over the snapshot cap" in again["big"][
-        "blocked_reason"]
+    # the agent's own tree past the cap: the live run's verdicts stand, said so
+    assert [(v["grader_id"], v["state"]) for v in again["big"]["verdicts"]] == [
+        ("script:grep -qx READY answer.txt", "PASS")], again["big"]
+    assert any(n.startswith("regraded without a snapshot (snapshot left out: the workspace and "
+                            "the run's facts hold more than") and "stand" in n
+               for n in again["big"]["notes"]), again["big"]["notes"]
     assert again["plain"]["state"] == "PASS"
     # the agent's act stands on a regrade: its traps, as its snapshot recorded them
     (act,) = again["linkout"]["verdicts"]
@@ -67,7 +71,7 @@ def test_what_the_agent_leaves_is_kept_as_it_is_or_left_out_saying_why(project, 
     assert sum("points out of the workspace: not recreated" in n
                for n in again["linkout"]["notes"]) == 2
     assert not (project.root / "out.txt").exists()
-    result.stdout.fnmatch_lines(["*BLOCKED*big*no snapshot kept*"])
+
 
 
 def test_a_run_that_grades_nothing_is_graded_later_by_a_regrade(project):

@@ -20,6 +20,7 @@ import pytest
 import yaml
 from jaato_project import WRITER, processes_mentioning, shell_agent
 
+from pytest_jaato_eval import workspace
 from pytest_jaato_eval.arm import UNCONFINED
 from pytest_jaato_eval.engine.sandbox import (ETC, PIDS_MAX, SYSTEM_DIRS, Limits, probe,
                                               python_folders)
@@ -161,9 +162,9 @@ def test_the_agent_sees_only_the_allow_list_and_no_harness_file_opens_its_plants
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(key + "\n")
         plant = "\n".join(
-            ["d=$(cd ../../daemon && pwd)"]
+            ["d=$(cd ../../../daemon && pwd)"]  # the workspace is in workspaces/.arms/
             + [f"rm -f $d/{f}; {{how}} $d/{f}" for f in DAEMON_FILES]
-            + [f"{{how}} ../../{f} 2>/dev/null" for f in DAEMON_FILES[:2]]  # the harness's
+            + [f"{{how}} ../../../{f} 2>/dev/null" for f in DAEMON_FILES[:2]]  # the harness's
             + ["rm -f $d/daemon.sock", ""])
         project.task("b-links", profile=shell_agent("links", "sh plant.sh"))
         project.write("tasks/b-links/fixture/plant.sh", plant.format(how=f"ln -s {conftest}"))
@@ -208,8 +209,9 @@ def test_the_agent_sees_only_the_allow_list_and_no_harness_file_opens_its_plants
                  os.path.realpath(sys.executable)}  # the sealed interpreter, over the program
         for mount in seen("mounts.txt").split():
             assert mount in exact or mount.startswith(("/dev/", "/proc/")) or (
-                Path(mount).parent.parent == project.tmp
-                and Path(mount).name in ("workspaces", "daemon")), mount
+                Path(mount).parent.parent == project.tmp and Path(mount).name == "daemon") or (
+                Path(mount).parents[2] == project.tmp
+                and Path(mount).parts[-2:] == ("workspaces", workspace.AGENTS)), mount
         # its /tmp is its own: the host's shows only as the path to the run's own folders
         tmp = seen("ls-tmp.txt").split()
         assert project.tmp.name in tmp and host_tmp.name not in tmp, tmp
@@ -289,7 +291,7 @@ def test_an_agent_cannot_turn_its_fail_into_blocked(project):
     project.task("h-runner", profile=shell_agent("runner", "kill -9 $PPID; sleep 5"))
     project.task("i-socket", profile=shell_agent("socket", "sh unlink.sh"))
     (project.root / "tasks/i-socket/fixture/unlink.sh").write_text(
-        "rm -f ../../daemon/daemon.sock\n")
+        "rm -f ../../../daemon/daemon.sock\n")  # from workspaces/.arms/<arm>
     project.task("j-honest")
     for task in ("d-swapper", "e-sparse"):
         (project.root / f"tasks/{task}/.jaato/profiles/echo/critic.yaml").write_text(
@@ -358,7 +360,7 @@ from jaato_sdk.client.convenience import Session
 from jaato_sdk.events import ClientType
 
 async def main():
-    c = IPCClient("../../daemon/daemon.sock", client_type=ClientType.API, auto_start=False,
+    c = IPCClient("../../../daemon/daemon.sock", client_type=ClientType.API, auto_start=False,
                   workspace_path=os.getcwd(), config_root=os.environ["JAATO_CONFIG_ROOT"])
     await c.connect(timeout=30)
     sid = await c.create_session(profile="saboteur")
@@ -551,9 +553,11 @@ def test_an_agent_that_fills_its_pids_limit_fails_and_the_arms_after_it_run(proj
 
 
 PLANT_TRANSCRIPT = """\
-import os, sys
+import json, os, sys
 from pytest_jaato_eval.results.transcripts import file_name, folder_of
-run_id = os.environ["PYTEST_JAATO_TREE"].split(":")[0]  # the run's marker, in its environment
+from pytest_jaato_eval.sweep import OWNER_FILE
+# unconfined, the run's folder is the agent's to read: it names its owner and run
+run_id = json.load(open(os.path.join(os.getcwd(), "..", "..", "..", OWNER_FILE)))["run_id"]
 name = file_name(sys.argv[2], run_id)
 folder = folder_of(sys.argv[1])
 folder.mkdir(exist_ok=True)

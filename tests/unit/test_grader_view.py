@@ -295,3 +295,50 @@ def test_a_file_gone_between_the_listing_and_its_copy_is_not_in_the_copy(tmp_pat
     assert sorted(p.name for p in (tmp_path / "copy").iterdir()) == ["answer.txt",
                                                                      "second-name.json"]
     assert (tmp_path / "copy" / "answer.txt").read_text() == "READY\n"
+
+
+def test_the_trap_walk_past_its_bound_never_says_no_trap(tmp_path, monkeypatch):
+    """More entries than the walk looks at, in a folder that sorts first, then a link out:
+    the walk says it stopped (WalkBound) rather than "no trap"; a trap found before the
+    bound is said as one; a tree within the bound is walked whole."""
+    monkeypatch.setattr(workspace, "SPECIAL_WALK", 30)
+    ws = tmp_path / "ws"
+    (ws / "aaa").mkdir(parents=True)
+    for i in range(40):
+        (ws / "aaa" / f"{i:02}").touch()
+    os.symlink("/etc/passwd", ws / "answer.txt")
+    with pytest.raises(workspace.WalkBound, match="more than 30 entries.*SPECIAL_WALK"):
+        workspace.special_files(ws)
+    os.symlink("/etc/passwd", ws / "0-first")
+    assert workspace.special_files(ws) == ["0-first"]
+    os.unlink(ws / "0-first")
+    for i in range(20):
+        (ws / "aaa" / f"{i:02}").unlink()
+    assert workspace.special_files(ws) == ["answer.txt"]
+
+
+@pytest.mark.parametrize("act, found", [
+    (None, None),
+    ("rename", "nothing: ws was removed or renamed"),
+    ("link", "a link to {host} in place of the folder made for it"),
+    ("folder", "another folder in place of the folder made for it"),
+    ("file", "a file in place of the folder made for it"),
+])
+def test_a_workspace_is_known_by_the_folder_made_not_by_its_path(tmp_path, act, found):
+    ws, host = tmp_path / "ws", tmp_path / "host"
+    ws.mkdir()
+    host.mkdir()
+    held = workspace.hold(ws)
+    try:
+        if act is not None:
+            os.rename(ws, tmp_path / "ws.gone")
+        if act == "link":
+            os.symlink(host, ws)
+        elif act == "folder":
+            ws.mkdir()
+        elif act == "file":
+            ws.write_text("x")
+        assert workspace.replaced(ws, held) == (found and found.format(host=host))
+        assert workspace.moved_to(ws, held) == (ws if act is None else tmp_path / "ws.gone")
+    finally:
+        workspace.release(held)

@@ -5,6 +5,7 @@ import asyncio
 import collections
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,12 +16,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pytest_jaato_eval import launch, processes, sweep
+from pytest_jaato_eval import launch, processes, sweep, workspace
 from pytest_jaato_eval.pytest_layer import fence
 from pytest_jaato_eval.pytest_layer.task_folder import declared_roots
 from pytest_jaato_eval.engine import leftovers
 from pytest_jaato_eval.engine.accounting import count_nudges, tracker_record
 from pytest_jaato_eval.engine.budget import profile_ceiling
+from pytest_jaato_eval.engine.daemon import harness_free
 from pytest_jaato_eval.engine.driver import LINE_CAP, _pump
 from pytest_jaato_eval.engine.files import read_bounded
 
@@ -155,6 +157,21 @@ def _age(folder: Path, seconds: float) -> None:
     then = time.time() - seconds
     for p in [*folder.rglob("*"), folder]:
         os.utime(p, (then, then), follow_symlinks=False)
+
+
+def test_a_late_remnant_in_the_agents_folder_is_swept_too(tmp_path):
+    """Arms work in `workspaces/.arms/`: an outside daemon's late tracker there is a
+    remnant as it is one level up; a kept workspace's file there is not."""
+    late = tmp_path / "jaato-eval-late"
+    jaato = late / "workspaces" / workspace.AGENTS / "a@echo#0" / ".jaato"
+    jaato.mkdir(parents=True)
+    (jaato / ".artifact_tracker.json").write_text("{}")
+    kept = tmp_path / "jaato-eval-kept"
+    shutil.copytree(late, kept)
+    (kept / "workspaces" / workspace.AGENTS / "a@echo#0" / "answer.txt").write_text("x")
+    for folder in (late, kept):
+        _age(folder, sweep.REMNANT_AGE + 60)
+    assert [sweep.is_late_remnant(late), sweep.is_late_remnant(kept)] == [True, False]
 
 
 def test_a_late_remnant_of_an_outside_daemon_is_swept_and_nothing_else_is(tmp_path):
@@ -626,3 +643,19 @@ def test_the_harness_never_writes_its_own_file_through_what_was_left_at_its_path
     os.write(fd, b"again\n")
     os.close(fd)
     assert read_tail(paths[0], 6) == "again\n"
+
+
+def test_the_daemons_environment_names_nothing_of_the_harness():
+    """The daemon hands its environment to every tool of the agent's: pytest's variables,
+    an outer eval run's, coverage's and the developer's shell's are left out, and the
+    process marker it carries names neither the run nor pytest's pid."""
+    given = {"PATH": "/usr/bin", "HOME": "/h", "PYTEST_CURRENT_TEST": "t.py::t (call)",
+             "PYTEST_XDIST_WORKER": "gw0", "_PYTEST_RAISE": "1", "JAATO_EVAL_X": "1",
+             "COV_CORE_SOURCE": "x", "OLDPWD": "/home/dev/secret", "PWD": "/home/dev",
+             "_": "/usr/bin/pytest", "OPENAI_API_KEY": "k", "JAATO_PROVIDER": "echo"}
+    assert harness_free(given) == {"PATH": "/usr/bin", "HOME": "/h", "OPENAI_API_KEY": "k",
+                                   "JAATO_PROVIDER": "echo"}
+    assert "pytest" not in processes.TREE_VAR.lower()
+    tag = processes.run_prefix("20261207-run-42")
+    assert "20261207" not in tag and tag.endswith(":") and tag == processes.run_prefix(
+        "20261207-run-42")

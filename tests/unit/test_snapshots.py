@@ -224,3 +224,24 @@ def test_the_store_folder_moves_links_and_copies_whole(tmp_path):
     with pytest.raises(ValueError, match="is a link"):
         snapshots.put(planted, name, snapshots.folder_of(moved) / name, move=False)
     assert not any((tmp_path / "elsewhere").iterdir())
+
+
+def test_chained_links_that_lead_out_once_all_are_in_place_are_not_recreated(tmp_path):
+    """Each link looks inside when it is extracted; together they lead out: `k` names a
+    folder three levels down through `m1/m2/m3`, `l` climbs six levels from `k`, and only
+    then do `m1`..`m3` become `.`, so `k` is `x/y/z` and `l` three levels above the
+    workspace. Resolved again once all are in place, `l` is removed; the rest stay."""
+    path = hostile(
+        tmp_path,
+        *[(member(f"workspace/{d}", tarfile.DIRTYPE), None)
+          for d in ("x", "x/y", "x/y/z")],
+        (member("workspace/k", tarfile.SYMTYPE, "m1/m2/m3/x/y/z"), None),
+        (member("workspace/l", tarfile.SYMTYPE, "k/../../../../../.."), None),
+        *[(member(f"workspace/m{i}", tarfile.SYMTYPE, "."), None) for i in (1, 2, 3)])
+    out = tmp_path / "a" / "b" / "c" / "out"
+    out.mkdir(parents=True)
+    restored = snapshots.restore(path, out)
+    assert not os.path.lexists(out / "l")
+    assert os.readlink(out / "k") == "m1/m2/m3/x/y/z" and (out / "k").resolve() == out / "x/y/z"
+    assert any(n.startswith("the link 'l' -> 'k/../../../../../..' points out of the workspace "
+                            "once every link is in place") for n in restored.notes), restored.notes

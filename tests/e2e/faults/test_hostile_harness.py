@@ -21,7 +21,7 @@ import pytest
 import yaml
 from jaato_project import late_remnant, processes_mentioning, shell_agent, unused_plugins
 
-from pytest_jaato_eval.processes import TREE_VAR, Ident
+from pytest_jaato_eval.processes import TREE_VAR, Ident, run_prefix
 
 pytestmark = pytest.mark.faults
 
@@ -414,7 +414,8 @@ def test_a_later_run_sweeps_dead_runs_folders_and_processes_and_keeps_live_ones(
     orphan = subprocess.Popen(
         [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
                                "signal.SIG_IGN); print('deaf', flush=True); time.sleep(4131)"],
-        env={**os.environ, TREE_VAR: "deadrun0001:daemon"}, stdout=subprocess.PIPE, text=True)
+        env={**os.environ, TREE_VAR: run_prefix("deadrun0001") + "daemon"}, stdout=subprocess.PIPE,
+        text=True)
     try:
         # Deaf to SIGTERM before the run starts: only SIGKILL ends it then.
         assert orphan.stdout.readline() == "deaf\n"
