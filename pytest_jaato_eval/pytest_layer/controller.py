@@ -89,6 +89,9 @@ class Controller:
 
     # -- the store is claimed before the first arm, never found unusable after it ----------
     def _claim_store(self, task_ids: set[str] | None) -> None:
+        # What --resume keeps is what the store held before this run's first record (under
+        # -n the controller collects nothing, and would read it only at the summary).
+        self.stored.done  # noqa: B018
         store = self.store
         if store.task_ids is None and task_ids:
             store.task_ids = task_ids
@@ -211,6 +214,12 @@ class Controller:
             session.shouldstop or session.shouldfail)
         session.exitstatus = outcome.fold_exit_status(
             session.exitstatus, len(self.blocked), self.failed_reports, self.collection_errors)
+        if (exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self.stored.done
+                and not self.records and self.has_summary(session.config)):
+            # R3: a resume with nothing left to run exits as `report` on its store does.
+            told = self.account(session.config)
+            if told is not None:
+                session.exitstatus = told.exit_status
         if self.records:  # before the summary reads it: a forged store is never what counts
             changed = self.store.changed_by_others()
             if changed:
