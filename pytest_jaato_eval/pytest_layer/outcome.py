@@ -110,7 +110,7 @@ def junit_properties(record: ArmRecord) -> list[tuple[str, str]]:
         ("jaato_arm_seconds", _seconds(record.arm_seconds)),
         ("jaato_session_seconds", _seconds(record.duration_seconds)),
     ]
-    if record.blocked_why:
+    if record.state == BLOCKED and record.blocked_why:  # a FAIL's gated-off judge is no block
         props.append(("jaato_blocked_reason", one_line(record.blocked_why)))
     # pytest escapes property values for XML, not names: a NUL in a grader id would
     # otherwise make the whole JUnit file unreadable.

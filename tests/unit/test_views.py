@@ -387,3 +387,26 @@ def test_the_arm_line_in_the_docs_is_what_the_program_prints():
                          reason="daemon gone")
     assert arm_line(blocked, 80, why=blocked.blocked_why) == \
         "  BLOCKED t@echo#0  arm 0.0 s · daemon gone"
+
+
+def test_a_fail_whose_judge_was_gated_off_is_neither_blocked_nor_judged():
+    """A FAIL arm (its script FAILed, its judge gated off): no `jaato_blocked_reason` in
+    JUnit (the store has none), and no judge caveat (the judge never graded it)."""
+    from pytest_jaato_eval.engine.agent_run import AgentRun
+    from pytest_jaato_eval.pytest_layer.outcome import junit_properties
+    from pytest_jaato_eval.results.record import build_record
+    from pytest_jaato_eval.verdict import Verdict
+
+    def record(judge: Verdict):
+        return build_record(
+            arm_id="t@echo#0", task_id="t", profile_set="echo", repeat=0, state="FAIL",
+            blocked_reason=None, run=AgentRun(), notes=[], completion_nudges=None, extra={},
+            verdicts=[Verdict.failed("script:check", "c", "exit 1", []), judge])
+    gated = record(Verdict.blocked("judge:quality", "c", "gate script:check=FAIL"))
+    assert gated.blocked_reason is None and gated.caveats == []
+    names = dict(junit_properties(gated))
+    assert "jaato_blocked_reason" not in names and names["jaato_state"] == "FAIL", names
+    judged = record(Verdict.failed("judge:quality", "c", "score 0.2", []))
+    assert judged.caveats and judged.caveats[0].startswith("Graded by a judge")
+    blocked = arm_record(state="BLOCKED", reason="daemon gone")
+    assert dict(junit_properties(blocked))["jaato_blocked_reason"] == "daemon gone"
