@@ -14,7 +14,7 @@ from pathlib import Path
 from types import EllipsisType
 from typing import Mapping, Protocol
 
-from . import contamination, processes, workspace
+from . import contamination, parts, processes, workspace
 from .activity import ACTIVITY
 from .task import grader_files
 from .task.arms import Arm
@@ -756,7 +756,7 @@ def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, arm_stat
             " (the record is from a run that kept none)")
     elif changed:
         run.blocked_reason = (
-            f"regrade refused: {sides.said(changed)} changed since run {source.run_id}; "
+            f"regrade refused: {parts.said(changed)} changed since run {source.run_id}; "
             f"what its agent left answers another task: run the arm again")
     else:
         try:
