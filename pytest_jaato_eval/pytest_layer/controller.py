@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from _pytest.pathlib import bestrelpath
 
 from .. import processes, sweep
 from ..engine.daemon import reap_orphan_daemon
@@ -52,6 +53,15 @@ def append_step_summary(path: Path, acc: Account, source: str) -> str:
     except OSError as exc:
         return f"error: ${STEP_SUMMARY}: {path}: {exc.strerror or exc}"
     return f"pivot appended to ${STEP_SUMMARY} ({path})"
+
+
+def cwd_relative(config, nodeid: str) -> str:
+    """A node id as pytest's short summary writes its FAILED lines: its path relative to
+    where pytest was started, so it can be pasted back."""
+    path, sep, rest = nodeid.partition("::")
+    if config.invocation_params.dir != config.rootpath:
+        path = bestrelpath(config.invocation_params.dir, config.rootpath / path)
+    return path + sep + rest
 
 
 class Controller:
@@ -388,7 +398,7 @@ class Controller:
                 tr.write_sep("=", "short test summary info", cyan=True, bold=True)
             for nodeid, reason in self.blocked:  # both may carry a grader's or daemon's text
                 tr.write("BLOCKED", yellow=True)
-                tr.write_line(f" {safe_text(nodeid, 300, collapse=False)} - "
+                tr.write_line(f" {safe_text(cwd_relative(config, nodeid), 300, collapse=False)} - "
                               f"{safe_text(reason, 200)}")
         return result
 

@@ -122,6 +122,15 @@ def test_missing_profile_is_blocked_by_preflight_naming_set_and_folder(project):
     assert record["verdicts"] == [] and record["session_id"] is None  # no session was opened
     assert processes_mentioning(str(project.tmp)) == []
     assert project.run_dirs() == []
+    # Started below the rootdir, its BLOCKED line names the arm as pytest's FAILED lines do:
+    # relative to where pytest was started, to be pasted back.
+    project.write("pytest.ini", "[pytest]\n")
+    project.task("broken", graders=[{"kind": "script", "run": "false"}])
+    project.monkeypatch.chdir(project.root / "tasks")
+    below = project.run(".")
+    below.stdout.fnmatch_lines(["*short test summary info*",
+                                "FAILED broken/task.yaml::broken[[]echo-r0[]]*",
+                                "BLOCKED lost/task.yaml::lost[[]echo-r0[]] - profile 'nope'*"])
 
 
 @pytest.mark.slow
