@@ -260,7 +260,7 @@ def grade(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentRun, l
     if act is not None:  # the agent's own act: its FAIL, and no grader is run
         verdicts = [act]
     elif not run.blocked_reason and ws is not None:
-        ACTIVITY.stage("grading")  # a judge's session and turns are said as grading's
+        ACTIVITY.stage("grading")  # then each grader's id; a judge's turns are said under it
         ctx = GraderContext(
             workspace=ws, config_root=config, params=arm.grader_params, run=run,
             ledger=ledger, socket_path=socket, cascade_id=cascade_id,

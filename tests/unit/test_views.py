@@ -303,6 +303,34 @@ def test_an_arm_says_its_phases_and_a_judges_turns_are_grading():
     assert activity.now is None and heard[-1] is None and len(heard) == 6
 
 
+def test_the_live_line_names_the_grader_at_work(monkeypatch):
+    """While grading, the live line says which grader runs (`grading script:…`), not only
+    `grading`; a grader's own phases (a judge's turns) follow its id."""
+    from types import SimpleNamespace
+
+    from pytest_jaato_eval import graders
+    from pytest_jaato_eval.activity import ACTIVITY
+    from pytest_jaato_eval.verdict import Verdict
+    seen = []
+
+    def grade(spec, ctx):
+        ACTIVITY.phase("turn 1")
+        seen.append(ACTIVITY.now.said(now=ACTIVITY.now.started))
+        return Verdict.passed(spec.id, "c")
+
+    monkeypatch.setattr(graders, "grade", grade)
+    ctx = SimpleNamespace(verdicts=[], for_grader=lambda index: None)
+    specs = (SimpleNamespace(id="script:check.py", kind="script"),
+             SimpleNamespace(id="judge:critic", kind="judge"))
+    ACTIVITY.begin("t@echo#0")
+    try:
+        graders.run_graders(specs, ctx)
+    finally:
+        ACTIVITY.end()
+    assert seen == ["t@echo#0: 0 s, grading script:check.py, turn 1",
+                    "t@echo#0: 0 s, grading judge:critic, turn 1"]
+
+
 class _Terminal:
     """pytest's terminal writer as far as the live line reads it."""
     hasmarkup = True
