@@ -43,6 +43,15 @@ def test_shipped_tasks_pass_on_a_private_daemon(project):
                 if x.startswith("jaato-eval: starting the private jaato daemon")]
     assert all(i < ready for i in starting), result.stdout.str()
     assert ready < next(i for i, x in enumerate(lines) if x.startswith("  PASS "))
+    # The first arm's time holds its wait for the daemon's start: its line says so, no other.
+    passed = [x for x in lines if x.startswith("  PASS ")]
+    waited = [r for r in records if "daemon_wait_seconds" in r]
+    noted = [x for x in passed if re.search(r" \(daemon start \d+\.\d s\)", x)]
+    assert len(waited) <= 1 and noted == passed[:len(waited)], result.stdout.str()
+    assert waited or not starting, result.stdout.str()  # said to be starting: an arm waited
+    if waited:
+        assert waited[0]["arm_id"] in noted[0] and waited[0]["daemon_wait_seconds"] <= (
+            waited[0]["arm_seconds"])
     # R5: graded again from their snapshots, in the same sandbox, every verdict is the same
     # (the driver's, the processor's, the judge's and the scripts').
     regraded = project.root / "regraded.jsonl"
