@@ -273,7 +273,7 @@ def test_xdist_spreads_task_and_python_arms_over_one_writer_then_resume_runs_not
     mark.unlink()
     Path(f"{mark}.loaded").unlink()
     again = project.run("tasks", "arms", "--resume", "-n", "2", shared_daemon=False)
-    assert again.ret == pytest.ExitCode.NO_TESTS_COLLECTED, again.stdout.str()
+    assert again.ret == 0, again.stdout.str()  # R3: as `report` on the store, every arm passed
     assert Path(f"{mark}.loaded").exists(), "the spy was loaded"
     assert not mark.exists(), "no worker starts a daemon for arms --resume deselects"
     again.stdout.fnmatch_lines(["resumed: 8 arms already in the store were kept, not run again"])
