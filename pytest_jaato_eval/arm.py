@@ -14,7 +14,7 @@ from pathlib import Path
 from types import EllipsisType
 from typing import Mapping, Protocol
 
-from . import contamination, faults, processes, workspace
+from . import contamination, faults, parts, processes, workspace
 from .activity import ACTIVITY
 from .task import grader_files, session_files
 from .task.arms import Arm
@@ -274,7 +274,7 @@ def grade(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentRun, l
     if act is not None:  # the agent's own act: its FAIL, and no grader is run
         verdicts = [act]
     elif not run.blocked_reason and ws is not None:
-        ACTIVITY.stage("grading")  # a judge's session and turns are said as grading's
+        ACTIVITY.stage("grading")  # then each grader's id; a judge's turns are said under it
         ctx = GraderContext(
             workspace=ws, config_root=config, params=arm.grader_params, run=run,
             ledger=ledger, socket_path=socket, cascade_id=cascade_id,
@@ -830,7 +830,7 @@ def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, arm_stat
             " (the record is from a run that kept none)")
     elif changed:
         run.blocked_reason = (
-            f"regrade refused: {sides.said(changed)} changed since run {source.run_id}; "
+            f"regrade refused: {parts.said(changed)} changed since run {source.run_id}; "
             f"what its agent left answers another task: run the arm again")
     else:
         try:

@@ -42,7 +42,8 @@ from .results import snapshots, transcripts
 from .results.compare import (ArmFlip, cell_text, compare_document, compare_groups, compare_markdown,
                                compare_sets, cost_delta_text,
                                delta_text, grader_flips)
-from .results.pins import pin_differences, pin_notes, pins_of
+from .results.pins import (changed_tasks, compared_lines, pin_differences, pin_notes,
+                           pins_of, side_changes)
 from .results.account import account, document, exit_status, noted_lines
 from .results.pivot import (FORMATS, Cell, level_text, open_stores, pair_lines, plural, points,
                             render_pivot)
@@ -174,8 +175,12 @@ def _compare(args, found: dict[str, Any]) -> int:
     runs = set(base_pins.get("run_id") or ())
     regraded = {c.task_id for c in new.cells if c.regraded and all(
         a.regraded_from in runs for a in c.arms if a.regraded_from)}
-    for w in pin_differences(base_pins, pins_of(new), regraded):
+    new_pins = pins_of(new)
+    task_changes = side_changes(base, new, changed_tasks(base_pins, new_pins) - regraded)
+    for w in pin_differences(base_pins, new_pins, regraded, task_changes):
         say(f"warning: pins differ: {w}")
+    for line in compared_lines(task_changes):
+        say(f"note: {line}")
     paired: list[str] = []
     margin = args.margin / 100
     changes = compare_groups(base.cells, new.cells, paired, margin, _share(args.detect))

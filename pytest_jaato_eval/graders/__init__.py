@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..activity import ACTIVITY
 from ..task.model import AnyGrader, JudgeGrader, MatchGrader, ProcessorGrader, ScriptGrader
 from ..verdict import Verdict
 from .context import GraderContext
@@ -31,6 +32,7 @@ def run_graders(specs: tuple[AnyGrader, ...], ctx: GraderContext) -> list[Verdic
     config root (`ctx.config_roots`) and, for its process, the workspace as the agent left
     it (`GraderContext.confined`)."""
     for index, spec in enumerate(specs):
+        ACTIVITY.stage(f"grading {spec.id}")  # the live line names the grader at work
         try:
             verdict = grade(spec, ctx.for_grader(index))
         except Exception as exc:  # noqa: BLE001 - a grader never raises: it is BLOCKED

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from _pytest.pathlib import bestrelpath
 
 from .. import processes, sweep
 from ..engine.daemon import reap_orphan_daemon
@@ -54,6 +55,15 @@ def append_step_summary(path: Path, acc: Account, source: str) -> str:
     return f"pivot appended to ${STEP_SUMMARY} ({path})"
 
 
+def cwd_relative(config, nodeid: str) -> str:
+    """A node id as pytest's short summary writes its FAILED lines: its path relative to
+    where pytest was started, so it can be pasted back."""
+    path, sep, rest = nodeid.partition("::")
+    if config.invocation_params.dir != config.rootpath:
+        path = bestrelpath(config.invocation_params.dir, config.rootpath / path)
+    return path + sep + rest
+
+
 class Controller:
     def __init__(self, context: RunContext, stored: StoredArms):
         self.context = context
@@ -89,6 +99,9 @@ class Controller:
 
     # -- the store is claimed before the first arm, never found unusable after it ----------
     def _claim_store(self, task_ids: set[str] | None) -> None:
+        # What --resume keeps is what the store held before this run's first record (under
+        # -n the controller collects nothing, and would read it only at the summary).
+        self.stored.done  # noqa: B018
         store = self.store
         if store.task_ids is None and task_ids:
             store.task_ids = task_ids
@@ -211,6 +224,12 @@ class Controller:
             session.shouldstop or session.shouldfail)
         session.exitstatus = outcome.fold_exit_status(
             session.exitstatus, len(self.blocked), self.failed_reports, self.collection_errors)
+        if (exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self.stored.done
+                and not self.records and self.has_summary(session.config)):
+            # R3: a resume with nothing left to run exits as `report` on its store does.
+            told = self.account(session.config)
+            if told is not None:
+                session.exitstatus = told.exit_status
         if self.records:  # before the summary reads it: a forged store is never what counts
             changed = self.store.changed_by_others()
             if changed:
@@ -379,7 +398,7 @@ class Controller:
                 tr.write_sep("=", "short test summary info", cyan=True, bold=True)
             for nodeid, reason in self.blocked:  # both may carry a grader's or daemon's text
                 tr.write("BLOCKED", yellow=True)
-                tr.write_line(f" {safe_text(nodeid, 300, collapse=False)} - "
+                tr.write_line(f" {safe_text(cwd_relative(config, nodeid), 300, collapse=False)} - "
                               f"{safe_text(reason, 200)}")
         return result
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import pytest
 
@@ -52,9 +52,11 @@ def jaato_arm(request, jaato_daemon: str, jaato_workspace: Path) -> "ArmHandle":
 
 def jaato_regrade(request, jaato_workspace: Path) -> "ArmHandle":
     arm = _arm(request)
-    socket = (request.getfixturevalue("jaato_daemon") if arm_side().needs_daemon(arm.task)
-              else None)
-    handle = ArmHandle(arm, jaato_workspace, socket, worker_of(request.config))
+    handle = ArmHandle(arm, jaato_workspace, None, worker_of(request.config))
+    if arm_side().needs_daemon(arm.task):
+        # Asked for when a judge is about to grade: an arm refused or left unrestored
+        # starts no daemon.
+        handle.ask_daemon = lambda: request.getfixturevalue("jaato_daemon")
     request.node.stash[HANDLE_KEY] = handle
     return handle
 
@@ -101,6 +103,19 @@ class _Daemon:
         return self.worker.daemon.owned() if self.worker.owns(self.socket) else None
 
 
+class _DaemonOnDemand:
+    """A regrade's daemon: `jaato_daemon` asked for at its first use."""
+
+    def __init__(self, ask: Callable[[], str], worker):
+        self.ask, self.worker = ask, worker
+
+    def ensure(self) -> str:
+        return _Daemon(self.ask(), self.worker).ensure()
+
+    def owned(self) -> None:
+        return None  # a regrade runs no agent: nothing of its daemon's is watched
+
+
 class ArmHandle:
     """One arm, as its test sees it."""
 
@@ -112,6 +127,7 @@ class ArmHandle:
         self.agent_run: Any = None  # the engine's AgentRun, once run() was called
         self.agent_verdict: Any = None  # the agent's own act that FAILS the arm (arm.agent_act)
         self.record: ArmRecord | None = None  # a task.yaml arm's record, once run
+        self.ask_daemon: Callable[[], str] | None = None  # a regrade's judge's daemon
 
     @property
     def id(self) -> str:
@@ -179,7 +195,8 @@ class ArmHandle:
 
     def regrade_task(self) -> None:
         """A task.yaml arm under --jaato-regrade: its snapshot graded again, no agent."""
-        daemon = _Daemon(self.socket, self._worker) if self.socket else None
+        daemon = (_DaemonOnDemand(self.ask_daemon, self._worker) if self.ask_daemon
+                  else None)
         self.record = arm_side().regrade_arm(self.arm, daemon, self._worker.arm_settings(),
                                   self._worker.arm_state, self.workspace)
         raise_for(self.record)

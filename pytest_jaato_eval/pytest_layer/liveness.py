@@ -273,10 +273,10 @@ class Liveness:
             self._said[doing.arm_id] = now
             line = safe_text(f"{PREFIX} still running: {doing.said(now)}", self._width(),
                              collapse=True)
-            # On a line of its own; pytest then starts its next line afresh (its writer
-            # is told the line it is on holds text).
-            self._write(("\n" if self._tw.width_of_current_line else "") + line)
-            self._tw._current_line = line
+            # A whole line, its newline with it (a log shows a line when it ends), on a line
+            # of its own; pytest's writer is told it is at the start of the next.
+            self._write(("\n" if self._tw.width_of_current_line else "") + line + "\n")
+            self._tw._current_line = ""
             if self.config.get_verbosity() > 0:  # -v: pytest names the item again
                 tr = self.config.pluginmanager.get_plugin("terminalreporter")
                 if tr is not None:

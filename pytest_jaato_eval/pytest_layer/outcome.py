@@ -110,7 +110,7 @@ def junit_properties(record: ArmRecord) -> list[tuple[str, str]]:
         ("jaato_arm_seconds", _seconds(record.arm_seconds)),
         ("jaato_session_seconds", _seconds(record.duration_seconds)),
     ]
-    if record.blocked_why:
+    if record.state == BLOCKED and record.blocked_why:  # a FAIL's gated-off judge is no block
         props.append(("jaato_blocked_reason", one_line(record.blocked_why)))
     # pytest escapes property values for XML, not names: a NUL in a grader id would
     # otherwise make the whole JUnit file unreadable.
@@ -308,6 +308,10 @@ def on_report(item: Any, call: Any, report: Any, worker: Any) -> None:
     # The whole arm, as pytest timed its setup and call: every view's "arm" duration.
     setup = item.stash.get(SETUP_SECONDS, 0.0) if report.when == "call" else 0.0
     record = dataclasses.replace(record, arm_seconds=round(setup + report.duration, 3))
+    waited = worker.daemon_waits.pop(record.arm_id, None)
+    if waited is not None:  # the first arm's time holds the private daemon's start
+        record = dataclasses.replace(record, extra={**record.extra,
+                                                    "daemon_wait_seconds": waited})
     item.user_properties.extend(junit_properties(record))  # JUnit reads them at teardown (X7)
     mark_report(report, item, record)
     mask_report(report, worker.arm_settings().redact.text)

@@ -15,6 +15,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -39,6 +40,9 @@ from .stored import StoredArms
 BIN_WAIT = 60.0  # for the background removal of workspaces at the run's end
 DISCARDED = "discarded"  # in a run folder: what its run could not remove (a later run does)
 
+
+# A wait for the private daemon an arm's line says apart (shorter is its noise).
+WAIT_SAID = 0.5
 
 class Worker:
     """Runs arms: owns the daemon, the task pools and the workspaces of this process."""
@@ -70,6 +74,7 @@ class Worker:
         self._release = threading.Event()  # ends the thread that spawned the daemon
         self._prestart_error: BaseException | None = None
         self.clock = DaemonClock()  # says the private daemon's start on the terminal
+        self.daemon_waits: dict[str, float] = {}  # arm id -> seconds it waited for the daemon
         self.sigterm = SigtermAsInterrupt()
         # Fixture errors seen in setup, by exception: names the fixture in a BLOCKED record.
         self.fixture_errors: dict[int, tuple[str, BaseException]] = {}
@@ -238,6 +243,7 @@ class Worker:
     def socket(self) -> str:
         """The daemon's socket, started (or waited for) now: the `jaato_daemon` default."""
         private = not self.settings.socket
+        asked = time.monotonic()
         if private:
             ACTIVITY.phase("waiting for the private daemon")
             self.clock.starting()  # the early start's, or this one's
@@ -252,6 +258,9 @@ class Worker:
         if private:
             self.clock.ready()
             self.clock.say_ready()
+            waited = time.monotonic() - asked
+            if waited >= WAIT_SAID and ACTIVITY.now is not None:  # the arm's time holds it
+                self.daemon_waits[ACTIVITY.now.arm_id] = round(waited, 3)
         return socket
 
     def ensure(self) -> str:

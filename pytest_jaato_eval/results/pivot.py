@@ -628,9 +628,13 @@ def regrade_notes(cells: list[Cell]) -> list[str]:
                    if a.regraded_from})
     shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
     total = sum(c.arms_total for c in cells)
-    return [f"regraded: {regraded} of {plural(total, 'arm')} graded again from the snapshots of "
-            f"run {shown} (--jaato-regrade): no agent ran; cost and tokens are the agents' in "
-            f"that run, judge cost the regrade's own"]
+    # A BLOCKED arm got no verdict: refused (its agent's side changed), without a snapshot,
+    # or its grading faulted; its reason is in the BLOCKED column.
+    blocked = sum(1 for c in cells for a in c.arms if a.regraded_from and a.state == BLOCKED)
+    unverdicted = f"; {blocked} BLOCKED, given no verdict again" if blocked else ""
+    return [f"regraded: {regraded - blocked} of {plural(total, 'arm')} graded again from the "
+            f"snapshots of run {shown} (--jaato-regrade){unverdicted}: no agent ran; cost and "
+            f"tokens are the agents' in that run, judge cost the regrade's own"]
 
 
 def cell_row(c: Cell, k: int | None, judged: bool = False) -> dict[str, str]:

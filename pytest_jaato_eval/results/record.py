@@ -365,7 +365,9 @@ def build_record(*, arm_id: str, task_id: str, profile_set: str, repeat: int, st
     (redact.Redactor) every string of the line goes through before it is typed."""
     verdicts = [v.to_dict() if hasattr(v, "to_dict") else dict(v) for v in verdicts]
     line = dict(
-        caveats=instrument_caveats(v.get("grader_id") for v in verdicts), notes=list(notes),
+        # an instrument's limits only where it graded: a judge gated off or blocked did not
+        caveats=instrument_caveats(v.get("grader_id") for v in verdicts
+                                   if v.get("state") in (PASS, FAIL)), notes=list(notes),
         arm_id=arm_id, task_id=task_id, profile_set=profile_set,
         repeat=repeat, state=state, blocked_reason=blocked_reason,
         verdicts=verdicts, usage=dict(run.usage), duration_seconds=run.duration_seconds, turns=run.turns,

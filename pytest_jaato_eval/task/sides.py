@@ -43,19 +43,6 @@ from .tree import files_digest, tree_digest
 
 DIGITS = 16
 
-# What each part is called when a regrade names what changed.
-AGENT_PARTS = {
-    "fixture": "the fixture",
-    "prompt": "the prompt",
-    "agent": "the agent persona (input.agent)",
-    "agent_params": "the agent's parameters",
-    "harness": "the harness (kind, profile, profile set)",
-    "profile": "the profile",
-    "config": "the config root the agent was given",
-    "sample": "the sample",
-}
-
-
 def _h(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:DIGITS]
@@ -140,9 +127,3 @@ def changed(then: Any, now: Mapping[str, str]) -> list[str]:
     if not isinstance(then, dict):
         return list(now)
     return [part for part in sorted(set(then) | set(now)) if then.get(part) != now.get(part)]
-
-
-def said(parts: list[str]) -> str:
-    """`the prompt and the fixture`: the changed parts as words."""
-    words = [AGENT_PARTS.get(p, repr(p)) for p in parts]
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]

@@ -7,6 +7,7 @@ import faulthandler
 import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -108,17 +109,41 @@ class Project:
         run is about its process: an xdist run, a project whose conftest patches the plugin
         or ends its process (it would do so to this worker), or `process=True` (a test of
         what the run's own process or its environment does)."""
-        argv = ["-p", "no:cacheprovider", *unused_plugins(args), f"--jaato-out={self.store}",
-                *args]
-        if shared_daemon:
-            argv.append(f"--jaato-socket={self.daemon.socket_path}")
-        self.monkeypatch.setenv("TMPDIR", str(self.tmp))
+        argv = self.argv(*args, shared_daemon=shared_daemon)
         if process is None:
             process = (any(a.startswith(("-n", "--numprocesses", "--dist")) for a in args)
                        or self.conftest_reaches_the_process())
         if process:
             return self.pytester.runpytest_subprocess(*argv, timeout=timeout)
         return in_process(self.pytester, self.monkeypatch, argv, timeout)
+
+    def argv(self, *args: str, shared_daemon: bool = True) -> list[str]:
+        """pytest's arguments for a run of the project (the run's TMPDIR set)."""
+        argv = ["-p", "no:cacheprovider", *unused_plugins(args), f"--jaato-out={self.store}",
+                *args]
+        if shared_daemon:
+            argv.append(f"--jaato-socket={self.daemon.socket_path}")
+        self.monkeypatch.setenv("TMPDIR", str(self.tmp))
+        return argv
+
+    def piped(self, *args: str, timeout: float = HANG) -> tuple[int, list[bytes]]:
+        """`pytest` on the project in a process of its own, its output a pipe (as a CI log
+        reads it): its exit status and each chunk of output as it arrived, in order."""
+        argv = [sys.executable, "-m", "pytest", *self.argv(*args)]
+        proc = subprocess.Popen(argv, cwd=self.root, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT)
+        chunks = []
+        deadline = time.monotonic() + timeout
+        try:
+            while chunk := os.read(proc.stdout.fileno(), 65536):
+                chunks.append(chunk)
+                assert time.monotonic() < deadline, b"".join(chunks).decode(errors="replace")
+            return proc.wait(timeout=max(deadline - time.monotonic(), 1)), chunks
+        finally:
+            proc.stdout.close()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
     def conftest_reaches_the_process(self) -> bool:
         return any(needle in path.read_text(errors="replace")

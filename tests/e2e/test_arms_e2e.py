@@ -43,6 +43,15 @@ def test_shipped_tasks_pass_on_a_private_daemon(project):
                 if x.startswith("jaato-eval: starting the private jaato daemon")]
     assert all(i < ready for i in starting), result.stdout.str()
     assert ready < next(i for i, x in enumerate(lines) if x.startswith("  PASS "))
+    # The first arm's time holds its wait for the daemon's start: its line says so, no other.
+    passed = [x for x in lines if x.startswith("  PASS ")]
+    waited = [r for r in records if "daemon_wait_seconds" in r]
+    noted = [x for x in passed if re.search(r" \(daemon start \d+\.\d s\)", x)]
+    assert len(waited) <= 1 and noted == passed[:len(waited)], result.stdout.str()
+    assert waited or not starting, result.stdout.str()  # said to be starting: an arm waited
+    if waited:
+        assert waited[0]["arm_id"] in noted[0] and waited[0]["daemon_wait_seconds"] <= (
+            waited[0]["arm_seconds"])
     # R5: graded again from their snapshots, in the same sandbox, every verdict is the same
     # (the driver's, the processor's, the judge's and the scripts').
     regraded = project.root / "regraded.jsonl"
@@ -122,6 +131,15 @@ def test_missing_profile_is_blocked_by_preflight_naming_set_and_folder(project):
     assert record["verdicts"] == [] and record["session_id"] is None  # no session was opened
     assert processes_mentioning(str(project.tmp)) == []
     assert project.run_dirs() == []
+    # Started below the rootdir, its BLOCKED line names the arm as pytest's FAILED lines do:
+    # relative to where pytest was started, to be pasted back.
+    project.write("pytest.ini", "[pytest]\n")
+    project.task("broken", graders=[{"kind": "script", "run": "false"}])
+    project.monkeypatch.chdir(project.root / "tasks")
+    below = project.run(".")
+    below.stdout.fnmatch_lines(["*short test summary info*",
+                                "FAILED broken/task.yaml::broken[[]echo-r0[]]*",
+                                "BLOCKED lost/task.yaml::lost[[]echo-r0[]] - profile 'nope'*"])
 
 
 @pytest.mark.slow

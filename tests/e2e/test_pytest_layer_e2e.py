@@ -273,7 +273,10 @@ def test_xdist_spreads_task_and_python_arms_over_one_writer_then_resume_runs_not
     mark.unlink()
     Path(f"{mark}.loaded").unlink()
     again = project.run("tasks", "arms", "--resume", "-n", "2", shared_daemon=False)
-    assert again.ret == pytest.ExitCode.NO_TESTS_COLLECTED, again.stdout.str()
+    # R3: nothing left to run, it exits as `report` on the store does (an arm there FAILED)
+    report = project.pytester.run(sys.executable, "-m", "pytest_jaato_eval", "report",
+                                  str(project.store))
+    assert again.ret == report.ret == 1, again.stdout.str()
     assert Path(f"{mark}.loaded").exists(), "the spy was loaded"
     assert not mark.exists(), "no worker starts a daemon for arms --resume deselects"
     again.stdout.fnmatch_lines(["resumed: 8 arms already in the store were kept, not run again"])

@@ -185,3 +185,13 @@ def test_a_fixed_grader_is_regraded_without_an_agent_as_the_page_says(project, o
             f"regrade refused: the prompt changed since run {run_id};"), r["blocked_reason"]
         assert r["usage"] == before[r["arm_id"]]["usage"]
     ran.stdout.fnmatch_lines(["*BLOCKED*answer*regrade refused: the prompt changed since run*"])
+    said = " ".join(ran.stdout.str().replace("\n  ", " ").split())
+    assert "regraded: 0 of 2 arms graded again from the snapshots of run " in said, said
+    assert "(--jaato-regrade); 2 BLOCKED, given no verdict again:" in said, said
+    # A judge's task refused: no judge can grade it, so no daemon is started for it.
+    manifest = project.root / "regrading" / "greeting" / "task.yaml"
+    manifest.write_text(manifest.read_text().replace("Write the greeting", "Write the words"))
+    ran = pytest_run(regrade, "-k", "greeting", "--jaato-out", "refused-judged.jsonl")
+    assert ran.ret == 2, ran.stdout.str()
+    assert not started.exists(), "a refused regrade of a judge's task started a daemon"
+    ran.stdout.fnmatch_lines(["*BLOCKED*greeting*regrade refused: the prompt changed since run*"])

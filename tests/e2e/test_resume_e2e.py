@@ -3,6 +3,8 @@ task is refused. Resuming after an xdist run is in tests/e2e/test_pytest_layer_e
 interrupted sweeps and crashed workers are in tests/e2e/faults."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 
@@ -60,3 +62,25 @@ def test_retry_blocked_runs_again_only_the_blocked_arms_and_the_new_record_count
     assert [r["state"] for r in records if r["task_id"] == "beta"] == ["BLOCKED", "PASS"]
     assert {r["arm_id"]: r["session_id"] for r in records if r["task_id"] == "alpha"} == alpha
     assert len([r for r in records if r["task_id"] == "alpha"]) == 2  # not run again
+
+
+def test_a_resume_under_xdist_counts_what_it_kept_and_one_with_nothing_left_exits_as_report(
+        project):
+    """Under -n the summary counts the arms the store held before the run (not those the
+    run added), and says nothing was retried when nothing was; a resume of a complete,
+    all-PASS store exits 0, as `report` on that store does, not pytest's 5."""
+    project.task("alpha", repeats=2)
+    project.task("beta", repeats=1)
+    project.run("tasks", "-k", "alpha")
+    resumed = project.run("tasks", "--resume", "-n", "2")
+    out = resumed.stdout.str()
+    assert resumed.ret == 0, out
+    resumed.stdout.fnmatch_lines(["*resumed: 2 arms already in the store were kept*"])
+    assert "retried:" not in out, out
+    done = project.run("tasks", "--resume")
+    assert done.ret == 0, done.stdout.str()
+    done.assert_outcomes(deselected=3)
+    done.stdout.fnmatch_lines(["*resumed: 3 arms already in the store were kept*"])
+    report = project.pytester.run(sys.executable, "-m", "pytest_jaato_eval", "report",
+                                  str(project.store))
+    assert report.ret == done.ret == 0

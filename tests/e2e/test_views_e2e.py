@@ -4,9 +4,11 @@ pytest-html, the HTML report, JUnit, the step summary, `report` in each format a
 alive."""
 from __future__ import annotations
 
+import bisect
 import csv
 import html as htmllib
 import io
+import itertools
 import json
 import os
 import re
@@ -263,20 +265,32 @@ def test_a_slow_arm_shows_it_is_alive(project, scripted_model):
     model.write_profile(path.parent / ".jaato", "slowpoke", profile_set="echo",
                         completion_payload_schema=SCHEMA)
     path.write_text(path.read_text().replace("profile: writer", "profile: slowpoke"))
-    # Its own process: the heartbeat writes to the run's terminal, past pytest's capture.
-    result = project.run("tasks", "--jaato-heartbeat=1", process=True)  # no terminal: lines
-    out = result.stdout.str()
-    assert result.ret == 0, out
+    # Its own process, its output a pipe as a CI log's is: heartbeat lines, past pytest's
+    # capture, read as they arrive.
+    ret, chunks = project.piped("tasks", "--jaato-heartbeat=1")
+    out = b"".join(chunks).decode()
+    assert ret == 0, out
+    # Each heartbeat arrived whole, its newline with it, before any of the arm's line: the
+    # last one too, with no next line to end it.
+    whole = b"".join(chunks)
+    ends = list(itertools.accumulate(len(c) for c in chunks))
+
+    def chunk_of(offset: int) -> int:
+        return bisect.bisect_right(ends, offset)
+
+    passed = whole.index(b"PASS    slow@echo#0")
+    last_beat_ends = whole.index(b"\n", whole.rindex(b"still running", 0, passed))
+    assert chunk_of(last_beat_ends) < chunk_of(passed), chunks
     beats = re.findall(r"^jaato-eval: still running: slow@echo#0: (\d+) s, (.*)$", out, re.M)
     assert beats, out
     phases = {phase for _, phase in beats}
     assert all(re.fullmatch(r"setting up|waiting for the private daemon|"
                             r"opening the session( \(try \d\))?|turn \d+"
-                            r"(, tool \w+)?|grading", p) for p in phases), phases
+                            r"(, tool \w+)?|grading \S.*", p) for p in phases), phases
     assert any(p.startswith("turn") for p in phases), phases  # it said where the agent was
     # Each heartbeat on a line of its own; the arm's own line still comes whole after them.
-    result.stdout.fnmatch_lines(["tasks/slow/task.yaml*", "jaato-eval: still running: *",
-                                 "  PASS    slow@echo#0  arm * s*"])
+    pytest.LineMatcher(out.splitlines()).fnmatch_lines([
+        "tasks/slow/task.yaml*", "jaato-eval: still running: *", "  PASS    slow@echo#0  arm * s*"])
     assert out.count("tasks/slow/task.yaml") == 1  # the file is named once
 
 

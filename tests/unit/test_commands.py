@@ -205,6 +205,29 @@ def test_compare_warns_when_pins_differ(tmp_path, capsys):
     assert "warning: pins differ: task t changed between the runs" in out
 
 
+def test_compare_names_what_changed_and_a_profile_change_is_no_other_task(tmp_path, capsys):
+    """A task changed between the runs: the arms' sides say which part. A profile changed
+    alone (a model swapped in one set) is the comparison itself, said in a note; a prompt's
+    change is a different task, said in a warning naming the part."""
+    agent = dict.fromkeys(("fixture", "prompt", "profile", "config"), "0" * 16)
+    graders = dict.fromkeys(("graders", "files", "sample"), "1" * 16)
+
+    def line(task, ps, hashed, **changed):
+        record = arm(task, ps, 0, "PASS", task_hash=hashed)
+        record.update(agent_side={**agent, **changed}, grader_side=graders)
+        return record
+    base = [line("t1", "fast", "h1"), line("t1", "slow", "h1"), line("t2", "fast", "h1")]
+    new = [line("t1", "fast", "h2", profile="2" * 16), line("t1", "slow", "h2"),
+           line("t2", "fast", "h2", prompt="3" * 16)]
+    assert main(["compare", str(write(tmp_path / "a", base)), str(write(tmp_path / "b", new))]) == 0
+    out = capsys.readouterr().out
+    assert "task t1" not in "".join(x for x in out.splitlines() if x.startswith("warning")), out
+    assert ("note: task t1 changed between the runs only in the profile (profile set fast): "
+            "the same task, run on another profile") in out
+    assert "warning: pins differ: task t2 changed between the runs (the prompt changed; " in out
+    assert "its arms measure different tasks" in out
+
+
 def test_compare_our_store_against_the_reference_warns_about_unrecorded_pins(tmp_path, capsys):
     ours = [arm("write-file", "default", r, s) for r, s in enumerate(["PASS", "FAIL", "BLOCKED"])]
     assert main(["compare", str(REFERENCE_STORE), str(write(tmp_path / "b", ours))]) == 0

@@ -16,6 +16,7 @@ from pytest_jaato_eval.results.account import account
 from pytest_jaato_eval.results.compare import compare_groups, grader_flips
 from pytest_jaato_eval.report.html import pivot_view
 from pytest_jaato_eval.results.pivot import Pivot, markdown, render_pivot
+from pytest_jaato_eval import parts
 from pytest_jaato_eval.task import sides
 from pytest_jaato_eval.task.arms import arms_of
 from pytest_jaato_eval.task.load import load_task
@@ -88,8 +89,8 @@ def test_each_change_lands_on_its_own_side(tmp_path, change, agent_parts, grader
 
 
 def test_what_changed_is_said_in_words():
-    assert sides.said(["prompt"]) == "the prompt"
-    assert sides.said(["fixture", "prompt"]) == "the fixture and the prompt"
+    assert parts.said(["prompt"]) == "the prompt"
+    assert parts.said(["fixture", "prompt"]) == "the fixture and the prompt"
     assert sides.changed(None, {"prompt": "x"}) == ["prompt"]  # a record that kept none
 
 

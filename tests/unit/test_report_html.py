@@ -376,3 +376,19 @@ def test_a_small_reports_first_page_is_full_and_the_chart_follows(tmp_path):
     assert "Pivot" in first and "Profile sets over the sweep" in first
     assert "Pass rate against cost, per profile set" in first + second
     assert "mean cost per exercised arm" in first + second  # the chart's own axis, drawn
+
+
+def test_a_tasks_table_stays_within_the_window():
+    """A task's table of long arm ids and many graders stays within a 1280 px window (looked
+    at in headless chromium): the columns that do not fit scroll inside the table's own box,
+    which is never wider than the page; on paper nothing scrolls."""
+    graders = [(f"script:checks/check_{i}_the_answer_file_is_well_formed.py", "PASS")
+               for i in range(6)]
+    doc = html.render([arm("refactor-the-billing-module", "openrouter-claude-sonnet-long-name",
+                           0, "PASS", graders=graders)])
+    css = re.sub(r"/\*.*?\*/", "", doc, flags=re.S)
+    screen, _, paper = css.partition("@media print")
+    assert re.search(r"div\.wide \{ max-width: 100%; overflow-x: auto; \}", screen)
+    assert re.search(r"div\.wide \{ overflow: visible; \}", paper)
+    table = doc[doc.index(">Task refactor-the-billing-module"):]
+    assert table.index('<div class="wide"><table class="arms">') < table.index("</table></div>")

@@ -303,6 +303,34 @@ def test_an_arm_says_its_phases_and_a_judges_turns_are_grading():
     assert activity.now is None and heard[-1] is None and len(heard) == 6
 
 
+def test_the_live_line_names_the_grader_at_work(monkeypatch):
+    """While grading, the live line says which grader runs (`grading script:…`), not only
+    `grading`; a grader's own phases (a judge's turns) follow its id."""
+    from types import SimpleNamespace
+
+    from pytest_jaato_eval import graders
+    from pytest_jaato_eval.activity import ACTIVITY
+    from pytest_jaato_eval.verdict import Verdict
+    seen = []
+
+    def grade(spec, ctx):
+        ACTIVITY.phase("turn 1")
+        seen.append(ACTIVITY.now.said(now=ACTIVITY.now.started))
+        return Verdict.passed(spec.id, "c")
+
+    monkeypatch.setattr(graders, "grade", grade)
+    ctx = SimpleNamespace(verdicts=[], for_grader=lambda index: None)
+    specs = (SimpleNamespace(id="script:check.py", kind="script"),
+             SimpleNamespace(id="judge:critic", kind="judge"))
+    ACTIVITY.begin("t@echo#0")
+    try:
+        graders.run_graders(specs, ctx)
+    finally:
+        ACTIVITY.end()
+    assert seen == ["t@echo#0: 0 s, grading script:check.py, turn 1",
+                    "t@echo#0: 0 s, grading judge:critic, turn 1"]
+
+
 class _Terminal:
     """pytest's terminal writer as far as the live line reads it."""
     hasmarkup = True
@@ -387,3 +415,26 @@ def test_the_arm_line_in_the_docs_is_what_the_program_prints():
                          reason="daemon gone")
     assert arm_line(blocked, 80, why=blocked.blocked_why) == \
         "  BLOCKED t@echo#0  arm 0.0 s · daemon gone"
+
+
+def test_a_fail_whose_judge_was_gated_off_is_neither_blocked_nor_judged():
+    """A FAIL arm (its script FAILed, its judge gated off): no `jaato_blocked_reason` in
+    JUnit (the store has none), and no judge caveat (the judge never graded it)."""
+    from pytest_jaato_eval.engine.agent_run import AgentRun
+    from pytest_jaato_eval.pytest_layer.outcome import junit_properties
+    from pytest_jaato_eval.results.record import build_record
+    from pytest_jaato_eval.verdict import Verdict
+
+    def record(judge: Verdict):
+        return build_record(
+            arm_id="t@echo#0", task_id="t", profile_set="echo", repeat=0, state="FAIL",
+            blocked_reason=None, run=AgentRun(), notes=[], completion_nudges=None, extra={},
+            verdicts=[Verdict.failed("script:check", "c", "exit 1", []), judge])
+    gated = record(Verdict.blocked("judge:quality", "c", "gate script:check=FAIL"))
+    assert gated.blocked_reason is None and gated.caveats == []
+    names = dict(junit_properties(gated))
+    assert "jaato_blocked_reason" not in names and names["jaato_state"] == "FAIL", names
+    judged = record(Verdict.failed("judge:quality", "c", "score 0.2", []))
+    assert judged.caveats and judged.caveats[0].startswith("Graded by a judge")
+    blocked = arm_record(state="BLOCKED", reason="daemon gone")
+    assert dict(junit_properties(blocked))["jaato_blocked_reason"] == "daemon gone"
