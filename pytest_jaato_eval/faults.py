@@ -6,7 +6,7 @@ the arm out of the pass rate, so anything a losing agent can bring about itself 
 give one. Each fault below names the evidence the harness gathers for it and its outcome:
 the agent's act (a FAIL, under the verdict it names) or the environment's (BLOCKED).
 Every site that decides between the two asks this table (`FAULTS`), which
-tests/unit/test_faults.py walks.
+tests/unit/test_fault_table.py walks.
 """
 from __future__ import annotations
 
