@@ -21,7 +21,7 @@ from ..task.model import ProcessorGrader
 from ..verdict import Verdict
 from ..workspace import WorkspaceError
 from .context import GraderContext
-from .output import TailReader, evidence as output_evidence, run_bounded
+from .output import TailReader, evidence as output_evidence, program_of, run_bounded
 from .script import _signame
 
 CHILD = Path(__file__).with_name("processor_child.py")
@@ -122,8 +122,13 @@ def _run_child(spec: ProcessorGrader, ctx: GraderContext, claim: str, path: Path
         return Verdict.blocked(spec.id, claim, f"could not start the processor: {exc}")
     code, out = done.code, done.out
     if code is None:
-        return Verdict.blocked(spec.id, claim, f"{script} timed out after {timeout:g} s "
-                               f"(timeout_seconds), at import or in validate()",
+        # The author's Python runs the agent's files only if it chose to: the table decides.
+        agents = program_of(done.running, ctx.workspace)
+        said = f"{script} timed out after {timeout:g} s (timeout_seconds)"
+        if faults.timed_out(agents).agents:
+            return Verdict.failed(spec.id, claim, f"{said}, running {agents}, a file of the "
+                                  f"workspace", _printed(out, ctx))
+        return Verdict.blocked(spec.id, claim, f"{said}, at import or in validate()",
                                _printed(out, ctx))
     printed = _printed(out, ctx)
     try:

@@ -342,3 +342,25 @@ def test_a_workspace_is_known_by_the_folder_made_not_by_its_path(tmp_path, act, 
         assert workspace.moved_to(ws, held) == (ws if act is None else tmp_path / "ws.gone")
     finally:
         workspace.release(held)
+
+
+def test_a_processor_timeout_asks_the_fault_table(tmp_path):
+    """faults.timed_out decides a processor's timeout as it does a script grader's: the
+    author's Python hanging is BLOCKED; a program of the workspace it runs hanging is FAILED."""
+    task = graders_task(tmp_path, [
+        {"kind": "processor", "script": "own.py", "timeout_seconds": 1},
+        {"kind": "processor", "script": "runs.py", "timeout_seconds": 1}])
+    root = tmp_path / ".jaato"
+    (root / "own.py").write_text("def validate(payload, context):\n    while True:\n"
+                                 "        pass\n")
+    (root / "runs.py").write_text(
+        "import subprocess\n\ndef validate(payload, context):\n"
+        "    subprocess.run(['sh', str(context.workspace) + '/selftest.sh'])\n    return []\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "selftest.sh").write_text("sleep 30\n")
+    ctx = GraderContext(workspace=ws, config_root=root, params={},
+                        run=AgentRun(finish_reason="stop", payload={}))
+    own, runs = run_graders(task.graders, ctx)
+    assert own.state == "BLOCKED" and "at import or in validate()" in own.detail, own
+    assert runs.state == "FAIL" and "a file of the workspace" in runs.detail, runs
