@@ -229,8 +229,8 @@ class Pair:
     diffs: list[float] = field(default_factory=list)  # each unit's difference
     alpha: float = ALPHA           # the interval is two-sided 1 - alpha
     method: str = ""               # PAIRED_T, NO_SPREAD, SIGN_TEST or NEWCOMBE
-    se: float | None = None        # the paired t's standard error
-    df: int | None = None          # ... and its degrees of freedom
+    se: float | None = None        # the paired t's standard error (its interval's, under
+    df: int | None = None          # the sign test too) and its degrees of freedom
 
     @property
     def exact(self) -> bool:
@@ -317,7 +317,9 @@ def pair(a_name: str, a: Tasks, b_name: str, b: Tasks, alpha: float = ALPHA,
                           for cs in units for x, y in cs):
         # Every unit a single coin each side (one item, one repeat): the differences are
         # -1, 0, +1, where the t's normal shape does not hold; the exact test does.
-        out.method, out.se, out.df = SIGN_TEST, None, None
+        # The interval stays the t's, and so its se and df; the p-value and the decision
+        # are the exact test's.
+        out.method = SIGN_TEST
         out.p = stats.sign_test_p(out.diffs.count(1.0), out.diffs.count(-1.0))
     if not out.decided:
         out.needed = _needed_units(out, units, detect)

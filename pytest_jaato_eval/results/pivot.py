@@ -904,10 +904,12 @@ def level_text(alpha: float) -> str:
 
 
 def method_text(p: inference.Pair) -> str:
-    """How the pair's interval and p-value were computed: `by paired t: se 9.1 pts, 2 df`."""
-    if p.se is None or p.df is None:
-        return f"by {p.method}"
-    return f"by {p.method}: se {100 * p.se:.1f} pts, {p.df} df"
+    """How the pair's interval and p-value were computed: `by paired t: se 9.1 pts, 2 df`;
+    under the exact test, which gives the p-value and the decision, the interval's own."""
+    t = "" if p.se is None or p.df is None else f": se {100 * p.se:.1f} pts, {p.df} df"
+    if p.exact:
+        return f"p by {p.method}, which decides; CI by {inference.PAIRED_T}{t}"
+    return f"by {p.method}{t}"
 
 
 def items_text(p: inference.Pair) -> str:

@@ -511,7 +511,7 @@ def test_compare_pairs_the_references_default_set_with_ours(tmp_path, capsys):
     assert "changed t @ echo: PASS 1 of 1 → 0 of 1" in out
     # One repeat of one item per task: the exact sign test, named (1 down, 0 up: p = 1).
     assert ("echo: new − base\n  -50 pts (95% CI -100 to +100 pts), p=1.00, over 2 tasks\n"
-            "  by exact sign test\n") in out
+            "  p by exact sign test, which decides; CI by paired t: se 50.0 pts, 1 df\n") in out
 
 
 def test_compare_refuses_stores_that_pair_almost_nothing(tmp_path, capsys):

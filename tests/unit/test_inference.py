@@ -23,8 +23,8 @@ from statsmodels.stats.proportion import proportion_confint
 
 from pytest_jaato_eval.results import inference, stats
 from pytest_jaato_eval.results.pivot import (WIDTH, as_csv, as_json, build_cells, headline_row,
-                                             markdown, needed_text, pair_cost_text, points,
-                                             render_pivot, sweep_lines)
+                                             markdown, method_text, needed_text, pair_cost_text,
+                                             points, render_pivot, sweep_lines)
 from pytest_jaato_eval.testing.records import arm_record
 
 STATES = {"P": "PASS", "F": "FAIL", "B": "BLOCKED"}
@@ -384,7 +384,9 @@ def test_one_repeat_near_100_percent_takes_the_exact_sign_test():
     p = inference.pair("base", tasks(base), "new", tasks(new))
     diffs = [-1.0] * 4 + [0.0] * 6
     assert scipy_stats.ttest_1samp(diffs, 0).pvalue < 0.05   # what the t alone would say
-    assert p.method == inference.SIGN_TEST and p.se is None and p.df is None
+    assert p.method == inference.SIGN_TEST and p.df == 9   # the interval beside it: the t's
+    assert method_text(p) == ("p by exact sign test, which decides; CI by paired t: "
+                              f"se {100 * scipy_stats.sem(diffs):.1f} pts, 9 df")
     assert p.p == pytest.approx(scipy_stats.binomtest(0, 4, 0.5).pvalue) == 0.125
     assert not p.below() and not p.decided
     # Repeats make each task's difference a share: the t is back, and named with its se, df.
