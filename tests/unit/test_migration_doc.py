@@ -25,10 +25,9 @@ def test_the_pages_examples_collect_on_a_fresh_clone(tmp_path):
                           cwd=clone, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:]
     tasks = sorted(p.parent.name for p in (clone / "tests/parity/tasks").glob("*/task.yaml"))
-    assert len(tasks) == 28
     collected = {line.split("/")[3] for line in done.stdout.splitlines() if "::" in line}
     assert sorted(collected) == tasks, done.stdout[-3000:]
-    assert "all 28 tasks collect on a fresh clone" in " ".join(PAGE.read_text().split())
+    assert f"all {len(tasks)} tasks collect on a fresh clone" in " ".join(PAGE.read_text().split())
 
 
 def test_the_page_says_the_users_own_profiles_are_not_searched():
