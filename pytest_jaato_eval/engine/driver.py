@@ -217,7 +217,13 @@ class _DriverArm:
     def _attribute(self) -> None:
         """D5: the arm's sessions are those whose record the daemon wrote in THIS workspace."""
         out = self.out
-        records = _session_records(self.spec.workspace)
+        records, over = _session_records(self.spec.workspace)
+        if over:
+            # The sessions are the agent's acts (and the folder is agent-writable): counting
+            # only the first MAX_SESSIONS would report fewer sessions and less usage than spent.
+            out.exhausted = out.exhausted or (
+                f"the arm's workspace holds more than {MAX_SESSIONS} session records, the "
+                f"bound on what the harness reads of them (driver.MAX_SESSIONS)")
         out.session_ids = [sid for sid, _ in records]
         out.session_id = out.session_ids[0] if out.session_ids else None
         if records:
@@ -289,13 +295,16 @@ async def _end_tree(proc, tree) -> None:
         pass
 
 
-def _session_records(workspace: Path) -> list[tuple[str, dict]]:
+def _session_records(workspace: Path) -> tuple[list[tuple[str, dict]], bool]:
+    """The session records of the workspace, from its first MAX_SESSIONS files, and whether
+    more files were there (one more is looked for: the bound passed, never silently)."""
     folder = Path(workspace) / ".jaato" / "sessions"
     found: list[tuple[str, dict]] = []
     if not inside(folder, workspace):
-        return found
-    for path in itertools.islice(folder.glob("*.json"), MAX_SESSIONS):
+        return found, False
+    paths = list(itertools.islice(folder.glob("*.json"), MAX_SESSIONS + 1))
+    for path in paths[:MAX_SESSIONS]:
         if (record := tracker_record(workspace, path.stem)) is not None:
             found.append((path.stem, record))
     found.sort(key=lambda sr: (str(sr[1].get("created_at") or ""), sr[0]))  # creation order
-    return found
+    return found, len(paths) > MAX_SESSIONS
