@@ -46,3 +46,37 @@ def test_a_driver_arm_past_its_session_bound_fails_resources_naming_it(tmp_path,
     verdict = agent_act(over, past, settings, planted=[])
     assert verdict is not None and verdict.grader_id == faults.EXHAUSTED.outcome == "resources"
     assert "driver.MAX_SESSIONS" in verdict.detail
+
+
+def test_nudges_past_the_log_bounds_are_unknown_never_fewer(tmp_path, monkeypatch):
+    """W7: with MAX_LOGS lowered to 2, three logs of a session leave its nudge count unknown
+    (None), as does a log longer than LOG_CAP (lowered to 64 bytes); within both, every
+    nudge is counted."""
+    from pytest_jaato_eval.engine import accounting, files
+    logs = tmp_path / ".jaato" / "logs"
+    logs.mkdir(parents=True)
+    for name in "ab":
+        (logs / f"session_S_{name}.log").write_text("[DEBUG] COMPLETION_NUDGE: x\\n")
+    monkeypatch.setattr(accounting, "MAX_LOGS", 2)
+    monkeypatch.setattr(files, "LOG_CAP", 64)
+    assert accounting.count_nudges(tmp_path, "S", None) == 2
+    (logs / "session_S_c.log").write_text("[DEBUG]\\n")
+    assert accounting.count_nudges(tmp_path, "S", None) is None
+    (logs / "session_S_c.log").unlink()
+    (logs / "session_S_b.log").write_text("[DEBUG] COMPLETION_NUDGE: x\\n" * 4)
+    assert accounting.count_nudges(tmp_path, "S", None) is None
+
+
+def test_a_driver_arm_with_a_session_record_past_the_read_bound_fails_resources(
+        tmp_path, monkeypatch):
+    """W7: a session record longer than LOG_CAP (lowered to 200 bytes) is read in part and
+    does not parse: the arm FAILS `resources` naming the bound, never counting one session
+    fewer."""
+    from pytest_jaato_eval.engine import files
+    monkeypatch.setattr(files, "LOG_CAP", 200)
+    _sessions(tmp_path, 2)
+    assert _attributed(tmp_path).out.exhausted is None
+    record = next((tmp_path / ".jaato" / "sessions").glob("*.json"))
+    record.write_text(json.dumps({"budget_usage": {"tokens": 10}, "pad": "x" * 300}))
+    over = _attributed(tmp_path).out
+    assert over.exhausted and "files.LOG_CAP" in over.exhausted and record.name in over.exhausted
