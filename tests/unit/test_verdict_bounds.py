@@ -80,3 +80,23 @@ def test_a_driver_arm_with_a_session_record_past_the_read_bound_fails_resources(
     record.write_text(json.dumps({"budget_usage": {"tokens": 10}, "pad": "x" * 300}))
     over = _attributed(tmp_path).out
     assert over.exhausted and "files.LOG_CAP" in over.exhausted and record.name in over.exhausted
+
+
+def test_the_judges_file_list_past_its_bound_says_it_stops(tmp_path, monkeypatch):
+    """W7: with LISTING_LIMIT lowered to 3, a workspace of four files is listed as three and
+    a line saying the list stops there; a workspace of three is listed whole, with no such
+    line."""
+    from pytest_jaato_eval.engine.agent_run import AgentRun
+    from pytest_jaato_eval.graders import judge
+    from pytest_jaato_eval.graders.context import GraderContext
+    from pytest_jaato_eval.task.model import JudgeGrader
+    monkeypatch.setattr(judge, "LISTING_LIMIT", 3)
+    for name in "abc":
+        (tmp_path / f"{name}.txt").write_text("x")
+    ctx = GraderContext(workspace=tmp_path, config_root=tmp_path, params={}, run=AgentRun())
+    spec = JudgeGrader(kind="judge", profile="r", threshold=7)
+    whole = judge.judge_prompt(ctx, spec)
+    assert '"c.txt"' in whole and "this list stops" not in whole
+    (tmp_path / "d.txt").write_text("x")
+    cut = judge.judge_prompt(ctx, spec)
+    assert '"d.txt"' not in cut and "this list stops at 3 files" in cut
