@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from pytest_jaato_eval import faults
 from pytest_jaato_eval.arm import agent_act, ArmSettings
 from pytest_jaato_eval.engine import driver
@@ -100,3 +102,23 @@ def test_the_judges_file_list_past_its_bound_says_it_stops(tmp_path, monkeypatch
     (tmp_path / "d.txt").write_text("x")
     cut = judge.judge_prompt(ctx, spec)
     assert '"d.txt"' not in cut and "this list stops at 3 files" in cut
+
+
+def test_a_snapshot_past_its_bounds_is_left_out_naming_the_bound(tmp_path, monkeypatch):
+    """W7: with MAX_ENTRIES lowered to 2, a workspace of three files leaves the snapshot out,
+    the note naming the bound; one past the byte cap names the cap and where it is set;
+    within both, the snapshot is taken."""
+    from pytest_jaato_eval.results import snapshots
+    monkeypatch.setattr(snapshots, "MAX_ENTRIES", 2)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for name in "ab":
+        (ws / name).write_text("x" * 100)
+    snapshots.take(ws, {}, tmp_path / "kept.tar", 10_000)
+    assert (tmp_path / "kept.tar").is_file()
+    with pytest.raises(snapshots.LeftOut, match=r"more than 2 files.*snapshots\.MAX_ENTRIES"):
+        (ws / "c").write_text("x")
+        snapshots.take(ws, {}, tmp_path / "entries.tar", 10_000)
+    (ws / "c").unlink()
+    with pytest.raises(snapshots.LeftOut, match="snapshot cap.*jaato_snapshot_max_mb"):
+        snapshots.take(ws, {}, tmp_path / "bytes.tar", 150)
