@@ -46,7 +46,8 @@ EXHAUSTED = Fault(
     "exhausted", "the agent's own cgroup counted a refused fork or an OOM kill, or what it "
     "added to the folders it may write passed its disk bound (its limit, or what was free at "
     "its start less what the run keeps, whichever is less), or its workspace holds more "
-    "entries than the trap walk looks at",
+    "entries than the trap walk looks at, or (a driver arm) more session records than the "
+    "harness reads, or one longer than it reads",
     "resources", "the agent stays within its memory, disk and pids limits and the harness's "
     "bounds on its workspace")
 DAEMON_BROKEN = Fault(

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from ..number import is_int, is_number
+from . import files
 from .files import inside, read_text_bounded
 
-MAX_LOGS = 64
+MAX_LOGS = 64  # a session's logs read for its nudges: past it, the count is unknown
 
 # S6: spend fields are per turn, so they add up; level fields (prompt_tokens,
 # total_tokens, cache_*) describe the context at one moment and never do.
@@ -119,16 +120,19 @@ def count_nudges(workspace: Path, session_id: str, completion_gap: str | None) -
     if not inside(folder, workspace):
         return None
     try:  # the agent may have filled the folder: look at a bounded number of names
-        logs = sorted(itertools.islice(folder.glob(f"session_{session_id}_*.log"), MAX_LOGS))
+        logs = sorted(itertools.islice(folder.glob(f"session_{session_id}_*.log"), MAX_LOGS + 1))
     except OSError:
         return None
-    if not logs:
+    if not logs or len(logs) > MAX_LOGS:  # logs left unread: a count of the rest says less
         return None
     nudges, saw_debug = 0, False
     for log in logs:
-        text = read_text_bounded(log, root=workspace)  # never a FIFO, a device or a link out
-        if text is None:
+        raw = files.read_bounded(log, files.LOG_CAP + 1, root=workspace)  # never a FIFO, a device or a link out
+        if raw is None:
             continue
+        if len(raw) > files.LOG_CAP:  # a log read in part: its nudges are not all counted
+            return None
+        text = raw.decode("utf-8", errors="replace")
         saw_debug = saw_debug or "[DEBUG]" in text
         nudges += text.count("COMPLETION_NUDGE:")
     return nudges if saw_debug else None

@@ -30,7 +30,7 @@ class AgentRun:
     error: str | None = None          # S8: set on an unsigned arm, which is still graded
     blocked_reason: str | None = None  # set when the run taught us nothing
     agent_fault: str | None = None  # the agent broke what it ran on (its daemon): its FAIL
-    exhausted: str | None = None  # the memory, disk or pids it used up (engine/resources.py): its FAIL
+    exhausted: str | None = None  # what it used up, or a read bound it passed: its FAIL
     history: list | None = None        # S5: None is "absent", never []
     turn_accounting: list | None = None  # per turn: tokens, seconds, tool calls (the daemon's)
     duration_seconds: float | None = None

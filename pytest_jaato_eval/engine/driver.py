@@ -13,6 +13,7 @@ import itertools
 import os
 import shlex
 import signal
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from jaato_sdk.events import ClientType, EventType
 
 from .. import faults, processes
 from ..contract import build_contract_env
+from . import files
 from .files import inside
 from .accounting import TurnAccumulator, USAGE_KEYS, empty_usage, merge_tracker, tracker_record
 from .agent_run import AgentRun
@@ -217,7 +219,11 @@ class _DriverArm:
     def _attribute(self) -> None:
         """D5: the arm's sessions are those whose record the daemon wrote in THIS workspace."""
         out = self.out
-        records = _session_records(self.spec.workspace)
+        records, over = _session_records(self.spec.workspace)
+        if over:
+            # The sessions are the agent's acts (and the folder is agent-writable): counting
+            # only what was read would report fewer sessions and less usage than spent.
+            out.exhausted = out.exhausted or over
         out.session_ids = [sid for sid, _ in records]
         out.session_id = out.session_ids[0] if out.session_ids else None
         if records:
@@ -289,13 +295,32 @@ async def _end_tree(proc, tree) -> None:
         pass
 
 
-def _session_records(workspace: Path) -> list[tuple[str, dict]]:
+def _session_records(workspace: Path) -> tuple[list[tuple[str, dict]], str | None]:
+    """The session records of the workspace, from its first MAX_SESSIONS files, and what
+    was left unread, if anything: one more file is looked for, and a record longer than
+    files.LOG_CAP is read only in part."""
     folder = Path(workspace) / ".jaato" / "sessions"
     found: list[tuple[str, dict]] = []
     if not inside(folder, workspace):
-        return found
-    for path in itertools.islice(folder.glob("*.json"), MAX_SESSIONS):
+        return found, None
+    paths = list(itertools.islice(folder.glob("*.json"), MAX_SESSIONS + 1))
+    over = None
+    if len(paths) > MAX_SESSIONS:
+        over = (f"the arm's workspace holds more than {MAX_SESSIONS} session records, the "
+                f"bound on what the harness reads of them (driver.MAX_SESSIONS)")
+    for path in paths[:MAX_SESSIONS]:
         if (record := tracker_record(workspace, path.stem)) is not None:
             found.append((path.stem, record))
+        elif _longer_than_read(path):
+            over = over or (f"the session record {path.name} is longer than the harness reads "
+                            f"of one ({files.LOG_CAP} bytes, files.LOG_CAP)")
     found.sort(key=lambda sr: (str(sr[1].get("created_at") or ""), sr[0]))  # creation order
-    return found
+    return found, over
+
+
+def _longer_than_read(path: Path) -> bool:
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size > files.LOG_CAP

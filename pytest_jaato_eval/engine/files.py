@@ -51,8 +51,8 @@ def inside(path: Path, root: Path) -> bool:
         return False
 
 
-def read_bounded(path: Path, limit: int = LOG_CAP, root: Path | None = None) -> bytes | None:
-    """The first `limit` bytes of a regular file, or None.
+def read_bounded(path: Path, limit: int | None = None, root: Path | None = None) -> bytes | None:
+    """The first `limit` bytes (LOG_CAP unless given) of a regular file, or None.
 
     None for anything else: missing, a FIFO, a socket, a device, a directory, a
     final link, or (with `root`) a path whose links lead outside `root`. Opened
@@ -60,6 +60,7 @@ def read_bounded(path: Path, limit: int = LOG_CAP, root: Path | None = None) -> 
     """
     if root is not None and not inside(path, root):
         return None
+    limit = LOG_CAP if limit is None else limit
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except (OSError, ValueError):
@@ -82,7 +83,7 @@ def read_bounded(path: Path, limit: int = LOG_CAP, root: Path | None = None) -> 
         os.close(fd)
 
 
-def read_text_bounded(path: Path, limit: int = LOG_CAP, root: Path | None = None) -> str | None:
+def read_text_bounded(path: Path, limit: int | None = None, root: Path | None = None) -> str | None:
     raw = read_bounded(path, limit, root)
     return None if raw is None else raw.decode("utf-8", errors="replace")
 

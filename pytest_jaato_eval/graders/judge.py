@@ -46,17 +46,18 @@ ITEMS = 20
 HIDDEN = {".env", ".jaato"}
 
 
-def _listing(workspace: Path) -> list[str]:
-    files = []
+def _listing(workspace: Path) -> tuple[list[str], bool]:
+    """The first LISTING_LIMIT file names of the workspace, and whether it holds more."""
+    files: list[str] = []
     for dirpath, dirnames, filenames in os.walk(workspace):
         dirnames[:] = sorted(d for d in dirnames if d not in HIDDEN)
         # Each name as a JSON string: a newline or a control character in a name the agent
         # chose cannot start a line of the prompt, and an undecodable byte stays an escape.
         files += [json.dumps(str(Path(dirpath, f).relative_to(workspace)))
                   for f in sorted(filenames) if f not in HIDDEN]
-        if len(files) >= LISTING_LIMIT:
+        if len(files) > LISTING_LIMIT:
             break
-    return files[:LISTING_LIMIT]
+    return files[:LISTING_LIMIT], len(files) > LISTING_LIMIT
 
 
 class ViewTooLarge(Exception):
@@ -101,10 +102,14 @@ def judge_prompt(ctx: GraderContext, spec: JudgeGrader) -> str:
     if spec.needs_human_below is not None:
         asks.append(f"Say how sure you are of this grade in `{CONFIDENCE}` (a number from "
                     f"{span(spec.confidence_range)}).")
+    listed, more = _listing(ctx.workspace)
     return "\n".join([
         "You are grading the work an agent left in this workspace.",
         "Files in the workspace:",
-        *[f"  {f}" for f in _listing(ctx.workspace)],
+        *[f"  {f}" for f in listed],
+        # A list that stops must not read as the whole workspace: the judge's view has it all.
+        *([f"  (and more: this list stops at {LISTING_LIMIT} files; the workspace holds "
+           f"them all)"] if more else []),
         "The agent's completion payload:",
         json.dumps(ctx.run.payload, indent=2, sort_keys=True, default=str),
         f"Run facts: {json.dumps(facts, sort_keys=True)}",

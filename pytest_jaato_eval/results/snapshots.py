@@ -129,7 +129,7 @@ def _walk(workspace: Path, budget: int) -> tuple[list[tuple[str, os.stat_result]
             out.append((rel, st))
             if len(out) > MAX_ENTRIES:
                 raise LeftOut(f"the workspace holds more than {MAX_ENTRIES:,} files, folders "
-                              f"and links")
+                              f"and links, the snapshot's bound (snapshots.MAX_ENTRIES)")
             if total > budget:
                 raise LeftOut(over_cap(total, budget))
     return out, total
