@@ -310,8 +310,7 @@ def on_report(item: Any, call: Any, report: Any, worker: Any) -> None:
     record = dataclasses.replace(record, arm_seconds=round(setup + report.duration, 3))
     waited = worker.daemon_waits.pop(record.arm_id, None)
     if waited is not None:  # the first arm's time holds the private daemon's start
-        record = dataclasses.replace(record, extra={**record.extra,
-                                                    "daemon_wait_seconds": waited})
+        record = dataclasses.replace(record, daemon_wait_seconds=waited)
     item.user_properties.extend(junit_properties(record))  # JUnit reads them at teardown (X7)
     mark_report(report, item, record)
     mask_report(report, worker.arm_settings().redact.text)

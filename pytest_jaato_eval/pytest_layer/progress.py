@@ -43,8 +43,8 @@ def arm_facts(record: ArmRecord) -> str:
     as pytest timed them) and, when known, what it cost. A regraded arm's agent cost
     nothing in this run: `arm 0.4 s · regraded (judge $0.0020)`."""
     facts = f"arm {seconds(record.arm_seconds)}"
-    waited = record.extra.get("daemon_wait_seconds")
-    if type(waited) in (int, float):
+    waited = record.daemon_wait_seconds
+    if waited is not None:
         facts += f" (daemon start {seconds(waited)})"  # the private daemon's, waited for
     if record.regraded is not None:
         facts += " · regraded"

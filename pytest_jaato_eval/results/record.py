@@ -241,6 +241,8 @@ class ArmRecord:
     # The whole arm as pytest timed it, setup (preflight, workspace, the daemon's start)
     # and call (the agent, the graders); `duration_seconds` is the agent's session alone.
     arm_seconds: float | None = None
+    # Of `arm_seconds`, the wait for the private daemon's start: the first arm that needed it.
+    daemon_wait_seconds: float | None = None
     # Keys this version does not declare, as read: a newer writer's fields survive a merge.
     extra: dict = field(default_factory=dict)
 
