@@ -42,6 +42,14 @@ CREATE_TRIES = 3
 # The daemon's terminal after session.stop: measured at 0.01 s idle and beside a CPU hog
 # (bench/JOURNAL.md); past this the arm ends without the confirmation, and says so.
 STOP_CONFIRM_WAIT = 10.0
+# After the daemon's notice that it deleted the arm's session: how often, and how far apart,
+# its listing is asked whether the session is gone (its record leaves the disk after the notice).
+DELETION_CONFIRM_TRIES = 20
+DELETION_CONFIRM_PAUSE = 0.5
+
+
+class _Deleted(Exception):
+    """The arm's session was deleted under it (by a client on the daemon's socket)."""
 
 
 @dataclass
@@ -112,6 +120,7 @@ class _SessionArm:
         self.history_box: asyncio.Future | None = None
         self.client: IPCClient | None = None
         self.terminated = asyncio.Event()
+        self.deletion_said = asyncio.Event()
 
     # -- events -------------------------------------------------------------
     def _on_info(self, ev: Any) -> None:
@@ -130,6 +139,12 @@ class _SessionArm:
         summary = getattr(ev, "error_summary", None)
         details = getattr(ev, "details", None)
         self.out.termination_detail = summary or (str(details) if details else None)
+
+    def _on_system(self, ev: Any) -> None:
+        # The daemon's notice to the clients attached to a session it deletes; it sends the
+        # session no terminal. Only a hint: the listing decides (_until_deleted).
+        if str(getattr(ev, "message", "")).startswith("Session deleted"):
+            self.deletion_said.set()
 
     def _on_history(self, ev: Any) -> None:
         if self.history_box is not None and not self.history_box.done():
@@ -180,6 +195,7 @@ class _SessionArm:
         client.subscribe(EventType.HISTORY, self._on_history)
         client.subscribe(EventType.RETRY, self._on_retry)
         client.subscribe(EventType.TOOL_CALL_START, self._on_tool)
+        client.subscribe(EventType.SYSTEM_MESSAGE, self._on_system)
         return True
 
     def _on_retry(self, ev: Any) -> None:
@@ -288,7 +304,9 @@ class _SessionArm:
         ACTIVITY.phase("turn 1")
         t0 = time.monotonic()
         try:
-            out.payload = await unless_disconnected(client, session.complete(spec.prompt))
+            out.payload = await self._complete_unless_deleted(session, spec.prompt)
+        except _Deleted:
+            out.termination_reason = "deleted"
         except AgentError as exc:
             out.error_type = exc.error_type or out.error_type or "AgentError"
             text = f"{out.error_type}: {exc.error_summary or ''}".rstrip(": ")
@@ -309,6 +327,35 @@ class _SessionArm:
         if terminus is not None and out.termination_reason is None:
             out.termination_reason = terminus.reason
         await self._fetch_history()
+
+    async def _complete_unless_deleted(self, session: Session, prompt: str) -> Any:
+        """The session's answer; _Deleted as soon as the daemon no longer lists it. A deleted
+        session sends no terminal, so the arm would otherwise wait out its whole ceiling."""
+        assert self.client is not None
+        answer = asyncio.ensure_future(unless_disconnected(self.client, session.complete(prompt)))
+        gone = asyncio.ensure_future(self._until_deleted())
+        try:
+            await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if answer.done():
+                return answer.result()
+            raise _Deleted
+        finally:
+            for task in (answer, gone):
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(answer, gone, return_exceptions=True)
+
+    async def _until_deleted(self) -> None:
+        """Returns once the daemon has said the session was deleted and its listing agrees.
+        The notice comes before the daemon removes the session's record from disk, which the
+        listing also reads: it is asked again for a while (DELETION_CONFIRM_TRIES)."""
+        while True:
+            await self.deletion_said.wait()
+            self.deletion_said.clear()
+            for _ in range(DELETION_CONFIRM_TRIES):
+                if await self._session_gone():
+                    return
+                await asyncio.sleep(DELETION_CONFIRM_PAUSE)
 
     def _acc_turn(self, ev: Any) -> None:
         # The session's own agent is "main", or the persona's name when the arm runs one;

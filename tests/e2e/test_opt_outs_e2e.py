@@ -164,20 +164,22 @@ VERB_OUTCOMES = {
 }
 
 
-# ~60 s: the deleted session waits for its 20 s ceiling; the rule's live case is
+# Nine arms and their regrade; the rule's live case is
 # test_what_the_agent_can_cause_is_its_fail_and_what_it_cannot_stays_blocked (session.stop)
 @pytest.mark.slow
 def test_each_daemon_verb_the_agent_sends_about_its_own_session(project):
-    """A deleted session leaves the arm waiting for a terminal that never comes: at the
-    ceiling the daemon no longer lists it, and the arm FAILS instead of the ceiling's
-    BLOCKED."""
+    """A deleted session sends no terminal: the arm ends when the daemon says it deleted
+    the session and no longer lists it, a FAIL, not at its ceiling (before: it waited out
+    the ceiling, which it then named)."""
     tasks = {}
     for i, verb in enumerate(VERB_OUTCOMES):
         tasks[verb] = f"{chr(97 + i)}-{verb.replace('.', '-').replace('_', '-')}"
         verb_task(project, tasks[verb], verb, graders=[
             {"kind": "script", "run": "cat verb.log; grep -qx READY answer.txt"}])
-    project.run("tasks", "-p", "no:randomly", "--arm-timeout=20")
+    project.run("tasks", "-p", "no:randomly", "--arm-timeout=240")
     live = {r["task_id"]: r for r in project.records()}
+    deleted = live[tasks["session.delete"]]["verdicts"][0]["detail"]
+    assert "ran past" not in deleted, deleted  # ended at the daemon's word, not the ceiling
     regraded = project.root / "regraded.jsonl"
     project.run("tasks", f"--jaato-regrade={project.store}", f"--jaato-out={regraded}")
     again = {r["task_id"]: r for r in map(json.loads, regraded.read_text().splitlines())}
