@@ -64,7 +64,7 @@ class ViewTooLarge(Exception):
     pass
 
 
-def make_view(workspace: Path, dest: Path) -> None:
+def make_view(workspace: Path | int, dest: Path) -> None:
     """Copy the workspace's regular files and folders to `dest` (workspace.copy_tree: any
     depth, a file with several names counted and copied once); links, FIFOs, devices and
     the configuration names in HIDDEN stay behind. Raises ViewTooLarge past VIEW_FILES
@@ -194,7 +194,7 @@ def grade_judge(spec: JudgeGrader, ctx: GraderContext) -> Verdict:
                             encoding="utf-8")
         view = own / "workspace"
         try:
-            make_view(ctx.workspace, view)
+            make_view(ctx.workspace if ctx.workspace_fd is None else ctx.workspace_fd, view)
         except ViewTooLarge as exc:  # what the agent left: its doing, not the environment's
             return Verdict.failed(spec.id, claim, f"{exc}: the agent left more than its judge "
                                   f"can read (a task whose answer is that large needs a script "

@@ -39,6 +39,21 @@ def test_a_replaced_workspace_or_a_tree_past_the_walk_fails_and_the_env_names_no
     project.task("d-big", profile=shell_agent(
         "big", "head -c 2000000 /dev/urandom > big.bin; echo WRONG > answer.txt"),
         extra={"snapshot": {"max_mb": 1}})
+    # A wrong answer, then a process of the agent's that outlived its run swaps the folder
+    # for a link to the host's answer right after the identity check (forced here, so the
+    # race is the same on every run): what the harness reads next is the folder it held.
+    project.task("e-late", profile=shell_agent("late", "echo WRONG > answer.txt"))
+    checked = workspace.replaced
+    swapped: list[Path] = []
+
+    def then_swapped(ws: Path, held: int) -> str | None:
+        found = checked(ws, held)
+        if found is None and ws.name.startswith("e-late") and not swapped:
+            os.rename(ws, ws.with_name(ws.name + ".gone"))
+            os.symlink(host, ws)
+            swapped.append(ws)
+        return found
+    monkeypatch.setattr(workspace, "replaced", then_swapped)
     project.task("h-honest")
     # Python arms: one whose agent replaces its workspace by a link to the checkout's key,
     # one whose agent writes its environment down for the test to read.
@@ -85,6 +100,7 @@ def test_a_replaced_workspace_or_a_tree_past_the_walk_fails_and_the_env_names_no
         "b-flood": ("FAIL", [("resources", "FAIL")]),  # before: PASS, the walk stopped at 60
         "c-few": ("FAIL", [("workspace", "FAIL")]),  # the link out, found
         "d-big": ("FAIL", [("script:grep -qx READY answer.txt", "FAIL")]),  # regraded: BLOCKED before
+        "e-late": ("FAIL", [("workspace", "FAIL")]),  # before: PASS, the host's answer read
         "h-honest": ("PASS", [("script:grep -qx READY answer.txt", "PASS")]),
         "arms/test_arms.py::test_replaced": ("FAIL", [("workspace", "FAIL")]),  # before: PASS
         "arms/test_arms.py::test_env": ("PASS", [("python:test_env", "PASS")]),
@@ -95,6 +111,7 @@ def test_a_replaced_workspace_or_a_tree_past_the_walk_fails_and_the_env_names_no
     assert replaced["detail"].startswith("the agent's workspace was replaced: its path held "
                                          ), replaced
     assert by["a-replacer"]["snapshot"] is None
+    assert swapped and by["e-late"]["snapshot"] is None  # no regrade of a replaced workspace
     assert "SPECIAL_WALK" in by["b-flood"]["verdicts"][0]["detail"]
     assert (host / "answer.txt").read_text() == "READY\n"  # the link removed, not its target
     assert result.ret == 1
