@@ -456,6 +456,7 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, arm_state:
         return run, cascade_id, on_arrival
     kept = [*arm_state.kept, *(folder for k in arm_state.kept
                            for folder in k.parent.glob(f".{k.name}-*-arm_state"))]
+    asked: list[bool] = []  # whether each listing of the daemon's sessions answered
     with resources.guarded(resources.Bounds.of(task.resources, settings.memory_limit,
                                                settings.disk_limit),
                            owned.limits if owned is not None else None, settings.watched,
@@ -477,7 +478,7 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, arm_state:
                 agent_params=dict(arm.agent_params) if task.input.agent_params else None,
                 cascade_id=cascade_id, ceiling=settings.ceiling))
         fault = agent_faults(run, owned, socket, settings, arm_state, ws, config,  # before the hunt
-                             leftovers.watch, driver=task.harness.kind == DRIVER)
+                             leftovers.watch, driver=task.harness.kind == DRIVER, asked=asked)
     if not fault and task.harness.kind != DRIVER and faults.session_ended_by_hand(
             run.termination_reason, run.stopped):
         fault = (f"the agent's session ended `{run.termination_reason}` and the harness did "
@@ -489,11 +490,20 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, arm_state:
     if owned is not None and leftovers.watch is not None and leftovers.watch.daemon_alive():
         # Once more, now that no process of the agent's is left to open one: a session
         # opened meanwhile is stopped, and what its tools started is hunted again.
-        late = _foreign(run, socket, arm_state, ws, config, task.harness.kind == DRIVER, owned)
+        late = _foreign(run, socket, arm_state, ws, config, task.harness.kind == DRIVER, owned,
+                        asked)
         if late:
             fault = fault or late
             again = end_new(leftovers.watch)
             run.caveats.extend(again.said)
+    if owned is not None and asked and not any(asked):
+        # No listing answered: a session of the agent's may be live, and would act while
+        # the graders read. The daemon is ended, so none does; the agent's tools reach the
+        # socket, so what kept the daemon from answering may be theirs (faults.SESSIONS_UNLISTED).
+        _end_daemon(owned)
+        fault = fault or (f"the daemon's sessions could not be listed after the agent's run "
+                          f"({len(asked)} tries): a session of the agent's own would have gone "
+                          f"on while the graders read; the daemon was ended instead")
     run.caveats.extend(guard.said)
     if guard.stopped:  # its daemon was ended by the guard, not by the agent
         fault = None
@@ -533,7 +543,7 @@ RUNNER_LOST = "runner RPC closed"  # jaato's words for a runner that died under 
 
 def agent_faults(run: AgentRun, owned: Owned | None, socket: str, settings: ArmSettings,
                  arm_state: ArmState, ws: Path, config: Path, watch: Watch | None = None,
-                 driver: bool = False) -> str | None:
+                 driver: bool = False, asked: list[bool] | None = None) -> str | None:
     """What the agent did to the daemon it ran on, on a daemon of the run's own: sessions of
     its own opened there (stopped now, before grading); and, in the sandbox, where only the
     agent's processes reach the daemon, its daemon, runner or runner template killed or
@@ -563,17 +573,21 @@ def agent_faults(run: AgentRun, owned: Owned | None, socket: str, settings: ArmS
     if confined and RUNNER_LOST in (run.blocked_reason or ""):
         return (f"the runner of the agent's session ended under it, in a sandbox where only "
                 f"the agent's processes reach it ({run.blocked_reason})")
-    return _foreign(run, socket, arm_state, ws, config, driver, owned)
+    return _foreign(run, socket, arm_state, ws, config, driver, owned, asked)
 
 
 def _foreign(run: AgentRun, socket: str, arm_state: ArmState, ws: Path,
-             config: Path, driver: bool, owned: Owned) -> str | None:
-    """Sessions on the daemon the harness did not open, stopped: said as the agent's act."""
+             config: Path, driver: bool, owned: Owned, asked: list[bool] | None = None,
+             ) -> str | None:
+    """Sessions on the daemon the harness did not open, stopped: said as the agent's act.
+    `asked`: whether the daemon's listing answered, appended."""
     # The sessions the harness opened: a session arm's one (not every session whose files
     # are in the workspace: a session the agent opens there leaves them too), a driver's.
     opened = set(run.session_ids) if driver else {run.session_id}
     known = {sid for sid, _ in arm_state.sessions} | opened
     foreign = end_foreign_sessions(socket, known, ws, config)
+    if asked is not None:
+        asked.append(foreign.unknown is None)
     if foreign.unknown:
         run.caveats.append(f"the daemon's sessions could not be listed after the agent's run "
                            f"({foreign.unknown}): a session the agent opened would go on")

@@ -69,6 +69,12 @@ SESSION_ENDED = Fault(
     "`cancelled`, or the daemon no longer listed it at the ceiling (`deleted`), and the "
     "harness sent no session.stop for it",
     "sandbox", "the agent leaves its daemon running")
+SESSIONS_UNLISTED = Fault(
+    "sessions unlisted", "on a daemon of the run's own, no listing of its sessions after the "
+    "agent's run answered (the agent's tools reach its socket, and can keep it from "
+    "answering): a session of the agent's could act while the graders read, so the daemon "
+    "is ended instead",
+    "sandbox", "the agent leaves its daemon running")
 CHECKOUT_CHANGED = Fault(
     "checkout changed", "unconfined: the task's manifest, fixture or config root hash "
     "differently after the agent's run than before it",
@@ -145,9 +151,9 @@ JUDGE_CANNOT = Fault(
     "talks it into `errors` is not told apart)", ENVIRONMENT)
 
 FAULTS: tuple[Fault, ...] = (
-    EXHAUSTED, DAEMON_BROKEN, SESSION_ENDED, CHECKOUT_CHANGED, TRAP, WORKSPACE_REPLACED,
-    TOOL_MISSING, PROGRAM_EXIT, PROGRAM_TIMEOUT, AUTHOR_TIMEOUT, SIGNAL_INSIDE,
-    SIGNAL_OUTSIDE, OOM_OWN, OOM_MACHINE, DISK_SHORT, CEILING, RUN_INCOMPLETE,
+    EXHAUSTED, DAEMON_BROKEN, SESSION_ENDED, SESSIONS_UNLISTED, CHECKOUT_CHANGED, TRAP,
+    WORKSPACE_REPLACED, TOOL_MISSING, PROGRAM_EXIT, PROGRAM_TIMEOUT, AUTHOR_TIMEOUT,
+    SIGNAL_INSIDE, SIGNAL_OUTSIDE, OOM_OWN, OOM_MACHINE, DISK_SHORT, CEILING, RUN_INCOMPLETE,
     GATE_NOT_PASSED, HARNESS_COPY, VIEW_BOUND, VIEW_UNREADABLE, VIEW_FAILED, JUDGE_CANNOT)
 
 # The verdicts an act of the agent's is recorded under, each once, in the table's order.
