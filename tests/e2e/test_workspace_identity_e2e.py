@@ -13,6 +13,7 @@ import yaml
 from jaato_project import shell_agent
 
 from pytest_jaato_eval import workspace
+from pytest_jaato_eval.engine import foreign_sessions
 from pytest_jaato_eval.engine.sandbox import probe
 
 pytestmark = pytest.mark.daemon
@@ -128,17 +129,34 @@ def test_a_replaced_workspace_or_a_tree_past_the_walk_fails_and_the_env_names_no
 
 
 @pytest.mark.skipif(probe()[0] is None, reason=f"no sandbox on this machine: {probe()[1]}")
-def test_a_kept_workspace_leaves_the_agents_sight_when_its_arm_ends(project):
+def test_a_kept_workspace_leaves_the_agents_sight_when_its_arm_ends(project, monkeypatch):
     """--keep-workspaces: the first arm's workspace, kept, is moved out of the agents' folder
     the moment its arm ends, so the next agent, which copies whatever answer it finds beside
-    its own workspace, finds none and FAILS; the kept one is where its record says."""
+    its own workspace, finds none and FAILS; the kept one is where its record says.
+
+    On the same private daemon, the last arm's sessions cannot be listed after its run
+    (forced: its listings wait for nothing, so they time out on the real daemon, as one the
+    agent's tools keep busy would): a session of the agent's could act while the graders
+    read, so the arm FAILS `sandbox` and its daemon is ended (before: PASS, and a caveat)."""
+    asking = foreign_sessions._end
+
+    async def hurried(socket_path, known, workspace, config_root):
+        monkeypatch.setattr(foreign_sessions, "LIST_WAIT",
+                            0 if workspace.name.startswith("c-unlisted") else 10.0)
+        return await asking(socket_path, known, workspace, config_root)
+    monkeypatch.setattr(foreign_sessions, "_end", hurried)
     project.task("a-strong")
     project.task("b-copycat", profile=shell_agent("copycat", "cp ../a-strong*/answer.txt ."))
+    project.task("c-unlisted")
     result = project.run("tasks", "--jaato-sandbox=bwrap", "--keep-workspaces",
                          "-p", "no:randomly", shared_daemon=False)
     by = {r["task_id"]: r for r in project.records()}
     assert {t: r["state"] for t, r in by.items()} == {
-        "a-strong": "PASS", "b-copycat": "FAIL"}, result.stdout.str()  # before: PASS, copied
+        "a-strong": "PASS", "b-copycat": "FAIL",  # before: PASS, copied
+        "c-unlisted": "FAIL"}, result.stdout.str()  # before: PASS
+    unlisted = by["c-unlisted"]["verdicts"][0]
+    assert unlisted["grader_id"] == "sandbox" and (
+        "could not be listed after the agent's run (2 tries)" in unlisted["detail"]), unlisted
     kept = Path(by["a-strong"]["workspace"])
     assert (kept / "answer.txt").read_text() == "READY\n"
     assert kept.parent.name == "workspaces" and not (kept.parent / workspace.AGENTS / kept.name).exists()
