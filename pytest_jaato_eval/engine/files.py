@@ -65,6 +65,12 @@ def read_bounded(path: Path, limit: int | None = None, root: Path | None = None)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except (OSError, ValueError):
         return None
+    return _read_regular(fd, limit)
+
+
+def _read_regular(fd: int, limit: int) -> bytes | None:
+    """The first `limit` bytes of the file open on `fd` (closed here) when it is a regular
+    file; None otherwise."""
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
@@ -81,6 +87,28 @@ def read_bounded(path: Path, limit: int | None = None, root: Path | None = None)
         return None
     finally:
         os.close(fd)
+
+
+def read_below(at: int, rel: str, limit: int) -> bytes | None:
+    """The first `limit` bytes of the regular file `rel` below the folder held by `at`, each
+    name opened from its folder's descriptor, never through a link (so never by a path a
+    process could have changed since `at` was opened); None for anything else, and for a
+    path with a link on the way (read it by its resolved path instead)."""
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        return None
+    fd = os.open(".", _DIR, dir_fd=at)
+    try:
+        for name in parts[:-1]:
+            inner = os.open(name, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        given = os.open(parts[-1], os.O_RDONLY | _OWN, dir_fd=fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return _read_regular(given, limit)
 
 
 def read_text_bounded(path: Path, limit: int | None = None, root: Path | None = None) -> str | None:
