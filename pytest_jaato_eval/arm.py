@@ -228,14 +228,35 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, arm_state: ArmState
     moved = replaced_workspace(ws, arm_state)
     if moved is not None:  # nothing at its path is read: not the trap walk, the snapshot,
         ws = None          # a grader, the contamination rule or the transcript
-    planted = traps(run, ws, settings)
+    # From here on the tree is read through the folder's descriptor, never its path: what
+    # a process the agent left puts at the path after the check is not what is read.
+    at = arm_state.held.get(ws) if ws is not None else None
+    try:
+        return _graded(arm, settings, arm_state, run, ws, at, ledger, moved, config, views,
+                       modules, socket, cascade_id, on_arrival, tampered, caveats, ceiling,
+                       owns_workspace)
+    finally:
+        if ws is not None:
+            workspace.release(arm_state.held.pop(ws, None))
+
+
+def _graded(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentRun,
+            ws: Path | None, at: int | None, ledger: Ledger, moved: Verdict | None,
+            config: Path, views: tuple[Path, ...], modules: Path | None, socket: str | None,
+            cascade_id: str | None, on_arrival: dict | None, tampered: str | None,
+            caveats: list[str], ceiling: dict | None | EllipsisType,
+            owns_workspace: bool) -> ArmRecord:
+    """What follows the agent's run: the traps, the snapshot and the graders, each reading
+    the workspace through `at`; then the workspace's identity checked again (a process of
+    the agent's that outlived its run may have replaced it while the graders ran)."""
+    planted = traps(run, ws, settings, at)
     snapshot = Snapshot(note="the agent's run was blocked: there was nothing to grade")
     if moved is not None:
         snapshot = Snapshot(note="none: the workspace was not there after the agent's run, " + (
             "its files removed past its limits" if run.exhausted else "replaced by the agent"))
     elif not run.blocked_reason and ws is not None:  # the agent's run is over; no grader ran yet
         snapshot = keep_snapshot(arm, settings, arm_state, run, ledger, ws, cascade_id, tampered,
-                                 planted, config)
+                                 planted, config, at)
         if snapshot.noted:
             caveats.append(str(snapshot.note))
     verdicts: list = []
@@ -248,10 +269,17 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, arm_state: ArmState
         run.blocked_reason = None  # whatever else went wrong, the agent's act decides
     if settings.grade or act is not None:  # the agent's act: said now
         verdicts, grader_runs = grade(arm, settings, arm_state, run, ledger, ws, config, views,
-                                      modules, socket, cascade_id, act)
+                                      modules, socket, cascade_id, act, at)
     elif not run.blocked_reason and ws is not None:
         run.blocked_reason = NOT_GRADED + (
             "" if snapshot.name else f"; and no snapshot was kept ({snapshot.note})")
+    later = replaced_workspace(ws, arm_state, keep=False) if ws is not None else None
+    if later is not None:  # replaced after the first check: what was graded is void
+        verdicts, ws, run.blocked_reason = [later], None, None
+        staged = arm_state.pending_snapshots.pop(arm.id, None)
+        if staged is not None:  # a regrade of a replaced workspace is refused: none kept
+            Path(staged[1]).unlink(missing_ok=True)
+        snapshot = Snapshot(note="none: the workspace was replaced by the agent")
     return arm_record(arm, settings, arm_state, run, verdicts, ws, caveats, on_arrival,
                       discard=owns_workspace, grader_runs=grader_runs, ledger=ledger,
                       ceiling=ceiling, snapshot=snapshot)
@@ -263,11 +291,13 @@ NOT_GRADED = ("not graded (--jaato-no-grade): its snapshot waits for a regrade "
 
 def grade(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentRun, ledger: Ledger, ws: Path | None,
           config: Path, views: tuple[Path, ...], modules: Path | None, socket: str | None,
-          cascade_id: str | None, act: Verdict | None) -> tuple[list, list]:
+          cascade_id: str | None, act: Verdict | None, at: int | None = None,
+          ) -> tuple[list, list]:
     """(verdicts, the sessions graders opened) on what the agent left: the one path a live
     arm and a regrade share. An act of the agent's the harness saw (`agent_act`) is its
     FAIL, and no grader runs on it; else the task's graders, in order, each on the
-    workspace as the agent left it and its own view of the config root (`views`)."""
+    workspace as the agent left it (read through `at`, the descriptor held on it, when
+    there is one) and its own view of the config root (`views`)."""
     task = arm.task
     verdicts: list = []
     grader_runs: list = []
@@ -276,7 +306,7 @@ def grade(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentRun, l
     elif not run.blocked_reason and ws is not None:
         ACTIVITY.stage("grading")  # then each grader's id; a judge's turns are said under it
         ctx = GraderContext(
-            workspace=ws, config_root=config, params=arm.grader_params, run=run,
+            workspace=ws, workspace_fd=at, config_root=config, params=arm.grader_params, run=run,
             ledger=ledger, socket_path=socket, cascade_id=cascade_id,
             mask=settings.redact.text, arm_id=arm.id, profile_set=arm.profile_set,
             sample=arm.sample, author_modules=modules, confinement=settings.confinement,
@@ -289,32 +319,36 @@ def grade(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentRun, l
     return verdicts, grader_runs
 
 
-def traps(run: AgentRun, ws: Path | None, settings: ArmSettings) -> list[str]:
+def traps(run: AgentRun, ws: Path | None, settings: ArmSettings, at: int | None = None,
+          ) -> list[str]:
     """The traps the agent left in its workspace for what reads it (workspace.special_files),
     once its run is over; none looked for when its run was blocked. A tree past the walk's
     bound is the agent's use of resources (`run.exhausted`): never taken for a clean one."""
     if run.blocked_reason or ws is None:
         return []
     try:
-        return workspace.special_files(ws, settings.lent)
+        return workspace.special_files(ws, settings.lent, at)
     except workspace.WalkBound as exc:
         run.exhausted = run.exhausted or str(exc)
         return []
 
 
-def replaced_workspace(ws: Path | None, arm_state: ArmState) -> Verdict | None:
+def replaced_workspace(ws: Path | None, arm_state: ArmState, keep: bool = True,
+                       ) -> Verdict | None:
     """The agent's FAIL when its workspace's path no longer names the folder made for it
     (renamed, removed, a link or another folder in its place), found before anything reads
-    it; what stands there is removed (a link, not what it leads to). Releases the
-    workspace's descriptor."""
-    held = arm_state.held.pop(ws, None) if ws is not None else None
+    it; what stands there is removed (a link, not what it leads to). The workspace's
+    descriptor is released then, or with `keep` False; else kept in `arm_state.held`, for
+    what reads the tree next to read it through."""
+    held = arm_state.held.get(ws) if ws is not None else None
     if ws is None or held is None:
         return None
     try:
         found = workspace.replaced(ws, held)
         renamed = workspace.moved_to(ws, held) if found is not None else None
     finally:
-        workspace.release(held)
+        if not keep or found is not None:
+            workspace.release(arm_state.held.pop(ws))
     if found is None:
         return None
     workspace.remove_tree(ws)
@@ -422,6 +456,7 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, arm_state:
         return run, cascade_id, on_arrival
     kept = [*arm_state.kept, *(folder for k in arm_state.kept
                            for folder in k.parent.glob(f".{k.name}-*-arm_state"))]
+    asked: list[bool] = []  # whether each listing of the daemon's sessions answered
     with resources.guarded(resources.Bounds.of(task.resources, settings.memory_limit,
                                                settings.disk_limit),
                            owned.limits if owned is not None else None, settings.watched,
@@ -443,7 +478,7 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, arm_state:
                 agent_params=dict(arm.agent_params) if task.input.agent_params else None,
                 cascade_id=cascade_id, ceiling=settings.ceiling))
         fault = agent_faults(run, owned, socket, settings, arm_state, ws, config,  # before the hunt
-                             leftovers.watch, driver=task.harness.kind == DRIVER)
+                             leftovers.watch, driver=task.harness.kind == DRIVER, asked=asked)
     if not fault and task.harness.kind != DRIVER and faults.session_ended_by_hand(
             run.termination_reason, run.stopped):
         fault = (f"the agent's session ended `{run.termination_reason}` and the harness did "
@@ -455,11 +490,20 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, arm_state:
     if owned is not None and leftovers.watch is not None and leftovers.watch.daemon_alive():
         # Once more, now that no process of the agent's is left to open one: a session
         # opened meanwhile is stopped, and what its tools started is hunted again.
-        late = _foreign(run, socket, arm_state, ws, config, task.harness.kind == DRIVER, owned)
+        late = _foreign(run, socket, arm_state, ws, config, task.harness.kind == DRIVER, owned,
+                        asked)
         if late:
             fault = fault or late
             again = end_new(leftovers.watch)
             run.caveats.extend(again.said)
+    if owned is not None and asked and not any(asked):
+        # No listing answered: a session of the agent's may be live, and would act while
+        # the graders read. The daemon is ended, so none does; the agent's tools reach the
+        # socket, so what kept the daemon from answering may be theirs (faults.SESSIONS_UNLISTED).
+        _end_daemon(owned)
+        fault = fault or (f"the daemon's sessions could not be listed after the agent's run "
+                          f"({len(asked)} tries): a session of the agent's own would have gone "
+                          f"on while the graders read; the daemon was ended instead")
     run.caveats.extend(guard.said)
     if guard.stopped:  # its daemon was ended by the guard, not by the agent
         fault = None
@@ -499,7 +543,7 @@ RUNNER_LOST = "runner RPC closed"  # jaato's words for a runner that died under 
 
 def agent_faults(run: AgentRun, owned: Owned | None, socket: str, settings: ArmSettings,
                  arm_state: ArmState, ws: Path, config: Path, watch: Watch | None = None,
-                 driver: bool = False) -> str | None:
+                 driver: bool = False, asked: list[bool] | None = None) -> str | None:
     """What the agent did to the daemon it ran on, on a daemon of the run's own: sessions of
     its own opened there (stopped now, before grading); and, in the sandbox, where only the
     agent's processes reach the daemon, its daemon, runner or runner template killed or
@@ -529,17 +573,21 @@ def agent_faults(run: AgentRun, owned: Owned | None, socket: str, settings: ArmS
     if confined and RUNNER_LOST in (run.blocked_reason or ""):
         return (f"the runner of the agent's session ended under it, in a sandbox where only "
                 f"the agent's processes reach it ({run.blocked_reason})")
-    return _foreign(run, socket, arm_state, ws, config, driver, owned)
+    return _foreign(run, socket, arm_state, ws, config, driver, owned, asked)
 
 
 def _foreign(run: AgentRun, socket: str, arm_state: ArmState, ws: Path,
-             config: Path, driver: bool, owned: Owned) -> str | None:
-    """Sessions on the daemon the harness did not open, stopped: said as the agent's act."""
+             config: Path, driver: bool, owned: Owned, asked: list[bool] | None = None,
+             ) -> str | None:
+    """Sessions on the daemon the harness did not open, stopped: said as the agent's act.
+    `asked`: whether the daemon's listing answered, appended."""
     # The sessions the harness opened: a session arm's one (not every session whose files
     # are in the workspace: a session the agent opens there leaves them too), a driver's.
     opened = set(run.session_ids) if driver else {run.session_id}
     known = {sid for sid, _ in arm_state.sessions} | opened
     foreign = end_foreign_sessions(socket, known, ws, config)
+    if asked is not None:
+        asked.append(foreign.unknown is None)
     if foreign.unknown:
         run.caveats.append(f"the daemon's sessions could not be listed after the agent's run "
                            f"({foreign.unknown}): a session the agent opened would go on")
@@ -739,7 +787,7 @@ def snapshot_cap(task: Task, settings: ArmSettings) -> int:
 
 def keep_snapshot(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentRun, ledger: Ledger, ws: Path,
                   cascade_id: str | None, tampered: str | None, planted: list[str],
-                  config: Path) -> Snapshot:
+                  config: Path, at: int | None = None) -> Snapshot:
     """R4: snapshot what the graders are about to grade, staged for the store's writer.
     Never the arm's failure: a snapshot that cannot be kept is a note."""
     task = arm.task
@@ -763,7 +811,7 @@ def keep_snapshot(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: Age
         "agent_side": sides.agent_side(arm, config)})
     staging = settings.staging or Path(settings.workspace_root).parent / "snapshots"
     try:
-        snapshots.take(ws, facts, staging / name, cap)
+        snapshots.take(ws, facts, staging / name, cap, at)
     except snapshots.LeftOut as exc:
         return Snapshot(note=f"{LEFT_OUT}{exc}", noted=True)
     except (OSError, ValueError, TypeError) as exc:  # never the arm's failure

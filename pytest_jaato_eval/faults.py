@@ -10,6 +10,7 @@ tests/unit/test_fault_table.py walks.
 """
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 
 from .verdict import Verdict
@@ -41,6 +42,15 @@ class Fault:
         assert self.act, self.name
         return Verdict.failed(self.outcome, self.claim, detail, evidence)
 
+    def graded(self, grader_id: str, claim: str, detail: str, evidence=()) -> Verdict:
+        """A grader's verdict on this fault: BLOCKED when the environment's, else a FAIL
+        (under the grader's own id, or the act's verdict)."""
+        if self.outcome == ENVIRONMENT:
+            return Verdict.blocked(grader_id, claim, detail, evidence)
+        if self.outcome == GRADER:
+            return Verdict.failed(grader_id, claim, detail, evidence)
+        return self.failed(detail, evidence)
+
 
 EXHAUSTED = Fault(
     "exhausted", "the agent's own cgroup counted a refused fork or an OOM kill, or what it "
@@ -58,6 +68,12 @@ SESSION_ENDED = Fault(
     "session ended by hand", "the agent's session ended `operator_request`, `stopped` or "
     "`cancelled`, or the daemon no longer listed it at the ceiling (`deleted`), and the "
     "harness sent no session.stop for it",
+    "sandbox", "the agent leaves its daemon running")
+SESSIONS_UNLISTED = Fault(
+    "sessions unlisted", "on a daemon of the run's own, no listing of its sessions after the "
+    "agent's run answered (the agent's tools reach its socket, and can keep it from "
+    "answering): a session of the agent's could act while the graders read, so the daemon "
+    "is ended instead",
     "sandbox", "the agent leaves its daemon running")
 CHECKOUT_CHANGED = Fault(
     "checkout changed", "unconfined: the task's manifest, fixture or config root hash "
@@ -107,11 +123,38 @@ DISK_SHORT = Fault(
 CEILING = Fault(
     "the arm ceiling", "the agent's session outlasted the arm ceiling (a slow model and a "
     "stalling agent look alike)", ENVIRONMENT)
+RUN_INCOMPLETE = Fault(
+    "the agent's run incomplete", "the agent's session never signed off or ended truncated "
+    "(its budget ceiling, a session error, mid-tool-loop), and no one but the harness or "
+    "the daemon ended it (a session ended by hand is SESSION_ENDED, judged first)",
+    ENVIRONMENT)
+GATE_NOT_PASSED = Fault(
+    "a gate not passed", "a grader a judge is gated on was not run or did not PASS (its FAIL "
+    "already FAILS the arm)", ENVIRONMENT)
+HARNESS_COPY = Fault(
+    "the harness's own copy", "no daemon socket for the judge, or its copy of the harness's "
+    "config root (never the agent's) could not be made", ENVIRONMENT)
+VIEW_BOUND = Fault(
+    "the judge's view bound", "the workspace holds more files, folders or bytes than the "
+    "judge's view takes (judge.VIEW_FILES, judge.VIEW_BYTES)", GRADER)
+VIEW_UNREADABLE = Fault(
+    "the agent's files unreadable", "the judge's view could not be made for an error only a "
+    "file of the workspace gives its reader (closed to its owner, a name or a tree the "
+    "kernel refuses: `AGENTS_ERRNOS`)", GRADER)
+VIEW_FAILED = Fault(
+    "the judge's view not made", "the judge's view could not be made for any other error "
+    "(the disk full, an I/O error, no descriptor left)", ENVIRONMENT)
+JUDGE_CANNOT = Fault(
+    "the judge cannot grade", "the judge's session was blocked, or its answer has no payload, "
+    "names `errors`, a confidence off its range or under needs_human_below, or no score on "
+    "its scale (jaato-eval's reading; the judge reads the agent's words, so an agent that "
+    "talks it into `errors` is not told apart)", ENVIRONMENT)
 
 FAULTS: tuple[Fault, ...] = (
-    EXHAUSTED, DAEMON_BROKEN, SESSION_ENDED, CHECKOUT_CHANGED, TRAP, WORKSPACE_REPLACED,
-    TOOL_MISSING, PROGRAM_EXIT, PROGRAM_TIMEOUT, AUTHOR_TIMEOUT, SIGNAL_INSIDE,
-    SIGNAL_OUTSIDE, OOM_OWN, OOM_MACHINE, DISK_SHORT, CEILING)
+    EXHAUSTED, DAEMON_BROKEN, SESSION_ENDED, SESSIONS_UNLISTED, CHECKOUT_CHANGED, TRAP,
+    WORKSPACE_REPLACED, TOOL_MISSING, PROGRAM_EXIT, PROGRAM_TIMEOUT, AUTHOR_TIMEOUT,
+    SIGNAL_INSIDE, SIGNAL_OUTSIDE, OOM_OWN, OOM_MACHINE, DISK_SHORT, CEILING, RUN_INCOMPLETE,
+    GATE_NOT_PASSED, HARNESS_COPY, VIEW_BOUND, VIEW_UNREADABLE, VIEW_FAILED, JUDGE_CANNOT)
 
 # The verdicts an act of the agent's is recorded under, each once, in the table's order.
 AGENT_ACTS: tuple[str, ...] = tuple(dict.fromkeys(f.outcome for f in FAULTS if f.act))
@@ -160,3 +203,15 @@ def oom_said(fault: Fault, limit: int | None) -> str:
                 f"agent's), while it read the agent's files")
     return ("the machine's OOM killer acted while it ran (no memory cgroup of its own could "
             "be made here: judged by the machine-wide oom_kill counter)")
+
+
+# The errors reading a tree gives only for what its owner made of it: a file or folder closed
+# to its owner, a name, a path or a chain of links the kernel refuses.
+AGENTS_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ELOOP, errno.ENAMETOOLONG,
+                           errno.ENOTDIR, errno.EISDIR, errno.EFBIG, errno.EOVERFLOW})
+
+
+def view_fault(exc: OSError) -> Fault:
+    """Who a failure to copy the agent's files for a grader is charged to: VIEW_UNREADABLE
+    when the error is one only the tree's shape gives, else VIEW_FAILED."""
+    return VIEW_UNREADABLE if exc.errno in AGENTS_ERRNOS else VIEW_FAILED

@@ -191,7 +191,7 @@ SYSTEM_LENT = tuple(Path(p) for p in ("/usr", "/bin", "/sbin", "/lib", "/lib32",
                                       "/libx32"))
 
 
-def special_files(ws: Path, lent: Sequence[Path] = ()) -> list[str]:
+def special_files(ws: Path, lent: Sequence[Path] = (), at: int | None = None) -> list[str]:
     """The traps in a workspace for what reads it (relative paths; a link is looked through,
     never walked into): FIFOs and device files, which would block a reader until its
     timeout, turning a FAIL into a BLOCKED; and every link that leads out of the workspace
@@ -205,12 +205,15 @@ def special_files(ws: Path, lent: Sequence[Path] = ()) -> list[str]:
     link's way out; a link the lookup cannot follow to its end (more links than the kernel
     follows) is a trap too.
 
+    `at`: the descriptor held on the workspace as made (`hold`): the tree walked is that
+    folder's, whatever the agent has put at its path since.
+
     Raises WalkBound when the tree holds more than SPECIAL_WALK entries and no trap was
     found among those looked at."""
     found: list[str] = []
     lent = (*SYSTEM_LENT, *lent)
     try:
-        for seen, entry in enumerate(files.walk_tree(ws, open_up=True)):
+        for seen, entry in enumerate(files.walk_tree(ws if at is None else at, open_up=True)):
             if seen >= SPECIAL_WALK:
                 if found:
                     break
@@ -219,7 +222,7 @@ def special_files(ws: Path, lent: Sequence[Path] = ()) -> list[str]:
             mode = entry.st.st_mode
             if stat.S_ISLNK(mode):
                 try:
-                    mode = _through(ws, entry.rel, lent)
+                    mode = _through(ws, entry.rel, lent, at)
                 except OSError:
                     continue
             if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
@@ -237,11 +240,11 @@ def _shown(rel: str, keep: int = 120) -> str:
     return rel if len(rel) <= 2 * keep else f"{rel[:keep]}…{rel[-keep:]}"
 
 
-def _through(ws: Path, rel: str, lent: Sequence[Path]) -> int:
+def _through(ws: Path, rel: str, lent: Sequence[Path], at: int | None = None) -> int:
     """What a reader of the link `rel` meets, as a mode: a FIFO's for a link out of the
     workspace (as much a trap), else the target's own (a FIFO or device inside is one too;
     a link to nothing inside is none)."""
-    where, mode = files.resolve(ws, rel, lent)
+    where, mode = files.resolve(ws, rel, lent, at)
     if where == files.IN:
         return stat.S_IFREG if mode is None else mode
     if where == files.LENT and mode is not None and (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
@@ -285,7 +288,7 @@ def agent_config(config_root: Path, ws: Path, leave_out: AbstractSet[str] = froz
 
 
 @contextlib.contextmanager
-def as_left(ws: Path) -> Iterator[Path]:
+def as_left(ws: Path, at: int | None = None) -> Iterator[Path]:
     """The workspace as the agent left it, for one grader: a fresh copy of it stands at the
     workspace's own path while the grader runs (so paths, a venv's `#!` lines and `make`'s
     timestamps mean what they meant to the agent), and the agent's own tree is put back
@@ -295,11 +298,13 @@ def as_left(ws: Path) -> Iterator[Path]:
 
     The copy is made beside the workspace (one file system), swapped in and out in one
     atomic step (renameat2's RENAME_EXCHANGE; two renames where that is missing), and
-    removed after. Raises WorkspaceError when it cannot be made."""
+    removed after. `at`: the descriptor held on the workspace as made (`hold`), which the
+    copy is read through: a tree the agent put at the path since is never the one copied.
+    Raises WorkspaceError when it cannot be made."""
     ws = Path(ws)
     spare = ws.parent / f".{ws.name}-grader-{uuid.uuid4().hex[:8]}-state"
     try:
-        _copy_as_is(ws, spare)
+        _copy_as_is(ws if at is None else at, spare)
     except (OSError, shutil.Error) as exc:
         remove_tree(spare)
         raise WorkspaceError(f"the workspace could not be copied for the grader: "
@@ -319,13 +324,14 @@ def as_left(ws: Path) -> Iterator[Path]:
         remove_tree(spare)
 
 
-def _copy_as_is(ws: Path, dest: Path) -> None:
+def _copy_as_is(ws: Path | int, dest: Path) -> None:
     """Everything the agent left, links as links, times and modes kept; special files (a
     trap the arm has failed on already) never opened (`copy_tree`)."""
     copy_tree(ws, dest)
 
 
-def copy_tree(src: Path, dest: Path, keep: Callable[[files.Entry], bool] | None = None) -> None:
+def copy_tree(src: Path | int, dest: Path, keep: Callable[[files.Entry], bool] | None = None,
+              ) -> None:
     """`src`'s folders, regular files and links copied to `dest` (made here), modes and times
     kept; special files never opened. `keep`: whether an entry is copied (a folder left out
     leaves out all it holds). In this process (no program to start: most workspaces are a
@@ -333,7 +339,8 @@ def copy_tree(src: Path, dest: Path, keep: Callable[[files.Entry], bool] | None 
     length, without recursion; a folder the agent closed to its owner (chmod 000) is opened
     again. The copy takes no more disk than the tree: a file with several names is copied
     once and named again by hard links, and a sparse file keeps its holes (only its data is
-    copied, each range by copy_file_range)."""
+    copied, each range by copy_file_range). `src` a descriptor: the folder it holds, read
+    through it (never by a path)."""
     os.mkdir(dest, 0o700)
     out = os.open(dest, _TREE)
     made: list[tuple[str, os.stat_result]] = []  # the folders entered in the copy
@@ -380,7 +387,7 @@ def copy_tree(src: Path, dest: Path, keep: Callable[[files.Entry], bool] | None 
             out = _leave(out, made.pop())
     finally:
         os.close(out)
-    _stamp(os.fspath(dest), os.lstat(src))
+    _stamp(os.fspath(dest), os.fstat(src) if isinstance(src, int) else os.lstat(src))
 
 
 _TREE = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -74,13 +75,16 @@ def tracker_record(workspace: Path, session_id: str) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
-def session_ids_in(workspace: Path, limit: int = 64) -> list[str]:
-    """Ids of the sessions whose record the daemon wrote in this workspace."""
+def session_ids_in(workspace: Path) -> list[str]:
+    """Ids of the sessions whose record the daemon wrote in this workspace: every one, with
+    no bound (what asks, a retried session.new, stops each: one left out would go on)."""
     folder = Path(workspace) / ".jaato" / "sessions"
     if not inside(folder, workspace):
         return []
     try:
-        return sorted(p.stem for p in itertools.islice(folder.glob("*.json"), limit))
+        with os.scandir(folder) as listing:
+            return sorted(e.name[:-len(".json")] for e in listing
+                          if e.name.endswith(".json") and len(e.name) > len(".json"))
     except OSError:
         return []
 

@@ -65,6 +65,12 @@ def read_bounded(path: Path, limit: int | None = None, root: Path | None = None)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except (OSError, ValueError):
         return None
+    return _read_regular(fd, limit)
+
+
+def _read_regular(fd: int, limit: int) -> bytes | None:
+    """The first `limit` bytes of the file open on `fd` (closed here) when it is a regular
+    file; None otherwise."""
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
@@ -81,6 +87,28 @@ def read_bounded(path: Path, limit: int | None = None, root: Path | None = None)
         return None
     finally:
         os.close(fd)
+
+
+def read_below(at: int, rel: str, limit: int) -> bytes | None:
+    """The first `limit` bytes of the regular file `rel` below the folder held by `at`, each
+    name opened from its folder's descriptor, never through a link (so never by a path a
+    process could have changed since `at` was opened); None for anything else, and for a
+    path with a link on the way (read it by its resolved path instead)."""
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        return None
+    fd = os.open(".", _DIR, dir_fd=at)
+    try:
+        for name in parts[:-1]:
+            inner = os.open(name, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        given = os.open(parts[-1], os.O_RDONLY | _OWN, dir_fd=fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return _read_regular(given, limit)
 
 
 def read_text_bounded(path: Path, limit: int | None = None, root: Path | None = None) -> str | None:
@@ -189,14 +217,15 @@ class Entry:
         return os.path.join(*self.parts)
 
 
-def walk_tree(root: Path | str, open_up: bool = False) -> Iterator[Entry]:
+def walk_tree(root: Path | str | int, open_up: bool = False) -> Iterator[Entry]:
     """Every entry below `root`, depth first, each folder just before what it holds, in name
     order; never into a link. Any depth and any path length with one descriptor open: each
     step is relative to its folder's descriptor (openat), and the walk goes back up by `..`
     of a folder it entered itself, never by a path. A folder that cannot be listed is
     yielded and not entered; with `open_up`, a folder its owner closed (chmod 000) is opened
-    to its owner first."""
-    fd = os.open(root, _DIR)
+    to its owner first. `root` a descriptor: the folder it holds, whatever its path names
+    now (the descriptor is the caller's, left open)."""
+    fd = reopen(root, _DIR)
     pending: list[list[str]] = []  # per level entered: the names still to yield, reversed
     try:
         pending.append(sorted(_names(fd), reverse=True))
@@ -235,6 +264,15 @@ def walk_tree(root: Path | str, open_up: bool = False) -> Iterator[Entry]:
         os.close(fd)
 
 
+def reopen(root: Path | str | int, flags: int = _DIR) -> int:
+    """A descriptor of this walk's own on `root`: a path opened (never through a link at its
+    end), or the folder a caller's descriptor holds opened again through it (never by a
+    name, so a folder put at its path since is not the one opened)."""
+    if isinstance(root, int):
+        return os.open(".", flags, dir_fd=root)
+    return os.open(root, flags)
+
+
 def _names(fd: int) -> list[str]:
     with os.scandir(fd) as listing:
         return [entry.name for entry in listing]
@@ -260,7 +298,8 @@ def _enter(fd: int, name: str, st: os.stat_result, open_up: bool) -> int | None:
 IN, LENT, OUT = "in", "lent", "out"
 
 
-def resolve(root: Path | str, rel: str, lent: Sequence[Path | str] = ()) -> tuple[str, int | None]:
+def resolve(root: Path | str, rel: str, lent: Sequence[Path | str] = (),
+            at: int | None = None) -> tuple[str, int | None]:
     """Where `rel`, a path below `root`, leads once every link on the way is followed, as
     (IN / LENT / OUT, the mode of what is there or None for nothing).
 
@@ -270,12 +309,14 @@ def resolve(root: Path | str, rel: str, lent: Sequence[Path | str] = ()) -> tupl
     link for a folder). IN: it ends in `root`; LENT: it ends in one of `lent` (read-only
     folders every reader is lent); OUT otherwise, and as soon as the lookup goes anywhere
     but `root`, `lent` and the folders on the way to them (so never through /proc's links,
-    whose target is not their text), or follows more than MAX_LINKS links."""
+    whose target is not their text), or follows more than MAX_LINKS links. `at`: a
+    descriptor on the folder `root` named when it was made, where the lookup starts (not
+    whatever stands at `root`'s path now)."""
     top = _parts(os.path.realpath(root))  # the harness's own path: realpath is safe on it
     keep = [top, *(_parts(os.path.realpath(p)) for p in lent)]
     todo = [p for p in reversed(rel.split("/")) if p]
     where: list[str] = list(top)
-    fd = os.open(root, _LOOKUP)
+    fd = reopen(root if at is None else at, _LOOKUP)
     links = 0
     try:
         while todo:

@@ -60,6 +60,9 @@ class GraderContext:
     # The bound a grader's process is held to in a memory cgroup of its own (the agent's):
     # an OOM kill there is met reading the agent's files (faults.OOM_OWN). None: no cgroup.
     memory_limit: int | None = None
+    # The descriptor held on the workspace as made (workspace.hold): a grader's copy is read
+    # through it, never through the path the agent could have replaced. None: the path.
+    workspace_fd: int | None = None
 
     def for_grader(self, index: int) -> "GraderContext":
         """The context grader `index` is handed: its own view of the config root (the lists
@@ -81,7 +84,7 @@ class GraderContext:
         limits = self._memory_cgroup()
         try:
             with contextlib.nullcontext(self.workspace) if read_only else as_left(
-                    self.workspace):
+                    self.workspace, self.workspace_fd):
                 if self.confinement is None:
                     yield Wrapped(tuple(argv)).in_cgroup(limits)
                     return

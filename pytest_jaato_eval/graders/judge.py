@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .. import faults
 from ..engine.session import Ceiling, SessionArmSpec, run_session_arm
 from ..task.model import JudgeGrader
 from ..results.review import NEEDS_HUMAN
@@ -64,7 +65,7 @@ class ViewTooLarge(Exception):
     pass
 
 
-def make_view(workspace: Path, dest: Path) -> None:
+def make_view(workspace: Path | int, dest: Path) -> None:
     """Copy the workspace's regular files and folders to `dest` (workspace.copy_tree: any
     depth, a file with several names counted and copied once); links, FIFOs, devices and
     the configuration names in HIDDEN stay behind. Raises ViewTooLarge past VIEW_FILES
@@ -173,16 +174,18 @@ def _not_read(value: Any) -> str:
 def grade_judge(spec: JudgeGrader, ctx: GraderContext) -> Verdict:
     claim = f"judge {spec.profile} scores >= {spec.threshold:g}"
     if ctx.run.unsigned:
-        return Verdict.blocked(spec.id, claim, f"the agent never signed off ({ctx.run.error}); "
-                               f"the judge would score it without its payload")
+        return faults.RUN_INCOMPLETE.graded(
+            spec.id, claim, f"the agent never signed off ({ctx.run.error}); the judge would "
+            f"score it without its payload")
     truncated = ctx.truncation_reason
     if truncated:
-        return Verdict.blocked(spec.id, claim, f"the arm's run was truncated: {truncated}")
+        return faults.RUN_INCOMPLETE.graded(spec.id, claim,
+                                            f"the arm's run was truncated: {truncated}")
     gated = _gate(spec, ctx)
     if gated:
-        return Verdict.blocked(spec.id, claim, gated)
+        return faults.GATE_NOT_PASSED.graded(spec.id, claim, gated)
     if not ctx.socket_path:
-        return Verdict.blocked(spec.id, claim, "no daemon socket: the arm ran on none")
+        return faults.HARNESS_COPY.graded(spec.id, claim, "no daemon socket: the arm ran on none")
     # Beside the arm's workspace, named as the daemon's state folders are: the daemon may
     # write into the judge's view after its session, so whatever removes the workspace's
     # state folders (the arm's discard, the run's end) removes this one too.
@@ -194,20 +197,20 @@ def grade_judge(spec: JudgeGrader, ctx: GraderContext) -> Verdict:
                             encoding="utf-8")
         view = own / "workspace"
         try:
-            make_view(ctx.workspace, view)
+            make_view(ctx.workspace if ctx.workspace_fd is None else ctx.workspace_fd, view)
         except ViewTooLarge as exc:  # what the agent left: its doing, not the environment's
-            return Verdict.failed(spec.id, claim, f"{exc}: the agent left more than its judge "
-                                  f"can read (a task whose answer is that large needs a script "
-                                  f"or processor grader)")
+            return faults.VIEW_BOUND.graded(
+                spec.id, claim, f"{exc}: the agent left more than its judge can read (a task "
+                f"whose answer is that large needs a script or processor grader)")
         except OSError as exc:
-            return Verdict.blocked(spec.id, claim, f"the judge's view of the workspace could "
-                                   f"not be made: {exc}")
+            return faults.view_fault(exc).graded(
+                spec.id, claim, f"the judge's view of the workspace could not be made: {exc}")
         # Its own copy of the harness's config root, made after the agent's run ended: the
         # judge's profile is the task's, whatever the agent did to the copy it was given.
         try:
             config = copy_config(ctx.config_root, own / "config")
         except WorkspaceError as exc:
-            return Verdict.blocked(spec.id, claim, str(exc))
+            return faults.HARNESS_COPY.graded(spec.id, claim, str(exc))
         run = run_session_arm(SessionArmSpec(  # G5: the SAME daemon as the arm
             socket_path=ctx.socket_path, workspace=view, config_root=config,
             profile=spec.profile, prompt=judge_prompt(ctx, spec), agent=spec.agent,
@@ -219,7 +222,9 @@ def grade_judge(spec: JudgeGrader, ctx: GraderContext) -> Verdict:
         remove_tree(own)  # a copy of what the agent left: any depth
     evidence = [f"judge session {run.session_id or '—'} ({run.model or '—'})"]
     if run.blocked_reason:
-        return Verdict.blocked(spec.id, claim, f"judge session: {run.blocked_reason}", evidence)
+        return faults.JUDGE_CANNOT.graded(
+            spec.id, claim, f"judge session: {run.blocked_reason}",
+                                          evidence)
     return read_answer(spec, claim, run.payload, evidence)
 
 
@@ -227,10 +232,11 @@ def read_answer(spec: JudgeGrader, claim: str, payload: Any, evidence: list[str]
     """The answer contract, in its order: could not grade (`errors`), confidence (with
     needs_human_below), defects (with defects_field), score."""
     if not isinstance(payload, dict):
-        return Verdict.blocked(spec.id, claim, "the judge cannot grade: it returned no payload "
-                               "(check that its profile declares a completion_payload_schema, "
-                               "then that its persona does not tell it to answer in prose "
-                               "rather than call signal_completion)", evidence)
+        return faults.JUDGE_CANNOT.graded(
+            spec.id, claim, "the judge cannot grade: it returned no payload "
+            "(check that its profile declares a completion_payload_schema, "
+            "then that its persona does not tell it to answer in prose "
+            "rather than call signal_completion)", evidence)
     if payload.get(REASONING):
         evidence.append(f"reasoning: {_short(payload[REASONING])}")
     evidence.append("answer: " + _short(json.dumps(payload, sort_keys=True, default=str)[:4000]))
@@ -238,19 +244,21 @@ def read_answer(spec: JudgeGrader, claim: str, payload: Any, evidence: list[str]
     # reading): the judge's failure, not the arm's.
     cannot = _items(payload.get(spec.errors_field))
     if cannot:
-        return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {'; '.join(cannot)}",
-                               evidence)
+        return faults.JUDGE_CANNOT.graded(
+            spec.id, claim, f"the judge cannot grade: {'; '.join(cannot)}", evidence)
     if spec.needs_human_below is not None and CONFIDENCE in payload:
         low, high = spec.confidence_range
         confidence = reading(payload[CONFIDENCE])
         if confidence is None or not low <= confidence <= high:
-            return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {CONFIDENCE} is "
-                                   f"{_short(repr(payload[CONFIDENCE]))[:80]}, not a number "
-                                   f"from {span(spec.confidence_range)}", evidence)
+            return faults.JUDGE_CANNOT.graded(
+                spec.id, claim, f"the judge cannot grade: {CONFIDENCE} is "
+                f"{_short(repr(payload[CONFIDENCE]))[:80]}, not a number "
+                f"from {span(spec.confidence_range)}", evidence)
         below = spec.needs_human_below
         if confidence < below:
-            return Verdict.blocked(spec.id, claim, f"{NEEDS_HUMAN} (confidence {confidence:.2f} "
-                                   f"< {below:.2f})", evidence)
+            return faults.JUDGE_CANNOT.graded(
+                spec.id, claim, f"{NEEDS_HUMAN} (confidence {confidence:.2f} "
+                f"< {below:.2f})", evidence)
     defects = _items(payload.get(spec.defects_field)) if spec.defects_field else []
     if defects:
         return Verdict.failed(spec.id, claim, f"the judge found {len(defects)} defect(s): "
@@ -258,16 +266,19 @@ def read_answer(spec: JudgeGrader, claim: str, payload: Any, evidence: list[str]
     field = spec.score_field
     if field not in payload:
         fields = ", ".join(sorted(map(str, payload)))[:200] or "none"
-        return Verdict.blocked(spec.id, claim, f"the judge cannot grade: its answer has no "
-                               f"`{field}` (its fields: {fields}; score_field names the one "
-                               f"holding the score)", evidence)
+        return faults.JUDGE_CANNOT.graded(
+            spec.id, claim, f"the judge cannot grade: its answer has no "
+            f"`{field}` (its fields: {fields}; score_field names the one "
+            f"holding the score)", evidence)
     score = reading(payload[field])
     if score is None:
-        return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {field} is "
-                               f"{_not_read(payload[field])}", evidence)
+        return faults.JUDGE_CANNOT.graded(
+            spec.id, claim, f"the judge cannot grade: {field} is "
+            f"{_not_read(payload[field])}", evidence)
     if spec.score_scale and not spec.score_scale[0] <= score <= spec.score_scale[1]:
-        return Verdict.blocked(spec.id, claim, f"the judge cannot grade: {field} is {score:g}, "
-                               f"off the score_scale {span(spec.score_scale)}", evidence)
+        return faults.JUDGE_CANNOT.graded(
+            spec.id, claim, f"the judge cannot grade: {field} is {score:g}, "
+            f"off the score_scale {span(spec.score_scale)}", evidence)
     if score >= spec.threshold:
         return Verdict.passed(spec.id, claim, f"score {score:g}", evidence)
     return Verdict.failed(spec.id, claim, f"score {score:g} < {spec.threshold:g}", evidence)

@@ -30,7 +30,7 @@ def grade_match(spec: MatchGrader, ctx: GraderContext) -> Verdict:
     if not ctx.workspace.is_dir():
         return Verdict.blocked(spec.id, claim, f"workspace {ctx.workspace} is missing")
     try:
-        where, mode = files.resolve(ctx.workspace, spec.path)
+        where, mode = files.resolve(ctx.workspace, spec.path, at=ctx.workspace_fd)
     except OSError as exc:
         return Verdict.blocked(spec.id, claim, f"could not look {spec.path} up: {exc}")
     if where != files.IN:
@@ -39,8 +39,13 @@ def grade_match(spec: MatchGrader, ctx: GraderContext) -> Verdict:
         return Verdict.failed(spec.id, claim, f"{spec.path} is missing")
     if not stat.S_ISREG(mode):
         return Verdict.failed(spec.id, claim, f"{spec.path} is not a regular file")
-    raw = files.read_bounded(os.path.realpath(ctx.workspace / spec.path), MAX_BYTES + 1,
-                             root=ctx.workspace)
+    # through the descriptor held on the workspace when the path has no link on the way;
+    # else by its resolved path
+    raw = None if ctx.workspace_fd is None else files.read_below(
+        ctx.workspace_fd, spec.path, MAX_BYTES + 1)
+    if raw is None:
+        raw = files.read_bounded(os.path.realpath(ctx.workspace / spec.path), MAX_BYTES + 1,
+                                 root=ctx.workspace)
     if raw is None:
         return Verdict.blocked(spec.id, claim, f"{spec.path} could not be read")
     if len(raw) > MAX_BYTES:

@@ -95,44 +95,27 @@ def _shown(rel: str) -> str:
     return rel.encode("utf-8", "backslashreplace").decode()[:200]
 
 
-def _walk(workspace: Path, budget: int) -> tuple[list[tuple[str, os.stat_result]], int]:
-    """(relative path, lstat) of every entry below the workspace, each folder before what
-    it holds (never a link's), in name order; and the regular files' bytes. Raises LeftOut
-    on a special file, past MAX_ENTRIES, or past `budget` bytes."""
-    out: list[tuple[str, os.stat_result]] = []
-    total = 0
-
-    def unlistable(exc: OSError) -> None:
-        if isinstance(exc, FileNotFoundError):  # gone since its folder was listed
-            return
-        raise LeftOut(f"the workspace's folder {_shown(str(exc.filename))!r} cannot be "
-                      f"listed: {exc.strerror or exc}")
-
-    for folder, dirs, files in os.walk(workspace, onerror=unlistable):  # never into a link
-        dirs.sort()
-        here = os.path.relpath(folder, workspace)
-        for name in sorted(dirs + files):
-            rel = name if here == os.curdir else os.path.join(here, name)
-            try:
-                mode = (st := os.lstat(os.path.join(folder, name))).st_mode
-            except FileNotFoundError:  # the daemon's own files come and go (a .tmp renamed)
-                continue
-            except OSError as exc:
-                raise LeftOut(f"{_shown(rel)!r} cannot be inspected: "
-                              f"{exc.strerror or exc}") from None
-            if stat.S_ISREG(mode):
-                total += st.st_size
-            elif not (stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
-                kind = next((k for test, k in _KINDS if test(mode)), "special file")
-                raise LeftOut(f"the workspace holds a {kind}, {_shown(rel)!r}: a snapshot "
-                              f"keeps files, folders and links only")
-            out.append((rel, st))
-            if len(out) > MAX_ENTRIES:
-                raise LeftOut(f"the workspace holds more than {MAX_ENTRIES:,} files, folders "
-                              f"and links, the snapshot's bound (snapshots.MAX_ENTRIES)")
-            if total > budget:
-                raise LeftOut(over_cap(total, budget))
-    return out, total
+def _walk(workspace: Path | int, budget: int) -> tuple[int, int]:
+    """(how many entries are below the workspace, the regular files' bytes), every entry
+    looked at from its folder's descriptor (files.walk_tree: never into a link, never by a
+    path the agent could have changed). Raises LeftOut on a special file, past MAX_ENTRIES,
+    or past `budget` bytes."""
+    count = total = 0
+    for entry in tree_files.walk_tree(workspace, open_up=True):
+        mode, rel = entry.st.st_mode, entry.rel
+        if stat.S_ISREG(mode):
+            total += entry.st.st_size
+        elif not (stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            kind = next((k for test, k in _KINDS if test(mode)), "special file")
+            raise LeftOut(f"the workspace holds a {kind}, {_shown(rel)!r}: a snapshot "
+                          f"keeps files, folders and links only")
+        count += 1
+        if count > MAX_ENTRIES:
+            raise LeftOut(f"the workspace holds more than {MAX_ENTRIES:,} files, folders "
+                          f"and links, the snapshot's bound (snapshots.MAX_ENTRIES)")
+        if total > budget:
+            raise LeftOut(over_cap(total, budget))
+    return count, total
 
 
 def over_cap(size: int, budget: int) -> str:
@@ -149,14 +132,18 @@ def _info(name: str, st: os.stat_result, kind: bytes) -> tarfile.TarInfo:
     return info
 
 
-def take(workspace: Path, facts: dict[str, Any], dest: Path, cap: int) -> Taken:
+def take(workspace: Path, facts: dict[str, Any], dest: Path, cap: int,
+         at: int | None = None) -> Taken:
     """Write the snapshot of `workspace` with `facts` to `dest` (whole, or nothing there).
-    Raises LeftOut, with the line the record says, when it is not taken."""
+    `at`: the descriptor held on the workspace as made, which the tree is read through (a
+    folder the agent put at its path since is never read). Raises LeftOut, with the line
+    the record says, when it is not taken."""
+    root = workspace if at is None else at
     data = json.dumps(facts, ensure_ascii=False, default=str,
                       separators=(",", ":")).encode("utf-8", "surrogatepass")
     if len(data) > cap:
         raise LeftOut(over_cap(len(data), cap))
-    entries, _ = _walk(workspace, cap - len(data))
+    entries, _ = _walk(root, cap - len(data))
     budget = [cap - len(data)]  # what the files may still hold, as they are read
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_name(f".{dest.name}.partial")
@@ -167,27 +154,28 @@ def take(workspace: Path, facts: dict[str, Any], dest: Path, cap: int) -> Taken:
             info = tarfile.TarInfo(FACTS)
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
-            root = os.lstat(workspace)
-            tar.addfile(_info(ROOT, root, tarfile.DIRTYPE))
-            for rel, st in entries:
-                _add(tar, workspace, rel, st, budget, cap)
+            top = os.fstat(at) if at is not None else os.lstat(workspace)
+            tar.addfile(_info(ROOT, top, tarfile.DIRTYPE))
+            for entry in tree_files.walk_tree(root, open_up=True):
+                _add(tar, entry, budget, cap)
         os.replace(partial, dest)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
-    return Taken(dest, len(entries), cap - budget[0], dest.stat().st_size)
+    return Taken(dest, entries, cap - budget[0], dest.stat().st_size)
 
 
-def _add(tar: tarfile.TarFile, workspace: Path, rel: str, st: os.stat_result,
-         budget: list[int], cap: int) -> None:
-    name, path = f"{ROOT}/{rel}", os.path.join(workspace, rel)
+def _add(tar: tarfile.TarFile, entry: tree_files.Entry, budget: list[int], cap: int) -> None:
+    """One entry, read from its folder's descriptor by its own name alone."""
+    rel, st = entry.rel, entry.st
+    name = f"{ROOT}/{rel}"
     if stat.S_ISDIR(st.st_mode):
         tar.addfile(_info(name, st, tarfile.DIRTYPE))
         return
     if stat.S_ISLNK(st.st_mode):
         info = _info(name, st, tarfile.SYMTYPE)
         try:
-            info.linkname = os.readlink(path)
+            info.linkname = os.readlink(entry.name, dir_fd=entry.folder)
         except FileNotFoundError:
             return
         except OSError as exc:
@@ -195,7 +183,7 @@ def _add(tar: tarfile.TarFile, workspace: Path, rel: str, st: os.stat_result,
         tar.addfile(info)
         return
     try:
-        fd = os.open(path, _OPEN)
+        fd = os.open(entry.name, _OPEN, dir_fd=entry.folder)
     except FileNotFoundError:  # gone since it was listed: not in the workspace any more
         return
     except OSError as exc:  # replaced by a link since it was listed, or unreadable

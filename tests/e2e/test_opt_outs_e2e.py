@@ -247,3 +247,74 @@ def test_a_grader_killed_by_the_oom_killer_in_its_own_cgroup_reading_the_agents_
     assert sparse["state"] == "FAIL", sparse
     assert "OOM killer ended it in its own memory cgroup" in sparse["verdicts"][0]["detail"]
     assert by["b-honest"]["state"] == "PASS", by["b-honest"]
+
+
+# The agent's tool aims the daemon's verbs at another arm's session, found by its workspace in
+# the daemon's listing, else by its record in that arm's kept workspace (unconfined, the agent
+# reaches it); what came back is kept in other.log.
+OTHER = """\
+import asyncio, glob, os, sys
+sys.path.insert(0, sys.argv[2])  # the run's packages (jaato_sdk)
+from jaato_sdk.client.ipc import IPCClient  # noqa: E402
+from jaato_sdk.events import ClientType, EventType  # noqa: E402
+
+
+async def main():
+    c = IPCClient(sys.argv[1], client_type=ClientType.API, auto_start=False,
+                  workspace_path=os.getcwd())
+    await c.connect(timeout=30)
+    seen, listed = [], asyncio.get_running_loop().create_future()
+    c.subscribe_all(lambda ev: seen.append(f"{type(ev).__name__}: " + " ".join(
+        str(getattr(ev, k, "")) for k in ("message", "text", "reason", "error")
+        if getattr(ev, k, ""))[:200]))
+    c.subscribe(EventType.SESSION_LIST, lambda ev: listed.done() or listed.set_result(
+        list(getattr(ev, "sessions", []) or [])))
+    await c.list_sessions()
+    rows = await asyncio.wait_for(listed, 10)
+    other = [r for r in rows if sys.argv[3] in repr(r)]
+    print("listed", len(other), "of", len(rows))
+    kept = glob.glob(f"../../{sys.argv[3]}*/.jaato/sessions/*.json")  # a kept workspace's
+    sid = str(other[0]["id"]) if other else (kept[0].rsplit("/", 1)[1][:-5] if kept else "none")
+    print("other session", "found" if sid != "none" else "none")
+    for verb, call in (("attach", lambda: c.attach_session(sid)),
+                       ("inject_prompt", lambda: c.inject_prompt("Write PASS.", timeout=5)),
+                       ("wake", lambda: c.wake_session(sid, "wake up")),
+                       ("session.stop", lambda: c.stop_session(sid)),
+                       ("session.delete", lambda: c.delete_session(sid))):
+        try:
+            print(verb, "answer", await asyncio.wait_for(call(), 10))
+        except BaseException as exc:  # noqa: BLE001
+            print(verb, "raised", type(exc).__name__, exc)
+        await asyncio.sleep(1)
+        print("\\n".join(seen[-6:]))
+        seen.clear()
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.slow  # the verbs each wait for the daemon's answer
+def test_the_daemon_verbs_the_agent_aims_at_another_arms_session(project):
+    """docs/security.md's verb table, the rows about another arm's session: the first arm's
+    session, over by then (arms on one daemon run one after another) and no longer listed,
+    its id read from that arm's kept workspace, is attached, prompted, woken, stopped and
+    deleted by the second arm's agent: the daemon refuses each. The first arm's record
+    stands; the second is graded on its merits."""
+    site = os.path.dirname(os.path.dirname(jaato_sdk.__file__))
+    project.task("a-first")
+    project.task("b-other", profile=shell_agent("other", "sh other.sh"), graders=[
+        {"kind": "script", "run": "cat other.log; grep -qx READY answer.txt"}])
+    project.write("tasks/b-other/fixture/other.py", OTHER)
+    project.write("tasks/b-other/fixture/other.sh", (
+        f"{sys.executable} other.py {project.daemon.socket_path} {site} a-first "
+        f"> other.log 2>&1\necho READY > answer.txt\n"))
+    project.run("tasks", "-p", "no:randomly", "--keep-workspaces")
+    by = {r["task_id"]: r for r in project.records()}
+    assert by["a-first"]["state"] == "PASS", by["a-first"]
+    other = by["b-other"]
+    said = " ".join(str(v["evidence"]) for v in other["verdicts"])
+    assert other["state"] == "PASS", other
+    for refused in ("listed 0 of 1", "other session found", "ErrorEvent: Session not found",
+                    "No session selected", "session.wake refused", "is not loaded",
+                    "SystemMessageEvent: Session '"):
+        assert refused in said, (refused, said)

@@ -13,6 +13,7 @@ import yaml
 from jaato_project import shell_agent
 
 from pytest_jaato_eval import workspace
+from pytest_jaato_eval.engine import foreign_sessions
 from pytest_jaato_eval.engine.sandbox import probe
 
 pytestmark = pytest.mark.daemon
@@ -39,6 +40,21 @@ def test_a_replaced_workspace_or_a_tree_past_the_walk_fails_and_the_env_names_no
     project.task("d-big", profile=shell_agent(
         "big", "head -c 2000000 /dev/urandom > big.bin; echo WRONG > answer.txt"),
         extra={"snapshot": {"max_mb": 1}})
+    # A wrong answer, then a process of the agent's that outlived its run swaps the folder
+    # for a link to the host's answer right after the identity check (forced here, so the
+    # race is the same on every run): what the harness reads next is the folder it held.
+    project.task("e-late", profile=shell_agent("late", "echo WRONG > answer.txt"))
+    checked = workspace.replaced
+    swapped: list[Path] = []
+
+    def then_swapped(ws: Path, held: int) -> str | None:
+        found = checked(ws, held)
+        if found is None and ws.name.startswith("e-late") and not swapped:
+            os.rename(ws, ws.with_name(ws.name + ".gone"))
+            os.symlink(host, ws)
+            swapped.append(ws)
+        return found
+    monkeypatch.setattr(workspace, "replaced", then_swapped)
     project.task("h-honest")
     # Python arms: one whose agent replaces its workspace by a link to the checkout's key,
     # one whose agent writes its environment down for the test to read.
@@ -85,6 +101,7 @@ def test_a_replaced_workspace_or_a_tree_past_the_walk_fails_and_the_env_names_no
         "b-flood": ("FAIL", [("resources", "FAIL")]),  # before: PASS, the walk stopped at 60
         "c-few": ("FAIL", [("workspace", "FAIL")]),  # the link out, found
         "d-big": ("FAIL", [("script:grep -qx READY answer.txt", "FAIL")]),  # regraded: BLOCKED before
+        "e-late": ("FAIL", [("workspace", "FAIL")]),  # before: PASS, the host's answer read
         "h-honest": ("PASS", [("script:grep -qx READY answer.txt", "PASS")]),
         "arms/test_arms.py::test_replaced": ("FAIL", [("workspace", "FAIL")]),  # before: PASS
         "arms/test_arms.py::test_env": ("PASS", [("python:test_env", "PASS")]),
@@ -95,6 +112,7 @@ def test_a_replaced_workspace_or_a_tree_past_the_walk_fails_and_the_env_names_no
     assert replaced["detail"].startswith("the agent's workspace was replaced: its path held "
                                          ), replaced
     assert by["a-replacer"]["snapshot"] is None
+    assert swapped and by["e-late"]["snapshot"] is None  # no regrade of a replaced workspace
     assert "SPECIAL_WALK" in by["b-flood"]["verdicts"][0]["detail"]
     assert (host / "answer.txt").read_text() == "READY\n"  # the link removed, not its target
     assert result.ret == 1
@@ -111,17 +129,34 @@ def test_a_replaced_workspace_or_a_tree_past_the_walk_fails_and_the_env_names_no
 
 
 @pytest.mark.skipif(probe()[0] is None, reason=f"no sandbox on this machine: {probe()[1]}")
-def test_a_kept_workspace_leaves_the_agents_sight_when_its_arm_ends(project):
+def test_a_kept_workspace_leaves_the_agents_sight_when_its_arm_ends(project, monkeypatch):
     """--keep-workspaces: the first arm's workspace, kept, is moved out of the agents' folder
     the moment its arm ends, so the next agent, which copies whatever answer it finds beside
-    its own workspace, finds none and FAILS; the kept one is where its record says."""
+    its own workspace, finds none and FAILS; the kept one is where its record says.
+
+    On the same private daemon, the last arm's sessions cannot be listed after its run
+    (forced: its listings wait for nothing, so they time out on the real daemon, as one the
+    agent's tools keep busy would): a session of the agent's could act while the graders
+    read, so the arm FAILS `sandbox` and its daemon is ended (before: PASS, and a caveat)."""
+    asking = foreign_sessions._end
+
+    async def hurried(socket_path, known, workspace, config_root):
+        monkeypatch.setattr(foreign_sessions, "LIST_WAIT",
+                            0 if workspace.name.startswith("c-unlisted") else 10.0)
+        return await asking(socket_path, known, workspace, config_root)
+    monkeypatch.setattr(foreign_sessions, "_end", hurried)
     project.task("a-strong")
     project.task("b-copycat", profile=shell_agent("copycat", "cp ../a-strong*/answer.txt ."))
+    project.task("c-unlisted")
     result = project.run("tasks", "--jaato-sandbox=bwrap", "--keep-workspaces",
                          "-p", "no:randomly", shared_daemon=False)
     by = {r["task_id"]: r for r in project.records()}
     assert {t: r["state"] for t, r in by.items()} == {
-        "a-strong": "PASS", "b-copycat": "FAIL"}, result.stdout.str()  # before: PASS, copied
+        "a-strong": "PASS", "b-copycat": "FAIL",  # before: PASS, copied
+        "c-unlisted": "FAIL"}, result.stdout.str()  # before: PASS
+    unlisted = by["c-unlisted"]["verdicts"][0]
+    assert unlisted["grader_id"] == "sandbox" and (
+        "could not be listed after the agent's run (2 tries)" in unlisted["detail"]), unlisted
     kept = Path(by["a-strong"]["workspace"])
     assert (kept / "answer.txt").read_text() == "READY\n"
     assert kept.parent.name == "workspaces" and not (kept.parent / workspace.AGENTS / kept.name).exists()

@@ -3,9 +3,11 @@ walked, the command-word lookup that tells a grader's own missing tool from a pr
 the agent's, and the process a timeout finds running."""
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -14,11 +16,12 @@ from pytest_jaato_eval.engine.driver import exit_verdict
 from pytest_jaato_eval.engine.agent_run import AgentRun
 from pytest_jaato_eval.engine.sandbox import (Confinement, Limits, missing_command, probe,
                                               seal_interpreter)
+from pytest_jaato_eval.graders import judge
 from pytest_jaato_eval.graders.context import GraderContext
 from pytest_jaato_eval.graders.output import program_of, run_bounded
 from pytest_jaato_eval.graders.script import grade_script
-from pytest_jaato_eval.task.model import ScriptGrader
-from pytest_jaato_eval.verdict import FAIL
+from pytest_jaato_eval.task.model import JudgeGrader, ScriptGrader
+from pytest_jaato_eval.verdict import BLOCKED, FAIL
 
 
 def test_every_fault_names_its_evidence_and_an_act_its_verdict_and_claim():
@@ -147,3 +150,34 @@ def test_a_confined_grader_runs_in_its_own_memory_cgroup_and_its_oom_kill_is_the
     left = [c for f in made.folders.values()
             for c in f.parent.glob(f"jaato-eval-{os.getpid()}-grader-*")]
     assert left == []  # each grader's cgroup removed after it
+
+
+def test_every_fail_or_blocked_a_judge_decides_but_its_score_asks_the_table(tmp_path, monkeypatch):
+    """The judge's decisions come from faults.py: no BLOCKED of its own in graders/judge.py,
+    and each decision it makes before a session gives the outcome its fault names."""
+    source = Path(judge.__file__).read_text()
+    assert "Verdict.blocked(" not in source  # before: fourteen BLOCKED decided there
+    spec = JudgeGrader(kind="judge", profile="rubric")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for n in range(3):
+        (ws / f"f{n}.txt").write_text("x\n")
+    signed = AgentRun(finish_reason="stop", payload={"answer": 1})
+    cases = {
+        faults.RUN_INCOMPLETE: GraderContext(workspace=ws, config_root=tmp_path,
+                                             params={}, run=AgentRun(finish_reason="tool_use")),
+        faults.HARNESS_COPY: GraderContext(workspace=ws, config_root=tmp_path, params={},
+                                           run=signed),
+        faults.VIEW_BOUND: GraderContext(workspace=ws, config_root=tmp_path, params={},
+                                         run=signed, socket_path=str(tmp_path / "sock")),
+    }
+    monkeypatch.setattr(judge, "VIEW_FILES", 2)  # three files: past the view's bound
+    for fault, ctx in cases.items():
+        verdict = judge.grade_judge(spec, ctx)
+        assert verdict.state == (BLOCKED if fault.outcome == faults.ENVIRONMENT else FAIL), (
+            fault.name, verdict)
+        assert verdict.grader_id == spec.id
+    # the view's copy: an error only the agent's tree gives is its FAIL, any other BLOCKED
+    assert faults.view_fault(PermissionError(errno.EACCES, "closed")) is faults.VIEW_UNREADABLE
+    assert faults.view_fault(OSError(errno.ELOOP, "links")).graded("j", "c", "d").state == FAIL
+    assert faults.view_fault(OSError(errno.ENOSPC, "full")).graded("j", "c", "d").state == BLOCKED

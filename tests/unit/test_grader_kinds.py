@@ -126,6 +126,29 @@ def test_match_reads_the_file_as_the_agent_left_it(tmp_path, monkeypatch):
     assert state == "BLOCKED" and "larger than 8 bytes" in detail
 
 
+def test_match_reads_the_workspace_held_though_its_path_was_replaced_since(tmp_path):
+    """The folder held since the workspace was made is the one read: a process of the
+    agent's that renames it after the identity check and leaves a link at its path to a
+    host folder holding the answer changes nothing (before: BLOCKED, the lookup met the
+    link at the path)."""
+    ws, host = tmp_path / "ws", tmp_path / "host"
+    ws.mkdir()
+    host.mkdir()
+    (ws / "out.txt").write_text("WRONG\n")
+    (host / "out.txt").write_text("the answer is 42\n")
+    held = os.open(ws, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.rename(ws, tmp_path / "ws.gone")
+        os.symlink(host, ws)
+        spec = model.MatchGrader(kind="match", path="out.txt", contains="is 42")
+        ctx = GraderContext(workspace=ws, config_root=tmp_path, params={},
+                            run=AgentRun(finish_reason="stop"), workspace_fd=held)
+        verdict = graders.grade(spec, ctx)
+    finally:
+        os.close(held)
+    assert (verdict.state, verdict.detail) == ("FAIL", "not found"), verdict
+
+
 def test_match_is_blocked_on_a_truncated_run(tmp_path):
     (tmp_path / "ws").mkdir()
     spec = model.MatchGrader(kind="match", path="out.txt", contains="x")

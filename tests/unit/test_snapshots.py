@@ -245,3 +245,33 @@ def test_chained_links_that_lead_out_once_all_are_in_place_are_not_recreated(tmp
     assert os.readlink(out / "k") == "m1/m2/m3/x/y/z" and (out / "k").resolve() == out / "x/y/z"
     assert any(n.startswith("the link 'l' -> 'k/../../../../../..' points out of the workspace "
                             "once every link is in place") for n in restored.notes), restored.notes
+
+
+def test_a_workspace_replaced_at_its_path_after_its_check_is_read_through_its_descriptor(
+        tmp_path, monkeypatch):
+    """The folder held since it was made is the one snapshotted: a process of the agent's
+    that renames it and leaves a link to a host folder at its path, after the identity
+    check, changes nothing of what is read."""
+    ws = workspace(tmp_path)
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "answer.txt").write_text("THE KEY\n")
+    held = os.open(ws, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    walk = snapshots._walk
+
+    def swapped(*args):  # the swap lands between the walk and the read of each file
+        listed = walk(*args)
+        os.rename(ws, tmp_path / "ws.gone")
+        os.symlink(host, ws)
+        return listed
+    monkeypatch.setattr(snapshots, "_walk", swapped)
+    dest = tmp_path / "store.snapshots" / snapshots.file_name("t@echo#0", "run1")
+    try:
+        snapshots.take(ws, FACTS, dest, 10 * snapshots.MB, at=held)
+    finally:
+        os.close(held)
+    out = tmp_path / "out"
+    out.mkdir()
+    snapshots.restore(dest, out)
+    assert (out / "answer.txt").read_text() == "READY\n"  # before: THE KEY, through the link
+    assert (out / "src" / "pkg" / "mod.py").read_text() == "x = 1\n"

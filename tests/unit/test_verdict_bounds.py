@@ -122,3 +122,18 @@ def test_a_snapshot_past_its_bounds_is_left_out_naming_the_bound(tmp_path, monke
     (ws / "c").unlink()
     with pytest.raises(snapshots.LeftOut, match="snapshot cap.*jaato_snapshot_max_mb"):
         snapshots.take(ws, {}, tmp_path / "bytes.tar", 150)
+
+
+def test_the_sessions_a_retried_session_new_stops_are_every_record_never_the_first_64(
+        tmp_path):
+    """The records listed after a transient session.new failure, each of whose sessions is
+    stopped: all of them (before: the first 64 the folder listed, the rest left running,
+    and nothing said)."""
+    from pytest_jaato_eval.engine import accounting
+    folder = tmp_path / ".jaato" / "sessions"
+    folder.mkdir(parents=True)
+    ids = [f"20261207{n:06d}" for n in range(70)]
+    for sid in ids:
+        (folder / f"{sid}.json").write_text("{}")
+    (folder / "notes.txt").write_text("not a record")
+    assert accounting.session_ids_in(tmp_path) == ids
