@@ -12,7 +12,7 @@ import os
 import shutil
 import stat
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import yaml
 
@@ -217,13 +217,15 @@ class Entry:
         return os.path.join(*self.parts)
 
 
-def walk_tree(root: Path | str | int, open_up: bool = False) -> Iterator[Entry]:
+def walk_tree(root: Path | str | int, open_up: bool = False,
+              unlisted: Callable[[str, OSError], None] | None = None) -> Iterator[Entry]:
     """Every entry below `root`, depth first, each folder just before what it holds, in name
     order; never into a link. Any depth and any path length with one descriptor open: each
     step is relative to its folder's descriptor (openat), and the walk goes back up by `..`
     of a folder it entered itself, never by a path. A folder that cannot be listed is
-    yielded and not entered; with `open_up`, a folder its owner closed (chmod 000) is opened
-    to its owner first. `root` a descriptor: the folder it holds, whatever its path names
+    yielded and not entered, and `unlisted` (when given) is told its path and why, so that
+    no caller takes "not walked" for "nothing there"; with `open_up`, a folder its owner
+    closed (chmod 000) is opened to its owner first. `root` a descriptor: the folder it holds, whatever its path names
     now (the descriptor is the caller's, left open)."""
     fd = reopen(root, _DIR)
     pending: list[list[str]] = []  # per level entered: the names still to yield, reversed
@@ -248,13 +250,18 @@ def walk_tree(root: Path | str | int, open_up: bool = False) -> Iterator[Entry]:
             yield Entry(here, st, fd)
             if not stat.S_ISDIR(st.st_mode):
                 continue
-            inner = _enter(fd, name, st, open_up)
-            if inner is None:
-                continue
             try:
-                names = sorted(_names(inner), reverse=True)
-            except OSError:
-                os.close(inner)
+                inner = _enter(fd, name, st, open_up)
+                try:
+                    names = sorted(_names(inner), reverse=True)
+                except OSError:
+                    os.close(inner)
+                    raise
+            except FileNotFoundError:  # gone since its folder was listed
+                continue
+            except OSError as exc:
+                if unlisted is not None:
+                    unlisted(os.path.join(*here), exc)
                 continue
             os.close(fd)
             fd = inner
@@ -278,21 +285,20 @@ def _names(fd: int) -> list[str]:
         return [entry.name for entry in listing]
 
 
-def _enter(fd: int, name: str, st: os.stat_result, open_up: bool) -> int | None:
-    for attempt in range(2):
+def _enter(fd: int, name: str, st: os.stat_result, open_up: bool) -> int:
+    """A descriptor of the folder `name`, opened to its owner first when `open_up` and it is
+    closed to its owner; raises OSError when it cannot be opened."""
+    try:
+        return os.open(name, _DIR, dir_fd=fd)
+    except PermissionError:
+        if not open_up:
+            raise
         try:
-            return os.open(name, _DIR, dir_fd=fd)
-        except PermissionError:
-            if attempt or not open_up:
-                return None
-            try:
-                os.chmod(name, stat.S_IMODE(st.st_mode) | stat.S_IRWXU, dir_fd=fd,
-                         follow_symlinks=False)
-            except (OSError, NotImplementedError):
-                return None
-        except OSError:
-            return None
-    return None
+            os.chmod(name, stat.S_IMODE(st.st_mode) | stat.S_IRWXU, dir_fd=fd,
+                     follow_symlinks=False)
+        except (OSError, NotImplementedError):
+            pass
+        return os.open(name, _DIR, dir_fd=fd)
 
 
 IN, LENT, OUT = "in", "lent", "out"

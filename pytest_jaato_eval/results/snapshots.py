@@ -101,7 +101,7 @@ def _walk(workspace: Path | int, budget: int) -> tuple[int, int]:
     path the agent could have changed). Raises LeftOut on a special file, past MAX_ENTRIES,
     or past `budget` bytes."""
     count = total = 0
-    for entry in tree_files.walk_tree(workspace, open_up=True):
+    for entry in tree_files.walk_tree(workspace, open_up=True, unlisted=_unlisted):
         mode, rel = entry.st.st_mode, entry.rel
         if stat.S_ISREG(mode):
             total += entry.st.st_size
@@ -116,6 +116,11 @@ def _walk(workspace: Path | int, budget: int) -> tuple[int, int]:
         if total > budget:
             raise LeftOut(over_cap(total, budget))
     return count, total
+
+
+def _unlisted(rel: str, exc: OSError) -> None:
+    raise LeftOut(f"the workspace's folder {_shown(rel)!r} cannot be listed: "
+                  f"{exc.strerror or exc}")
 
 
 def over_cap(size: int, budget: int) -> str:
@@ -156,7 +161,7 @@ def take(workspace: Path, facts: dict[str, Any], dest: Path, cap: int,
             tar.addfile(info, io.BytesIO(data))
             top = os.fstat(at) if at is not None else os.lstat(workspace)
             tar.addfile(_info(ROOT, top, tarfile.DIRTYPE))
-            for entry in tree_files.walk_tree(root, open_up=True):
+            for entry in tree_files.walk_tree(root, open_up=True, unlisted=_unlisted):
                 _add(tar, entry, budget, cap)
         os.replace(partial, dest)
     except BaseException:

@@ -275,3 +275,24 @@ def test_a_workspace_replaced_at_its_path_after_its_check_is_read_through_its_de
     snapshots.restore(dest, out)
     assert (out / "answer.txt").read_text() == "READY\n"  # before: THE KEY, through the link
     assert (out / "src" / "pkg" / "mod.py").read_text() == "x = 1\n"
+
+
+def test_a_folder_that_cannot_be_listed_leaves_the_snapshot_out_naming_it(tmp_path,
+                                                                           monkeypatch):
+    """Never a snapshot short of a folder it could not read, which a regrade would grade as
+    if the agent had left it empty. (As root no mode closes a folder: the refusal a
+    non-root harness meets on a folder it cannot open up is made here.)"""
+    from pytest_jaato_eval.engine import files
+
+    ws = workspace(tmp_path)
+    names = files._names
+
+    def refusing(fd: int) -> list[str]:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("/src/pkg"):
+            raise PermissionError(13, "Permission denied")
+        return names(fd)
+    monkeypatch.setattr(files, "_names", refusing)
+    with pytest.raises(LeftOut, match=r"the workspace's folder 'src/pkg' cannot be listed: "
+                                      r"Permission denied"):
+        take(ws, tmp_path)
+    assert not list((tmp_path / "store.snapshots").glob("*")), "nothing is left half-written"
