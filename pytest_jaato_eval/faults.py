@@ -66,7 +66,7 @@ DAEMON_BROKEN = Fault(
     "sandbox", "the agent leaves its daemon running")
 SESSION_ENDED = Fault(
     "session ended by hand", "the agent's session ended `operator_request`, `stopped` or "
-    "`cancelled`, or the daemon no longer listed it at the ceiling (`deleted`), and the "
+    "`cancelled`, or the daemon no longer lists it (`deleted`: asked when it says so, and at the ceiling), and the "
     "harness sent no session.stop for it",
     "sandbox", "the agent leaves its daemon running")
 SESSIONS_UNLISTED = Fault(
