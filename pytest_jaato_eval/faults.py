@@ -66,8 +66,8 @@ DAEMON_BROKEN = Fault(
     "sandbox", "the agent leaves its daemon running")
 SESSION_ENDED = Fault(
     "session ended by hand", "the agent's session ended `operator_request`, `stopped` or "
-    "`cancelled`, or the daemon no longer lists it (`deleted`: asked when it says so, and at the ceiling), and the "
-    "harness sent no session.stop for it",
+    "`cancelled`, or the daemon no longer lists it (`deleted`: asked when it says so, and "
+    "at the ceiling), and the harness sent no session.stop for it",
     "sandbox", "the agent leaves its daemon running")
 SESSIONS_UNLISTED = Fault(
     "sessions unlisted", "on a daemon of the run's own, no listing of its sessions after the "
