@@ -43,7 +43,10 @@ NEWCOMBE = "Newcombe score"
 def arm_cost(a: "ArmSummary") -> tuple[float | None, bool]:
     """What an arm cost, every known part of it (its agent's, and its judge's when a judge
     graded it), and whether some part is unknown; None when no part is known."""
-    parts = [a.cost] + ([a.judge_cost] if a.judged else [])
+    cost = a.cost
+    if not a.judged:  # the common arm, without the lists (once per arm of a 100k store)
+        return (None, True) if cost is None else (0 + cost, False)
+    parts = [cost, a.judge_cost]
     known = [x for x in parts if x is not None]
     return (sum(known) if known else None), len(known) < len(parts)
 
