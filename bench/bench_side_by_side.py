@@ -82,6 +82,28 @@ def report_run(args: argparse.Namespace, side: str, run_dir: Path) -> dict[str, 
     return {"wall": m["wall"], "cpu": m["cpu"], "rc": m["rc"], "mb": m["rss_mb"]}
 
 
+def summary_lines(results: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
+    """The table (medians, ours / reference), then `report`'s CPU seconds."""
+    rows = []
+    for name, sides in results.items():
+        o, r = sides.get("ours", []), sides.get("reference", [])
+        ow, rw = bk.median(m["wall"] for m in o), bk.median(m["wall"] for m in r)
+        om, rm = bk.median(m["mb"] for m in o), bk.median(m["mb"] for m in r)
+        blocked = (f"{sum(m.get('blocked', 0) for m in o)} / {sum(m.get('blocked', 0) for m in r)}"
+                   if "blocked" in o[0] else "—")
+        rows.append((name, bk.fmt(ow), bk.fmt(rw), bk.fmt(bk.ratio(ow, rw)),
+                     bk.fmt(om, 0), bk.fmt(rm, 0), bk.fmt(bk.ratio(om, rm)), blocked))
+    lines = bk.table(("work", "ours s", "ref s", "wall ratio", "ours MB", "ref MB",
+                      "memory ratio", "BLOCKED ours / ref"), rows)
+    for name, sides in results.items():
+        if all("cpu" in m for ms in sides.values() for m in ms):  # report: one process each
+            oc = bk.median(m["cpu"] for m in sides.get("ours", []))
+            rc = bk.median(m["cpu"] for m in sides.get("reference", []))
+            lines.append(f"{name}: CPU seconds ours {bk.fmt(oc)}, reference {bk.fmt(rc)}, "
+                         f"ratio {bk.fmt(bk.ratio(oc, rc))} (steadier than wall on a busy machine)")
+    return lines
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=1)
@@ -132,24 +154,8 @@ def main(argv=None) -> int:
                            f"arms {m.get('arms', '-')}, BLOCKED {m.get('blocked', '-')}, "
                            f"rc {m['rc']}; {bk.load()}")
 
-    rows = []
-    for name, sides in results.items():
-        o, r = sides.get("ours", []), sides.get("reference", [])
-        ow, rw = bk.median(m["wall"] for m in o), bk.median(m["wall"] for m in r)
-        om, rm = bk.median(m["mb"] for m in o), bk.median(m["mb"] for m in r)
-        blocked = (f"{sum(m.get('blocked', 0) for m in o)} / {sum(m.get('blocked', 0) for m in r)}"
-                   if "blocked" in o[0] else "—")
-        rows.append((name, bk.fmt(ow), bk.fmt(rw), bk.fmt(bk.ratio(ow, rw)),
-                     bk.fmt(om, 0), bk.fmt(rm, 0), bk.fmt(bk.ratio(om, rm)), blocked))
     print(f"\n{args.rounds} round(s), median; the engines alternate; {bk.load()}\n")
-    print("\n".join(bk.table(("work", "ours s", "ref s", "wall ratio", "ours MB", "ref MB", "memory ratio",
-                    "BLOCKED ours / ref"), rows)))
-    for name, sides in results.items():
-        if all("cpu" in m for ms in sides.values() for m in ms):
-            oc = bk.median(m["cpu"] for m in sides.get("ours", []))
-            rc = bk.median(m["cpu"] for m in sides.get("reference", []))
-            print(f"{name}: CPU seconds ours {bk.fmt(oc)}, reference {bk.fmt(rc)}, "
-                  f"ratio {bk.fmt(bk.ratio(oc, rc))} (steadier than wall on a busy machine)")
+    print("\n".join(summary_lines(results)))
     bk.write_json(args.json, results)
     return 0
 
