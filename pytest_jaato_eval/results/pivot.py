@@ -407,9 +407,8 @@ class _LineReader:
 
     def __init__(self, intern: _Interned):
         import msgspec  # optional, as for every store read (stores.fields_loader)
-        from msgspec import Meta
         text, mapping = str | None, dict[str, Any] | None
-        exact = Annotated[int, Meta(ge=-INT_LIMIT, le=INT_LIMIT)] | None
+        exact = Annotated[int, msgspec.Meta(ge=-INT_LIMIT, le=INT_LIMIT)] | None
         line = msgspec.defstruct("StoreLineSummary", [
             ("arm_id", str), ("task_id", text, None), ("profile_set", text, None),
             ("repeat", exact, None), ("state", text, None), ("blocked_reason", text, None),
