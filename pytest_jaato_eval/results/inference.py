@@ -43,7 +43,10 @@ NEWCOMBE = "Newcombe score"
 def arm_cost(a: "ArmSummary") -> tuple[float | None, bool]:
     """What an arm cost, every known part of it (its agent's, and its judge's when a judge
     graded it), and whether some part is unknown; None when no part is known."""
-    parts = [a.cost] + ([a.judge_cost] if a.judged else [])
+    cost = a.cost
+    if not a.judged:  # the common arm, without the lists (once per arm of a 100k store)
+        return (None, True) if cost is None else (0 + cost, False)
+    parts = [cost, a.judge_cost]
     known = [x for x in parts if x is not None]
     return (sum(known) if known else None), len(known) < len(parts)
 
@@ -109,16 +112,25 @@ class Item:
 Tasks = dict[str, dict[str, Item]]   # task -> sample id ("" for a task without one) -> item
 
 
+def items_of(arms: Iterable["ArmSummary"]) -> dict[str, Item]:
+    """The items of one task's arms, by sample id ("" for a task without one)."""
+    items: dict[str, Item] = {}
+    for a in arms:
+        items.setdefault(a.sample_id or "", Item()).add(a)
+    return items
+
+
 def tasks_of(cells: Iterable["Cell"], profile_set: str | None = None) -> Tasks:
-    """The items of the cells (of one profile set, when given)."""
-    tasks: Tasks = {}
+    """The items of the cells (of one profile set, when given). A task with one cell takes
+    the cell's own items (`Cell.items`, counted once however many headlines and pairs
+    read them); one with several (every set's cells) counts their arms together."""
+    by_task: dict[str, list["Cell"]] = {}
     for cell in cells:
-        if profile_set is not None and cell.profile_set != profile_set:
-            continue
-        items = tasks.setdefault(cell.task_id, {})
-        for a in cell.arms:
-            items.setdefault(a.sample_id or "", Item()).add(a)
-    return tasks
+        if profile_set is None or cell.profile_set == profile_set:
+            by_task.setdefault(cell.task_id, []).append(cell)
+    return {task: dict(group[0].items) if len(group) == 1
+            else items_of(a for cell in group for a in cell.arms)
+            for task, group in by_task.items()}
 
 
 def _sum(values: Iterable[int]) -> int:

@@ -21,12 +21,13 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Annotated, Any, Iterable, Iterator, Sequence
 
 from . import inference, stats
-from .record import DEFAULT_SET, ArmRecord, RecordError, coerce, fields_reader, number
-from .stores import (Unusable, combine, fields_loader, latest_by_arm, no_record, read_at,
-                     read_store, readable)
+from .record import (DEFAULT_SET, INT_LIMIT, ArmRecord, RecordError, coerce, fields_reader,
+                     number)
+from .stores import (LINE_BUFFER, Unusable, combine, fields_loader, latest_by_arm, no_record,
+                     read_at, read_store, readable)
 from .table import Column, fit, wrap
 from .table import table_lines  # noqa: F401 - the one fixed-width table, read from here too
 from ..render import safe_text
@@ -88,9 +89,11 @@ class Cell:
     # A dataset task's samples, each its own tally: pass@k, pass^k and det are about the
     # repeats of one input, so they are taken per sample and averaged over the samples.
     samples: dict[str, "SampleTally"] = field(default_factory=dict)
+    _items: dict[str, inference.Item] | None = field(default=None, repr=False, compare=False)
 
     def add(self, a: ArmSummary) -> None:
         self.arms.append(a)
+        self._items = None
         if a.regraded_from is not None:
             self.regraded += 1
         if a.sample_id is not None:
@@ -126,6 +129,14 @@ class Cell:
             self.tokens_unknown += 1
         else:
             self.tokens = a.tokens if self.tokens is None else self.tokens + a.tokens
+
+    @property
+    def items(self) -> dict[str, inference.Item]:
+        """The cell's items (inference.Item, by sample id), counted once from its arms in
+        their order: every headline, pair and dataset interval reads them."""
+        if self._items is None:
+            self._items = inference.items_of(self.arms)
+        return self._items
 
     @property
     def fails_the_run(self) -> bool:
@@ -363,19 +374,74 @@ def _summary(data: dict, offset: int | None, intern: _Interned) -> ArmSummary:
     arm_id, task, pset, repeat, state, reason, phash, run_id, thash = _read(data)
     if state == BLOCKED and not reason:
         reason = blocked_grader(data.get("verdicts"))
-    usage = data.get("usage")
+    get = data.get
+    return _arm(arm_id, task, pset, repeat, state, reason, phash, run_id, thash, get("usage"),
+                get("judge_usage"), intern(data), offset, get("xfail"), get("sample_id"),
+                get("regraded"))
+
+
+def _arm(arm_id: str, task: Any, pset: str | None, repeat: int | None, state: str | None,
+         reason: str | None, phash: str | None, run_id: str | None, thash: str | None,
+         usage: Any, judge: Any, pins: tuple | None, offset: int | None, xfail: Any,
+         sample: Any, regraded: Any) -> ArmSummary:
+    """The summary of a line's fields, read and checked (`_summary`, `_LineReader`)."""
     cost = tokens = None
     if type(usage) is dict:
         cost = number(usage.get("cost_usd"))
         tokens = counted_tokens(number(usage.get("spend_total_tokens")), cost)
-    judge = data.get("judge_usage")
     judged = type(judge) is dict
     judge_cost = number(judge.get("cost_usd")) if judged else None
     return ArmSummary(arm_id, str(task), pset or DEFAULT_SET,
                       repeat if repeat is not None else 0, state, reason, phash, cost, tokens,
-                      run_id, thash, intern(data), offset, judged, judge_cost,
-                      **_marks(data.get("xfail"), data.get("sample_id")),
-                      regraded_from=_regraded_from(data.get("regraded")))
+                      run_id, thash, pins, offset, judged, judge_cost,
+                      **_marks(xfail, sample), regraded_from=_regraded_from(regraded))
+
+
+class _LineReader:
+    """The summary of a store line the common way: its fields decoded straight into the
+    types `_summary` keeps as they are (strings, an in-range int, mappings), the
+    provenance left as its bytes and read once per distinct value. A line it cannot take
+    so (another type somewhere, a BLOCKED arm whose reason is a grader's, JSON msgspec
+    refuses) raises LookupError, and `_summary` reads it: the same summary either way, at
+    a third of the CPU (bench/bench_store.py)."""
+
+    def __init__(self, intern: _Interned):
+        import msgspec  # optional, as for every store read (stores.fields_loader)
+        text, mapping = str | None, dict[str, Any] | None
+        exact = Annotated[int, msgspec.Meta(ge=-INT_LIMIT, le=INT_LIMIT)] | None
+        line = msgspec.defstruct("StoreLineSummary", [
+            ("arm_id", str), ("task_id", text, None), ("profile_set", text, None),
+            ("repeat", exact, None), ("state", text, None), ("blocked_reason", text, None),
+            ("payload_hash", text, None), ("run_id", text, None), ("task_hash", text, None),
+            ("usage", mapping, None), ("judge_usage", mapping, None),
+            ("provenance", msgspec.Raw, msgspec.Raw(b"")), ("xfail", mapping, None),
+            ("sample_id", Any, None), ("regraded", Any, None)])
+        self._decode = msgspec.json.Decoder(line).decode
+        self._error = (msgspec.MsgspecError, RecursionError)  # too deep: `_summary` says so
+        self._intern = intern
+        self._pins: dict[bytes, tuple | None] = {}
+        self._value = fields_loader()
+
+    def __call__(self, raw: bytes, offset: int) -> ArmSummary:
+        try:
+            h: Any = self._decode(raw)
+        except self._error:
+            raise LookupError from None
+        if h.state == BLOCKED and not h.blocked_reason:
+            raise LookupError
+        return _arm(h.arm_id, h.task_id, h.profile_set, h.repeat, h.state, h.blocked_reason,
+                    h.payload_hash, h.run_id, h.task_hash, h.usage, h.judge_usage,
+                    self._pins_of(h.arm_id, bytes(h.provenance)), offset, h.xfail,
+                    h.sample_id, h.regraded)
+
+    def _pins_of(self, arm_id: str, raw: bytes) -> tuple | None:
+        try:
+            return self._pins[raw]
+        except KeyError:
+            pass
+        data = {"arm_id": arm_id, "provenance": self._value(raw) if raw else None}
+        pins = self._pins[raw] = self._intern(data)
+        return pins
 
 
 def _marks(xfail: Any, sample: Any) -> dict[str, str | None]:
@@ -515,6 +581,13 @@ def open_stores(paths: Sequence[Path]) -> Pivot:
     return pivot
 
 
+def _fast_reader(intern: _Interned) -> _LineReader | None:
+    try:
+        return _LineReader(intern)
+    except ImportError:  # a minimal install: every line the common way
+        return None
+
+
 def _scan(path: Path):
     """(latest summary per arm, skipped lines, partial last line, records read)."""
     latest: dict[str, ArmSummary] = {}
@@ -523,11 +596,22 @@ def _scan(path: Path):
     intern = _Interned()
     n = offset = 0
     loads, summary, loads_whole = fields_loader(_LINE_FIELDS), _summary, fields_loader()
-    with open(path, "rb") as fh:
+    fast = _fast_reader(intern)
+    with open(path, "rb", buffering=LINE_BUFFER) as fh:
         for number, raw in enumerate(fh, 1):
             start, offset = offset, offset + len(raw)
             if raw.isspace():
                 continue
+            if fast is not None:
+                try:
+                    a = fast(raw, start)
+                except LookupError:
+                    pass
+                else:
+                    n += 1
+                    latest.pop(a.arm_id, None)
+                    latest[a.arm_id] = a
+                    continue
             try:
                 data = loads(raw)
                 if type(data) is dict and data.get("state") == BLOCKED and not data.get("blocked_reason"):

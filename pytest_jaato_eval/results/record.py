@@ -33,7 +33,7 @@ Json = Any  # any JSON value, cleaned of numbers no reader can format (clean)
 
 # -- values: what from_dict keeps of each --------------------------------------------------------
 # A JSON number we show and sum: finite, and an int small enough to be a float exactly.
-_INT_LIMIT = 2 ** 53
+INT_LIMIT = 2 ** 53
 
 
 def shown_type(value: Any) -> str:
@@ -47,7 +47,7 @@ def number(value: Any) -> float | None:
     `from_dict` applies to every number it keeps, and the one every reader uses."""
     t = type(value)
     if t is int:
-        return value if -_INT_LIMIT <= value <= _INT_LIMIT else None
+        return value if -INT_LIMIT <= value <= INT_LIMIT else None
     if t is float:
         return value if math.isfinite(value) else None
     return None
@@ -71,7 +71,7 @@ def _fine(value: Any, depth: int = 0) -> bool:
         if t is str or v is None or t is bool:
             continue
         if t is int:
-            if not -_INT_LIMIT <= v <= _INT_LIMIT:
+            if not -INT_LIMIT <= v <= INT_LIMIT:
                 return False
         elif t is float:
             if not math.isfinite(v):

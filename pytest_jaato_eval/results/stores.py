@@ -32,6 +32,9 @@ from typing import Any, Callable, Iterable, Iterator
 from .record import DEFAULT_SET, ArmRecord, RecordError, number, record_problems
 
 MAX_LISTED = 20  # lines of one kind on stderr before "... and N more"
+# A store is read line by line through a buffer this big: a third of the CPU the default
+# 8 KiB one costs on a 300 MB store (`read_at`'s seeks keep the default: a line each).
+LINE_BUFFER = 1 << 20
 
 
 @dataclass(slots=True)
@@ -117,7 +120,7 @@ def scan(path: Path | str, check: bool = False) -> Iterator[Line]:
     kept. A line that is not a record says why; a cut last line is marked partial.
     Raises OSError when the file cannot be read."""
     load = _whole_line_loader()
-    with open(path, "rb") as fh:
+    with open(path, "rb", buffering=LINE_BUFFER) as fh:
         offset = 0
         number = 0
         for raw in fh:
@@ -167,7 +170,7 @@ def task_ids_in(path: Path) -> set[str]:
     ids = set()
     load = fields_loader(("task_id",))
     try:
-        with open(path, "rb") as fh:
+        with open(path, "rb", buffering=LINE_BUFFER) as fh:
             for raw in fh:
                 try:
                     task = load(raw).get("task_id")

@@ -255,6 +255,7 @@ def test_the_partial_line_reader_reads_every_line_as_json_loads(tmp_path, monkey
         fh.write(b"\n".join(ODD_LINES) + b'\n{"arm_id": "cut')
     fast = Pivot.of_store(path)
     monkeypatch.setattr(pivot_module, "fields_loader", lambda names=None: _json_loads)
+    monkeypatch.setattr(pivot_module, "_fast_reader", lambda intern: None)
     whole = Pivot.of_store(path)
     assert shape(fast) == shape(whole)
     assert (fast.skipped, fast.partial_last, fast.lines_read) == (
@@ -321,3 +322,35 @@ def test_the_report_writers_example_in_the_docs_runs_as_written(tmp_path):
     code = block.replace("            ...", "            seen.append((task_id, record.arm_id))")
     exec(compile(code, "docs/reports.md", "exec"), {"Pivot": Pivot, "path": path, "seen": seen})
     assert seen == [("a", "a@y#0"), ("b", "b@x#0")]  # written a, b, a, b: read a task at a time
+
+
+_line_values = _json_values | st.sampled_from(
+    ["BLOCKED", "PASS", 2 ** 53, 2 ** 53 + 1, -(2 ** 53) - 1, 1.0, True, {"cost_usd": 0.5},
+     {"cost_usd": float("nan"), "spend_total_tokens": 0}, {"strict": 1},
+     {"harness": "x", "harness_version": 2}, {"agent_run_id": "r"}])
+
+
+@given(st.dictionaries(st.sampled_from(
+    ["arm_id", "task_id", "profile_set", "repeat", "state", "blocked_reason", "payload_hash",
+     "run_id", "task_hash", "usage", "judge_usage", "provenance", "xfail", "sample_id",
+     "regraded", "verdicts"]), _line_values), st.text(max_size=4), st.booleans())
+def test_the_summary_reader_decides_every_line_as_the_whole_reading(obj, arm_id, ascii_only):
+    """The pivot's common-case reader (typed fields, provenance by its bytes) gives the
+    summary the whole line's reading gives, or hands the line to it (LookupError)."""
+    from pytest_jaato_eval.results.pivot import _Interned, _LineReader, _summary
+    from pytest_jaato_eval.results.record import RecordError
+    from pytest_jaato_eval.results.stores import _json_loads
+
+    obj.setdefault("arm_id", arm_id)
+    line = json.dumps(obj, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    try:
+        expected = repr(_summary(_json_loads(line), 7, _Interned()))
+    except (RecordError, ValueError):
+        expected = "no record"
+    reader = _LineReader(_Interned())
+    for _ in range(2):  # the second time, its pins come from what it kept of the first
+        try:
+            got = repr(reader(line, 7))
+        except LookupError:
+            continue
+        assert got == expected, line
