@@ -373,16 +373,31 @@ class Background:
         self._thread.join(timeout=5)
 
 
+def pss(proc: psutil.Process) -> int:
+    """A process's proportional set size (bytes): each shared page split between the
+    processes that map it, so runners forked from one template are not counted N times."""
+    try:
+        with open(f"/proc/{proc.pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 class MemorySampler(Background):
-    """Peak of the summed RSS of every process below the roots, sampled every `interval` s.
+    """Peak of the summed RSS (`pss=True`: PSS) of every process below the roots, sampled
+    every `interval` s.
 
     A process seen once stays counted while it lives (its pid and start time), so a runner
-    re-parented after its parent exits is not lost. RSS, not PSS: shared pages count in every
-    process that maps them.
+    re-parented after its parent exits is not lost. RSS counts shared pages in every process
+    that maps them; PSS splits them (it reads each process's smaps: dearer per sample).
     """
 
-    def __init__(self, roots: Callable[[], Iterable[int]], interval: float = 0.2) -> None:
-        self.roots, self.interval = roots, interval
+    def __init__(self, roots: Callable[[], Iterable[int]], interval: float = 0.2,
+                 pss: bool = False) -> None:
+        self.roots, self.interval, self.pss = roots, interval, pss
         self.peak, self.peak_procs, self.samples = 0, 0, 0
         self.breakdown: dict[str, dict[str, float]] = {}
         self._seen: dict[Ident, str] = {}  # every process counted, and what it is
@@ -404,7 +419,8 @@ class MemorySampler(Background):
         for ident in list(self._seen):
             proc = ident.process()
             try:
-                sizes[ident] = proc.memory_info().rss if proc else 0
+                sizes[ident] = 0 if proc is None else pss(proc) if self.pss else (
+                    proc.memory_info().rss)
             except psutil.Error:
                 sizes[ident] = 0
             if not sizes[ident]:  # gone for good: a pid and start time never come back
@@ -474,11 +490,11 @@ class Run:
 def run(cmd: Sequence[str], *, cwd: Path, log_path: Path, timeout: float | None = None,
         env: dict[str, str] | None = None, watch: Path | None = None, memory: bool = False,
         also: Callable[[], Iterable[int]] = lambda: (), needle: str | None = None,
-        settle: float = 1.0) -> Run:
+        settle: float = 1.0, pss: bool = False) -> Run:
     """Run `cmd` as a tree of ours, its output in `log_path`, and time it.
 
-    `watch`: timestamp every line landing in that store. `memory`: the peak summed RSS of its
-    tree and of the trees of the pids `also` gives (a daemon it talks to). On a timeout, or
+    `watch`: timestamp every line landing in that store. `memory`: the peak summed RSS (`pss`:
+    PSS) of its tree and of the trees of the pids `also` gives (a daemon it talks to). On a timeout, or
     when this script is interrupted, the whole tree is ended by pid. Afterwards whatever of the
     tree (or naming `needle`) outlives it by `settle` seconds is reported and ended.
     """
@@ -488,7 +504,7 @@ def run(cmd: Sequence[str], *, cwd: Path, log_path: Path, timeout: float | None 
         proc, tree = spawn(cmd, env=env, cwd=str(cwd), stdout=out, stderr=subprocess.STDOUT)
     result = Run(rc=None, wall=0.0)
     watcher = StoreWatcher(watch, started) if watch is not None else None
-    sampler = MemorySampler(lambda: [proc.pid, *also()]) if memory else None
+    sampler = MemorySampler(lambda: [proc.pid, *also()], pss=pss) if memory else None
     with contextlib.ExitStack() as stack:
         for ctx in (watcher, sampler):
             if ctx is not None:
