@@ -403,8 +403,9 @@ def _record(arm: Any, worker: Any, reason: str, ws: Any, verdicts=(), run: Any =
     run = run or AgentRun()
     if not verdicts and not run.blocked_reason:
         run.blocked_reason = reason
-    return arm_side().arm_record(arm, worker.arm_settings(), worker.arm_state, run, list(verdicts), ws, [],
-                      discard=False)
+    side = arm_side()
+    one = side.ArmRun(arm, worker.arm_settings(), worker.arm_state, ws=ws, run=run)
+    return side.arm_record(one, list(verdicts), [], discard=False)
 
 
 def _python_record(arm: Any, worker: Any, handle: Any, excinfo: Any) -> ArmRecord:
