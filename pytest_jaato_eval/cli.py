@@ -44,9 +44,9 @@ from .results.compare import (ArmFlip, cell_text, compare_document, compare_grou
                                delta_text, grader_flips)
 from .results.pins import (changed_tasks, compared_lines, pin_differences, pin_notes,
                            pins_of, side_changes)
-from .results.account import account, exit_status
+from .results.account import account
 from .results.formats import FORMATS, document
-from .results.pivot import Cell, level_text, open_stores, pair_lines, plural, points
+from .results.pivot import level_text, open_stores, pair_lines, plural, points
 from .results.table import table_lines
 from .results.record import ArmRecord
 from .results.review import awaiting_review
@@ -89,12 +89,6 @@ def expand(patterns: Sequence[str]) -> list[Path]:
 
 
 # -- report ---------------------------------------------------------------------------------
-def report_exit(cells: list[Cell]) -> int:
-    """0 every arm passed, 1 an arm failed the run, 2 an arm BLOCKED (or of a state nobody
-    knows): the run's own rule (results/account.py), so `report` exits as the run did."""
-    return exit_status(cells)
-
-
 def terminal_width() -> int | None:
     """The width `report` fits its table to: the terminal's when stdout is one (`COLUMNS`
     honoured, as pytest does); None (every column) when the output goes to a file or a
