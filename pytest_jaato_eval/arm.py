@@ -444,17 +444,19 @@ def run_agent(one: ArmRun, pools: Pools, prompt: str | None = None,
                            ) as guard, ended_after(owned) as leftovers:
         if task.harness.kind == DRIVER:
             ACTIVITY.phase("the driver is running")
+            assert cascade_id is not None  # a driver's own, made above, when no pool's
             run = run_driver_arm(DriverArmSpec(
                 socket_path=socket, workspace=ws, config_root=config, run=task.harness.run,
                 params=dict(arm.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling,
                 env_passthrough=task.harness.env_passthrough,
                 author_modules=owned_fixture(task, settings, arm_state), confinement=settings.confinement))
         else:
+            said = prompt if prompt is not None else arm.prompt
+            assert said is not None  # a session task must declare one (task/model.py)
             run = run_session_arm(SessionArmSpec(
                 socket_path=socket, workspace=ws, config_root=config,
-                profile=task.harness.profile, prompt=prompt if prompt is not None else arm.prompt,
-                agent=task.input.agent,
-                agent_params=dict(arm.agent_params) if task.input.agent_params else None,
+                profile=task.harness.profile, prompt=said, agent=task.input.agent,
+                agent_params=dict(arm.agent_params or {}) if task.input.agent_params else None,
                 cascade_id=cascade_id, ceiling=settings.ceiling))
         fault = agent_faults(run, owned, socket, settings, arm_state, ws, config,  # before the hunt
                              leftovers.watch, driver=task.harness.kind == DRIVER)

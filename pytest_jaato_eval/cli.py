@@ -223,6 +223,7 @@ def _compare(args, found: dict[str, Any]) -> int:
     regressed = [g for g in changes if g.regressed]
     for sc in sets:
         if sc.regressed:
+            assert sc.change.interval is not None and sc.change.diff is not None  # read off its CI
             lo, hi = sc.change.interval
             say(f"regressed: profile set {sc.profile_set}: {points(sc.change.diff)} pts, its "
                 f"{level_text(sc.change.alpha)} CI ({points(lo)} to {points(hi)} pts) lies "

@@ -148,10 +148,10 @@ _RUN_FIELDS = {f.name for f in dataclasses.fields(AgentRun)}
 def _restored_run(facts: dict, one: ArmRun) -> AgentRun:
     """The agent's run as a snapshot kept it (its engine notes are the record's already);
     its ledger and cascade id go to `one`."""
-    kept = facts.get("run") if isinstance(facts.get("run"), dict) else {}
+    kept = r if isinstance(r := facts.get("run"), dict) else {}
     run = AgentRun(**{k: v for k, v in kept.items() if k in _RUN_FIELDS})
     run.caveats = []
-    told = facts.get("ledger") if isinstance(facts.get("ledger"), dict) else {}
+    told = t if isinstance(t := facts.get("ledger"), dict) else {}
     one.ledger = Ledger(entries=list(told.get("entries") or []),
                         faithful=told.get("faithful") is True, reason=told.get("reason"))
     one.cascade_id = facts.get("cascade_id")

@@ -119,7 +119,7 @@ class _DaemonOnDemand:
 class ArmHandle:
     """One arm, as its test sees it."""
 
-    def __init__(self, arm, workspace: Path, socket: str, worker):
+    def __init__(self, arm, workspace: Path, socket: str | None, worker):
         self.arm = arm
         self.workspace = Path(workspace)
         self.socket = socket
@@ -159,6 +159,7 @@ class ArmHandle:
         if not isinstance(prompt, str) or not prompt.strip():
             raise TypeError("jaato_arm.run(prompt): the prompt must be a non-blank string")
         engine = arm_side()
+        assert self.socket is not None  # jaato_arm's: only a regrade's handle has none
         daemon = _Daemon(self.socket, self._worker)
         try:
             socket = daemon.ensure()
@@ -203,6 +204,7 @@ class ArmHandle:
 
     def run_task(self) -> None:
         """A task.yaml arm: its manifest's session or driver, then its graders."""
+        assert self.socket is not None  # jaato_arm's: only a regrade's handle has none
         self.record = arm_side().run_arm(self.arm, _Daemon(self.socket, self._worker),
                               self._worker.arm_settings(), self._worker.arm_state, self._worker,
                               ws=self.workspace)

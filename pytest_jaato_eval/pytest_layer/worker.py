@@ -200,8 +200,8 @@ class Worker:
         checkout, the store, HOME, the rest of this run's folder; what it may read besides
         the allow-list: jaato's own folder, whose user profiles and provider logins the
         daemon reads, and what the daemon can see has to be)."""
-        hidden = [self.settings.rootdir, Path.cwd(), Path.home(), self.settings.store.parent,
-                  self.run_dir]
+        hidden = [p for p in (self.settings.rootdir, Path.cwd(), Path.home(),
+                              self.settings.store.parent, self.run_dir) if p is not None]
         jaato_home = Path.home() / ".jaato"
         return tuple(hideable(hidden)), (jaato_home,) if jaato_home.is_dir() else ()
 

@@ -366,7 +366,7 @@ def _summary(data: dict, offset: int | None, intern: _Interned) -> ArmSummary:
         tokens = counted_tokens(number(usage.get("spend_total_tokens")), cost)
     judge = data.get("judge_usage")
     judged = type(judge) is dict
-    judge_cost = number(judge.get("cost_usd")) if judged else None
+    judge_cost = number(judge.get("cost_usd")) if judged and isinstance(judge, dict) else None
     return ArmSummary(arm_id, str(task), pset or DEFAULT_SET,
                       repeat if repeat is not None else 0, state, reason, phash, cost, tokens,
                       run_id, thash, intern(data), offset, judged, judge_cost,
@@ -470,13 +470,15 @@ class Pivot:
                      f"record of the same arm, which is the one counted)")
         return said
 
-    def arms(self, cell: Cell, states: Iterable[str] | None = None) -> Iterator[ArmRecord]:
+    def arms(self, cell: Cell, states: Iterable[str | None] | None = None,
+             ) -> Iterator[ArmRecord]:
         """The cell's latest records, in its order (repeat, arm id); only those in
         `states` when given (e.g. a report showing evidence of FAIL/BLOCKED arms only)."""
         wanted = None if states is None else set(states)
         chosen = [a for a in cell.arms if wanted is None or a.state in wanted]
         if self._records is not None:
             return (self._records[a.arm_id] for a in chosen)
+        assert self.source is not None  # a pivot without records is a store's
         return read_at(self.source, [a.offset for a in chosen])
 
     def records(self) -> Iterator[ArmRecord]:
