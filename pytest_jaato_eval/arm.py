@@ -458,8 +458,7 @@ def run_agent(one: ArmRun, pools: Pools, prompt: str | None = None,
                 profile=task.harness.profile, prompt=said, agent=task.input.agent,
                 agent_params=dict(arm.agent_params or {}) if task.input.agent_params else None,
                 cascade_id=cascade_id, ceiling=settings.ceiling))
-        fault = agent_faults(run, owned, socket, settings, arm_state, ws, config,  # before the hunt
-                             leftovers.watch, driver=task.harness.kind == DRIVER)
+        fault = agent_faults(one, run, owned, config, leftovers.watch)  # before the hunt
     if not fault and task.harness.kind != DRIVER and faults.session_ended_by_hand(
             run.termination_reason, run.stopped):
         fault = (f"the agent's session ended `{run.termination_reason}` and the harness did "
@@ -471,7 +470,7 @@ def run_agent(one: ArmRun, pools: Pools, prompt: str | None = None,
     if owned is not None and leftovers.watch is not None and leftovers.watch.daemon_alive():
         # Once more, now that no process of the agent's is left to open one: a session
         # opened meanwhile is stopped, and what its tools started is hunted again.
-        late = _foreign(run, socket, arm_state, ws, config, task.harness.kind == DRIVER, owned)
+        late = _foreign(one, run, config, owned)
         if late:
             fault = fault or late
             again = end_new(leftovers.watch)
@@ -513,21 +512,21 @@ def _end_daemon(owned: Owned) -> None:
 RUNNER_LOST = "runner RPC closed"  # jaato's words for a runner that died under its session
 
 
-def agent_faults(run: AgentRun, owned: Owned | None, socket: str, settings: ArmSettings,
-                 arm_state: ArmState, ws: Path, config: Path, watch: Watch | None = None,
-                 driver: bool = False) -> str | None:
-    """What the agent did to the daemon it ran on, on a daemon of the run's own: sessions of
-    its own opened there (stopped now, before grading); and, in the sandbox, where only the
-    agent's processes reach the daemon, its daemon, runner or runner template killed or
-    stopped, or its socket removed (the daemon is then ended, so the next arm starts a
-    fresh one)."""
+def agent_faults(one: ArmRun, run: AgentRun, owned: Owned | None, config: Path,
+                 watch: Watch | None = None) -> str | None:
+    """What the agent did to the daemon it ran on (`one.socket`), on a daemon of the run's
+    own: sessions of its own opened there (stopped now, before grading); and, in the sandbox,
+    where only the agent's processes reach the daemon, its daemon, runner or runner template
+    killed or stopped, or its socket removed (the daemon is then ended, so the next arm
+    starts a fresh one). `config`: the config root its session was given."""
     # A session arm's session id is the harness's own. A driver arm's sessions are known by
     # records in the agent's workspace, which it can remove: its driver having run is the sign.
+    driver = one.arm.task.harness.kind == DRIVER
     began = run.session_id or run.session_ids or (driver and run.duration_seconds is not None)
     if owned is None or not began:
         return None  # nothing of the agent's began: nothing of its ran to do anything
     state = (processes.stat(owned.pid) or (0, 0, "Z"))[2]
-    confined = settings.sandbox != "none"
+    confined = one.settings.sandbox != "none"
     if confined and state in ("Z", "T", "t"):
         _end_daemon(owned)
         return (f"the daemon was {'stopped' if state in 'Tt' else 'ended'} during the agent's "
@@ -538,24 +537,26 @@ def agent_faults(run: AgentRun, owned: Owned | None, socket: str, settings: ArmS
         _end_daemon(owned)
         return (f"the daemon's runner template (pid {gone[0].pid}) ended during the agent's "
                 f"session, in a sandbox where only the agent's processes reach it")
-    if confined and not os.path.exists(socket):
+    assert one.socket is not None  # the agent ran on it
+    if confined and not os.path.exists(one.socket):
         _end_daemon(owned)
         return ("the daemon's socket was removed during the agent's session, in a sandbox "
                 "where only the agent's processes reach it")
     if confined and RUNNER_LOST in (run.blocked_reason or ""):
         return (f"the runner of the agent's session ended under it, in a sandbox where only "
                 f"the agent's processes reach it ({run.blocked_reason})")
-    return _foreign(run, socket, arm_state, ws, config, driver, owned)
+    return _foreign(one, run, config, owned)
 
 
-def _foreign(run: AgentRun, socket: str, arm_state: ArmState, ws: Path,
-             config: Path, driver: bool, owned: Owned) -> str | None:
+def _foreign(one: ArmRun, run: AgentRun, config: Path, owned: Owned) -> str | None:
     """Sessions on the daemon the harness did not open, stopped: said as the agent's act."""
     # The sessions the harness opened: a session arm's one (not every session whose files
     # are in the workspace: a session the agent opens there leaves them too), a driver's.
+    driver = one.arm.task.harness.kind == DRIVER
     opened = set(run.session_ids) if driver else {run.session_id}
-    known = {sid for sid, _ in arm_state.sessions} | opened
-    foreign = end_foreign_sessions(socket, known, ws, config)
+    known = {sid for sid, _ in one.state.sessions} | opened
+    assert one.socket is not None and one.ws is not None  # the agent ran on them, in it
+    foreign = end_foreign_sessions(one.socket, known, one.ws, config)
     if foreign.unknown:
         run.caveats.append(f"the daemon's sessions could not be listed after the agent's run "
                            f"({foreign.unknown}): a session the agent opened would go on")

@@ -108,7 +108,9 @@ def as_json(acc: Account, asked: Asked) -> str:
         "k": k, "cells": [cell_json(c, k) for c in cells],
         "profile_sets": [headline_json(h) for h in inference.headlines(cells)],
         "pairs": [pair_json(p) for p in inference.pairs(cells, detect=asked.detect)],
-        "not_passed": noted_json(acc)}, indent=2) + "\n"
+        "not_passed": {"count": acc.unlisted + len(acc.noted), "listed": [
+            {"arm_id": n.arm_id, "outcome": n.outcome, "why": n.why} for n in acc.noted]},
+    }, indent=2) + "\n"
 
 
 # -- CSV --------------------------------------------------------------------------------------
@@ -206,12 +208,6 @@ def noted_markdown(acc: Account) -> str:
              "| arm | outcome | why |", "| --- | --- | --- |"]
     lines += [f"| {_md(n.arm_id)} | {n.outcome} | {_md(n.why)} |" for n in acc.noted]
     return "\n".join(lines) + "\n"
-
-
-def noted_json(acc: Account) -> dict[str, Any]:
-    return {"count": acc.unlisted + len(acc.noted),
-            "listed": [{"arm_id": n.arm_id, "outcome": n.outcome, "why": n.why}
-                       for n in acc.noted]}
 
 
 # -- the registry -----------------------------------------------------------------------------
