@@ -12,9 +12,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import EllipsisType
-from typing import Mapping, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from . import contamination, faults, parts, processes, workspace
+from . import contamination, faults, processes, workspace
 from .activity import ACTIVITY
 from .task import grader_files, session_files
 from .task.arms import Arm
@@ -36,7 +36,10 @@ from .task.model import DRIVER, Task
 from .results import snapshots, transcripts
 from .results.record import ArmRecord, build_record
 from .redact import Redactor
-from .verdict import BLOCKED, FAIL, STATES, Verdict, roll_up
+from .verdict import BLOCKED, FAIL, Verdict, roll_up
+
+if TYPE_CHECKING:
+    from .regrade import RegradeSource
 
 
 class Daemon(Protocol):
@@ -87,7 +90,7 @@ class ArmSettings:
     snapshots: bool = True
     snapshot_max_mb: float | None = None
     staging: Path | None = None
-    # --jaato-regrade: the store whose arms are graded again instead of run (regrade_arm).
+    # --jaato-regrade: the store whose arms are graded again instead of run (regrade.py).
     regrade: "RegradeSource | None" = None
     # --jaato-no-grade: the agents run and their snapshots are kept; no grader runs.
     grade: bool = True
@@ -121,23 +124,46 @@ class ArmState:
 
 
 @dataclass(frozen=True)
-class RegradeSource:
-    """The store a regrade grades again: its path and its latest record per arm."""
-
-    store: Path
-    records: Mapping[str, ArmRecord]  # read-only: a MappingProxyType
-
-    def record_of(self, arm: Arm) -> ArmRecord | None:
-        return next((self.records[i] for i in arm.ids if i in self.records), None)
-
-
-@dataclass(frozen=True)
 class Snapshot:
     """What an arm kept of what its graders graded: its file's name, or why none."""
 
     name: str | None = None
     note: str | None = None
     noted: bool = False  # the note is also said beside the verdict (the record's notes)
+
+
+@dataclass
+class ArmRun:
+    """One arm on its way, live or regraded: the arm, what the run decided, what this
+    process's arms accumulate, and what this arm found as it went, for every step to read."""
+
+    arm: Arm
+    settings: ArmSettings
+    state: ArmState
+    ws: Path | None = None            # its workspace (None: not made, or not to be read)
+    config: Path = field(init=False)  # the harness's copy of its config root, once taken
+    views: tuple[Path, ...] = ()      # each grader's view of that copy (grader_configs)
+    modules: Path | None = None       # the harness's copy of its fixture (owned_fixture)
+    socket: str | None = None
+    cascade_id: str | None = None
+    on_arrival: dict | None = None    # its pool's reading as it started (B2)
+    run: AgentRun = field(default_factory=AgentRun)
+    ledger: Ledger | None = None      # read once: by the graders, then by contamination
+    ceiling: dict | None | EllipsisType = ...  # `...`: not read yet (arm_record reads it)
+    grader_runs: list = field(default_factory=list)  # (grader id, run) a judge's sessions
+    at: int | None = None  # the descriptor held on the workspace: what reads it after the run
+    listed: list[bool] = field(default_factory=list)  # whether each listing of sessions answered
+
+    def __post_init__(self) -> None:
+        self.config = self.arm.task.config_root
+
+    def take_copies(self) -> None:
+        """The harness's copies of the task's config root, each grader's view of it, and
+        its fixture (raises WorkspaceError)."""
+        task, settings, state = self.arm.task, self.settings, self.state
+        self.config = owned_config(task, settings, state)
+        self.views = grader_configs(task, settings, state)
+        self.modules = owned_fixture(task, settings, state)
 
 
 def owned_config(task: Task, settings: ArmSettings, arm_state: ArmState) -> Path:
@@ -193,130 +219,114 @@ def run_arm(arm: Arm, daemon: Daemon, settings: ArmSettings, arm_state: ArmState
     whose owner then discards it; without one the arm makes and discards its own.
     """
     task = arm.task
-    run, socket, modules = AgentRun(), None, None
+    one = ArmRun(arm, settings, arm_state, ws=ws)
     caveats: list[str] = grader_files.shared_with_session(task)  # W5: the agent can read them
-    owns_workspace = ws is None
     # Preflighted by its caller before any fixture (ArmItem.setup): an arm with a missing
     # set, profile or grader file never gets here, and started no daemon.
-    config = task.config_root
-    ceiling: dict | None | EllipsisType = ...  # read before the agent runs, unless blocked
-    views: tuple[Path, ...] = ()
     try:
-        config = owned_config(task, settings, arm_state)
-        views = grader_configs(task, settings, arm_state)
-        ceiling = budget_ceiling(arm, config)
-        modules = owned_fixture(task, settings, arm_state)
-        if ws is None:
-            ws = make_workspace(arm, settings, arm_state)
-        socket = daemon.ensure()
+        one.take_copies()
+        one.ceiling = budget_ceiling(arm, one.config)  # read before the agent runs
+        if one.ws is None:
+            one.ws = make_workspace(arm, settings, arm_state)
+        one.socket = daemon.ensure()
     except (workspace.WorkspaceError, DaemonError) as exc:
-        run.blocked_reason = str(exc)
-    cascade_id, on_arrival, tampered = None, None, None
-    if socket:
+        one.run.blocked_reason = str(exc)
+    tampered = None
+    if one.socket:
         # Unconfined, the agent can write the checkout: what it holds is hashed around the
         # agent's run (confined, it is hidden from the agent).
         before = _checkout_hash(task) if settings.sandbox == "none" else None
-        run, cascade_id, on_arrival = run_agent(arm, socket, ws, settings, arm_state, pools,
-                                                owned=daemon.owned())
+        one.run = run_agent(one, pools, owned=daemon.owned())
         if before is not None and _checkout_hash(task) != before:
             tampered = (f"the task's files in the checkout ({task.directory}) changed during "
                         f"the agent's run, which had no sandbox; graders used the harness's "
                         f"copy, taken before. Restore the checkout (git status) before the "
                         f"next run")
 
-    ledger = ledger_of(run.history)  # read once: by the graders, then by the contamination rule
-    moved = replaced_workspace(ws, arm_state)
+    run = one.run
+    one.ledger = ledger_of(run.history)
+    moved = replaced_workspace(one.ws, arm_state)
     if moved is not None:  # nothing at its path is read: not the trap walk, the snapshot,
-        ws = None          # a grader, the contamination rule or the transcript
+        one.ws = None      # a grader, the contamination rule or the transcript
     # From here on the tree is read through the folder's descriptor, never its path: what
     # a process the agent left puts at the path after the check is not what is read.
-    at = arm_state.held.get(ws) if ws is not None else None
+    held = one.ws
+    one.at = arm_state.held.get(held) if held is not None else None
     try:
-        return _graded(arm, settings, arm_state, run, ws, at, ledger, moved, config, views,
-                       modules, socket, cascade_id, on_arrival, tampered, caveats, ceiling,
-                       owns_workspace)
+        return _graded(one, moved, tampered, caveats, discard=ws is None)
     finally:
-        if ws is not None:
-            workspace.release(arm_state.held.pop(ws, None))
+        if held is not None:
+            workspace.release(arm_state.held.pop(held, None))
 
 
-def _graded(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentRun,
-            ws: Path | None, at: int | None, ledger: Ledger, moved: Verdict | None,
-            config: Path, views: tuple[Path, ...], modules: Path | None, socket: str | None,
-            cascade_id: str | None, on_arrival: dict | None, tampered: str | None,
-            caveats: list[str], ceiling: dict | None | EllipsisType,
-            owns_workspace: bool) -> ArmRecord:
+def _graded(one: ArmRun, moved: Verdict | None, tampered: str | None, caveats: list[str],
+            discard: bool) -> ArmRecord:
     """What follows the agent's run: the traps, the snapshot and the graders, each reading
-    the workspace through `at`; then the workspace's identity checked again (a process of
-    the agent's that outlived its run may have replaced it while the graders ran)."""
-    planted = traps(run, ws, settings, at)
+    the workspace through `one.at`; then the workspace's identity checked again (a process
+    of the agent's that outlived its run may have replaced it while the graders ran)."""
+    run, settings, arm_state = one.run, one.settings, one.state
+    planted = traps(run, one.ws, settings, one.at)
     snapshot = Snapshot(note="the agent's run was blocked: there was nothing to grade")
     if moved is not None:
         snapshot = Snapshot(note="none: the workspace was not there after the agent's run, " + (
             "its files removed past its limits" if run.exhausted else "replaced by the agent"))
-    elif not run.blocked_reason and ws is not None:  # the agent's run is over; no grader ran yet
-        snapshot = keep_snapshot(arm, settings, arm_state, run, ledger, ws, cascade_id, tampered,
-                                 planted, config, at)
+    elif not run.blocked_reason and one.ws is not None:  # the agent's run is over; no grader ran yet
+        snapshot = keep_snapshot(one, tampered, planted)
         if snapshot.noted:
             caveats.append(str(snapshot.note))
     verdicts: list = []
-    grader_runs: list = []
     # past a limit, the harness removed what the agent added, its workspace with it: that
     # FAIL is said first (agent_act), as before any check of what is left
     act = moved if moved is not None and not run.exhausted else agent_act(
-        run, ws, settings, tampered, planted)
+        run, one.ws, settings, tampered, planted)
     if moved is not None:
         run.blocked_reason = None  # whatever else went wrong, the agent's act decides
     if settings.grade or act is not None:  # the agent's act: said now
-        verdicts, grader_runs = grade(arm, settings, arm_state, run, ledger, ws, config, views,
-                                      modules, socket, cascade_id, act, at)
-    elif not run.blocked_reason and ws is not None:
+        verdicts = grade(one, act)
+    elif not run.blocked_reason and one.ws is not None:
         run.blocked_reason = NOT_GRADED + (
             "" if snapshot.name else f"; and no snapshot was kept ({snapshot.note})")
-    later = replaced_workspace(ws, arm_state, keep=False) if ws is not None else None
+    later = replaced_workspace(one.ws, arm_state, keep=False) if one.ws is not None else None
     if later is not None:  # replaced after the first check: what was graded is void
-        verdicts, ws, run.blocked_reason = [later], None, None
-        staged = arm_state.pending_snapshots.pop(arm.id, None)
+        verdicts, one.ws, run.blocked_reason = [later], None, None
+        staged = arm_state.pending_snapshots.pop(one.arm.id, None)
         if staged is not None:  # a regrade of a replaced workspace is refused: none kept
             Path(staged[1]).unlink(missing_ok=True)
         snapshot = Snapshot(note="none: the workspace was replaced by the agent")
-    return arm_record(arm, settings, arm_state, run, verdicts, ws, caveats, on_arrival,
-                      discard=owns_workspace, grader_runs=grader_runs, ledger=ledger,
-                      ceiling=ceiling, snapshot=snapshot)
+    return arm_record(one, verdicts, caveats, discard=discard, snapshot=snapshot)
 
 
 NOT_GRADED = ("not graded (--jaato-no-grade): its snapshot waits for a regrade "
               "(--jaato-regrade STORE)")
 
 
-def grade(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentRun, ledger: Ledger, ws: Path | None,
-          config: Path, views: tuple[Path, ...], modules: Path | None, socket: str | None,
-          cascade_id: str | None, act: Verdict | None, at: int | None = None,
-          ) -> tuple[list, list]:
-    """(verdicts, the sessions graders opened) on what the agent left: the one path a live
-    arm and a regrade share. An act of the agent's the harness saw (`agent_act`) is its
-    FAIL, and no grader runs on it; else the task's graders, in order, each on the
-    workspace as the agent left it (read through `at`, the descriptor held on it, when
-    there is one) and its own view of the config root (`views`)."""
-    task = arm.task
-    verdicts: list = []
-    grader_runs: list = []
+def grade(one: ArmRun, act: Verdict | None) -> list:
+    """The verdicts on what the agent left: the one path a live arm and a regrade share
+    (the sessions graders opened go to `one.grader_runs`). An act of the agent's the harness
+    saw (`agent_act`) is its FAIL, and no grader runs on it; else the task's graders, in
+    order, each on the workspace as the agent left it (read through `one.at`, the descriptor
+    held on it, when there is one) and its own view of the config root."""
+    arm, settings, run, ws = one.arm, one.settings, one.run, one.ws
     if act is not None:  # the agent's own act: its FAIL, and no grader is run
-        verdicts = [act]
-    elif not run.blocked_reason and ws is not None:
-        ACTIVITY.stage("grading")  # then each grader's id; a judge's turns are said under it
-        ctx = GraderContext(
-            workspace=ws, workspace_fd=at, config_root=config, params=arm.grader_params, run=run,
-            ledger=ledger, socket_path=socket, cascade_id=cascade_id,
-            mask=settings.redact.text, arm_id=arm.id, profile_set=arm.profile_set,
-            sample=arm.sample, author_modules=modules, confinement=settings.confinement,
-            config_roots=views, memory_limit=resources.Bounds.of(
-                task.resources, settings.memory_limit, settings.disk_limit).memory)
-        verdicts = run_graders(task.graders, ctx)
-        grader_runs = ctx.grader_runs
-        # a judge's sessions are the harness's own: never taken for the next agent's
-        arm_state.sessions.extend((sid, ws) for _, r in grader_runs for sid in r.session_ids)
-    return verdicts, grader_runs
+        return [act]
+    if run.blocked_reason or ws is None:
+        return []
+    ACTIVITY.stage("grading")  # then each grader's id; a judge's turns are said under it
+    ctx = GraderContext(
+        workspace=ws, workspace_fd=one.at, config_root=one.config,
+        params=arm.grader_params, run=run,
+        ledger=ledger_of(run.history) if one.ledger is None else one.ledger,
+        socket_path=one.socket,
+        cascade_id=one.cascade_id, mask=settings.redact.text, arm_id=arm.id,
+        profile_set=arm.profile_set, sample=arm.sample, author_modules=one.modules,
+        confinement=settings.confinement, config_roots=one.views,
+        memory_limit=resources.Bounds.of(arm.task.resources, settings.memory_limit,
+                                         settings.disk_limit).memory)
+    verdicts = run_graders(arm.task.graders, ctx)
+    one.grader_runs = ctx.grader_runs
+    # a judge's sessions are the harness's own: never taken for the next agent's
+    one.state.sessions.extend((sid, ws) for _, r in one.grader_runs for sid in r.session_ids)
+    return verdicts
 
 
 def traps(run: AgentRun, ws: Path | None, settings: ArmSettings, at: int | None = None,
@@ -426,37 +436,38 @@ def make_workspace(arm: Arm, settings: ArmSettings, arm_state: ArmState) -> Path
     return ws
 
 
-def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, arm_state: ArmState,
-              pools: Pools,
-              prompt: str | None = None, owned: Owned | None = None,
-              ) -> tuple[AgentRun, str | None, dict | None]:
-    """The arm's agent, run to its end: (run, cascade id, pool reading on arrival).
+def run_agent(one: ArmRun, pools: Pools, prompt: str | None = None,
+              owned: Owned | None = None) -> AgentRun:
+    """The arm's agent, run to its end on `one.socket` in `one.ws`; its pool's cascade id
+    and reading on arrival go to `one`.
 
     `prompt` replaces the task's own (an arm written in Python passes its prompt here).
     `owned`: the daemon, when this run started it; what the agent left running below it is
     ended before this returns (engine/leftovers.py).
     """
+    arm, settings, arm_state, socket, ws = one.arm, one.settings, one.state, one.socket, one.ws
+    assert socket is not None and ws is not None
     task = arm.task
-    run, on_arrival = AgentRun(), None
+    run = AgentRun()
     # B1 / D1: the task pool's cascade id; else a fresh one for a driver, none for a session.
-    cascade_id, pool_error = pools.pool_for(task)
+    one.cascade_id, pool_error = pools.pool_for(task)
     if pool_error:
         run.blocked_reason = pool_error
-        return run, cascade_id, None
-    if cascade_id:
-        on_arrival = pools.pool_reading(cascade_id)  # B2: immediately before the arm starts
+        return run
+    if one.cascade_id:  # B2: immediately before the arm starts
+        one.on_arrival = pools.pool_reading(one.cascade_id)
     elif task.harness.kind == DRIVER:
-        cascade_id = f"jaato-eval-{settings.run_id}-{uuid.uuid4().hex[:8]}"
+        one.cascade_id = f"jaato-eval-{settings.run_id}-{uuid.uuid4().hex[:8]}"
+    cascade_id = one.cascade_id
     try:
         owned_root = owned_config(task, settings, arm_state)
         config = workspace.agent_config(owned_root, ws,
                                         session_files.left_out(task, owned_root))
     except workspace.WorkspaceError as exc:
         run.blocked_reason = str(exc)
-        return run, cascade_id, on_arrival
+        return run
     kept = [*arm_state.kept, *(folder for k in arm_state.kept
                            for folder in k.parent.glob(f".{k.name}-*-arm_state"))]
-    asked: list[bool] = []  # whether each listing of the daemon's sessions answered
     with resources.guarded(resources.Bounds.of(task.resources, settings.memory_limit,
                                                settings.disk_limit),
                            owned.limits if owned is not None else None, settings.watched,
@@ -465,20 +476,21 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, arm_state:
                            ) as guard, ended_after(owned) as leftovers:
         if task.harness.kind == DRIVER:
             ACTIVITY.phase("the driver is running")
+            assert cascade_id is not None  # a driver's own, made above, when no pool's
             run = run_driver_arm(DriverArmSpec(
                 socket_path=socket, workspace=ws, config_root=config, run=task.harness.run,
                 params=dict(arm.params or {}), cascade_id=cascade_id, ceiling=settings.ceiling,
                 env_passthrough=task.harness.env_passthrough,
                 author_modules=owned_fixture(task, settings, arm_state), confinement=settings.confinement))
         else:
+            said = prompt if prompt is not None else arm.prompt
+            assert said is not None  # a session task must declare one (task/model.py)
             run = run_session_arm(SessionArmSpec(
                 socket_path=socket, workspace=ws, config_root=config,
-                profile=task.harness.profile, prompt=prompt if prompt is not None else arm.prompt,
-                agent=task.input.agent,
-                agent_params=dict(arm.agent_params) if task.input.agent_params else None,
+                profile=task.harness.profile, prompt=said, agent=task.input.agent,
+                agent_params=dict(arm.agent_params or {}) if task.input.agent_params else None,
                 cascade_id=cascade_id, ceiling=settings.ceiling))
-        fault = agent_faults(run, owned, socket, settings, arm_state, ws, config,  # before the hunt
-                             leftovers.watch, driver=task.harness.kind == DRIVER, asked=asked)
+        fault = agent_faults(one, run, owned, config, leftovers.watch)  # before the hunt
     if not fault and task.harness.kind != DRIVER and faults.session_ended_by_hand(
             run.termination_reason, run.stopped):
         fault = (f"the agent's session ended `{run.termination_reason}` and the harness did "
@@ -490,20 +502,19 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, arm_state:
     if owned is not None and leftovers.watch is not None and leftovers.watch.daemon_alive():
         # Once more, now that no process of the agent's is left to open one: a session
         # opened meanwhile is stopped, and what its tools started is hunted again.
-        late = _foreign(run, socket, arm_state, ws, config, task.harness.kind == DRIVER, owned,
-                        asked)
+        late = _foreign(one, run, config, owned)
         if late:
             fault = fault or late
             again = end_new(leftovers.watch)
             run.caveats.extend(again.said)
-    if owned is not None and asked and not any(asked):
+    if owned is not None and one.listed and not any(one.listed):
         # No listing answered: a session of the agent's may be live, and would act while
         # the graders read. The daemon is ended, so none does; the agent's tools reach the
         # socket, so what kept the daemon from answering may be theirs (faults.SESSIONS_UNLISTED).
         _end_daemon(owned)
         fault = fault or (f"the daemon's sessions could not be listed after the agent's run "
-                          f"({len(asked)} tries): a session of the agent's own would have gone "
-                          f"on while the graders read; the daemon was ended instead")
+                          f"({len(one.listed)} tries): a session of the agent's own would have "
+                          f"gone on while the graders read; the daemon was ended instead")
     run.caveats.extend(guard.said)
     if guard.stopped:  # its daemon was ended by the guard, not by the agent
         fault = None
@@ -525,7 +536,7 @@ def run_agent(arm: Arm, socket: str, ws: Path, settings: ArmSettings, arm_state:
     arm_state.sessions.extend((sid, ws) for sid in run.session_ids)  # the clean-up's exact paths
     if (run.blocked_reason or "").startswith("CascadeExhaustedError"):
         run.blocked_reason = f"pool {cascade_id} of task {task.id!r} exhausted: {run.blocked_reason}"
-    return run, cascade_id, on_arrival
+    return run
 
 
 def _end_daemon(owned: Owned) -> None:
@@ -541,21 +552,21 @@ def _end_daemon(owned: Owned) -> None:
 RUNNER_LOST = "runner RPC closed"  # jaato's words for a runner that died under its session
 
 
-def agent_faults(run: AgentRun, owned: Owned | None, socket: str, settings: ArmSettings,
-                 arm_state: ArmState, ws: Path, config: Path, watch: Watch | None = None,
-                 driver: bool = False, asked: list[bool] | None = None) -> str | None:
-    """What the agent did to the daemon it ran on, on a daemon of the run's own: sessions of
-    its own opened there (stopped now, before grading); and, in the sandbox, where only the
-    agent's processes reach the daemon, its daemon, runner or runner template killed or
-    stopped, or its socket removed (the daemon is then ended, so the next arm starts a
-    fresh one)."""
+def agent_faults(one: ArmRun, run: AgentRun, owned: Owned | None, config: Path,
+                 watch: Watch | None = None) -> str | None:
+    """What the agent did to the daemon it ran on (`one.socket`), on a daemon of the run's
+    own: sessions of its own opened there (stopped now, before grading); and, in the sandbox,
+    where only the agent's processes reach the daemon, its daemon, runner or runner template
+    killed or stopped, or its socket removed (the daemon is then ended, so the next arm
+    starts a fresh one). `config`: the config root its session was given."""
     # A session arm's session id is the harness's own. A driver arm's sessions are known by
     # records in the agent's workspace, which it can remove: its driver having run is the sign.
+    driver = one.arm.task.harness.kind == DRIVER
     began = run.session_id or run.session_ids or (driver and run.duration_seconds is not None)
     if owned is None or not began:
         return None  # nothing of the agent's began: nothing of its ran to do anything
     state = (processes.stat(owned.pid) or (0, 0, "Z"))[2]
-    confined = settings.sandbox != "none"
+    confined = one.settings.sandbox != "none"
     if confined and state in ("Z", "T", "t"):
         _end_daemon(owned)
         return (f"the daemon was {'stopped' if state in 'Tt' else 'ended'} during the agent's "
@@ -566,28 +577,28 @@ def agent_faults(run: AgentRun, owned: Owned | None, socket: str, settings: ArmS
         _end_daemon(owned)
         return (f"the daemon's runner template (pid {gone[0].pid}) ended during the agent's "
                 f"session, in a sandbox where only the agent's processes reach it")
-    if confined and not os.path.exists(socket):
+    assert one.socket is not None  # the agent ran on it
+    if confined and not os.path.exists(one.socket):
         _end_daemon(owned)
         return ("the daemon's socket was removed during the agent's session, in a sandbox "
                 "where only the agent's processes reach it")
     if confined and RUNNER_LOST in (run.blocked_reason or ""):
         return (f"the runner of the agent's session ended under it, in a sandbox where only "
                 f"the agent's processes reach it ({run.blocked_reason})")
-    return _foreign(run, socket, arm_state, ws, config, driver, owned, asked)
+    return _foreign(one, run, config, owned)
 
 
-def _foreign(run: AgentRun, socket: str, arm_state: ArmState, ws: Path,
-             config: Path, driver: bool, owned: Owned, asked: list[bool] | None = None,
-             ) -> str | None:
+def _foreign(one: ArmRun, run: AgentRun, config: Path, owned: Owned) -> str | None:
     """Sessions on the daemon the harness did not open, stopped: said as the agent's act.
-    `asked`: whether the daemon's listing answered, appended."""
+    Whether the daemon's listing answered is appended to `one.listed`."""
     # The sessions the harness opened: a session arm's one (not every session whose files
     # are in the workspace: a session the agent opens there leaves them too), a driver's.
+    driver = one.arm.task.harness.kind == DRIVER
     opened = set(run.session_ids) if driver else {run.session_id}
-    known = {sid for sid, _ in arm_state.sessions} | opened
-    foreign = end_foreign_sessions(socket, known, ws, config)
-    if asked is not None:
-        asked.append(foreign.unknown is None)
+    known = {sid for sid, _ in one.state.sessions} | opened
+    assert one.socket is not None and one.ws is not None  # the agent ran on them, in it
+    foreign = end_foreign_sessions(one.socket, known, one.ws, config)
+    one.listed.append(foreign.unknown is None)
     if foreign.unknown:
         run.caveats.append(f"the daemon's sessions could not be listed after the agent's run "
                            f"({foreign.unknown}): a session the agent opened would go on")
@@ -620,20 +631,17 @@ def keeps(settings: ArmSettings, state: str) -> bool:
         settings.keep_workspaces == "failed" and state in (FAIL, BLOCKED))
 
 
-def arm_record(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentRun, verdicts: list,
-               ws: Path | None, caveats: list[str], on_arrival: dict | None = None, *,
-               discard: bool = True, grader_runs: list | None = None,
-               ledger: Ledger | None = None, ceiling: dict | None | EllipsisType = ...,
+def arm_record(one: ArmRun, verdicts: list, caveats: list[str], *, discard: bool = True,
                snapshot: Snapshot | None = None, source: ArmRecord | None = None,
                ) -> ArmRecord:
     """Roll the verdicts up and build the arm's one record; keep or discard its workspace.
 
-    `grader_runs`: (grader id, run) of the sessions graders opened (a judge's): their
-    spend is the record's `judge_usage`, never the agent's `usage`. `ledger` and `ceiling`:
-    as the arm's run already read them (the ceiling `...`: not read yet, read here).
-    `snapshot`: what the arm kept for a regrade. `source`: the record a regrade graded
-    again, whose agent's facts the new record carries (regrade_arm)."""
-    task = arm.task
+    The sessions graders opened (a judge's, `one.grader_runs`): their spend is the record's
+    `judge_usage`, never the agent's `usage`. `snapshot`: what the arm kept for a regrade.
+    `source`: the record a regrade graded again, whose agent's facts the new record
+    carries (regrade.py)."""
+    arm, settings, arm_state, run, ws = one.arm, one.settings, one.state, one.run, one.ws
+    grader_runs, ceiling, task = one.grader_runs, one.ceiling, arm.task
     caveats = [*run.caveats, *caveats]  # what the engine did comes first
     if settings.sandbox == "none" and (run.session_id or run.session_ids):
         caveats.append(UNCONFINED)  # in every record whose agent ran: nothing confined it
@@ -655,7 +663,8 @@ def arm_record(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentR
     elif ws is not None and run.session_id:
         verdicts = list(verdicts)
         finding, state, blocked_reason = contamination.assess(
-            task, ws, ledger or ledger_of(run.history), state, blocked_reason, caveats, verdicts)
+            task, ws, ledger_of(run.history) if one.ledger is None else one.ledger, state,
+            blocked_reason, caveats, verdicts)
         contaminated, contamination_evidence = finding.contaminated, finding.evidence
     if source is None:
         nudges = count_nudges(ws, run.session_id, run.completion_gap) if (
@@ -667,9 +676,9 @@ def arm_record(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentR
 
     transcript = None
     if source is not None:
-        transcript = keep_regraded_transcript(arm, settings, arm_state, source, grader_runs or [])
+        transcript = keep_regraded_transcript(one, source)
     elif settings.transcripts and (run.session_id or grader_runs):  # before the workspace goes
-        transcript = keep_transcript(arm, settings, arm_state, run, grader_runs or [], ws)
+        transcript = keep_transcript(one)
     kept = None
     if ws is not None and os.path.lexists(ws):  # (an agent past its disk limit: removed)
         if keeps(settings, state):
@@ -700,7 +709,7 @@ def arm_record(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentR
         state=state, blocked_reason=blocked_reason, verdicts=verdicts, run=run,
         notes=caveats, completion_nudges=nudges, budget_ceiling=ceiling,
         pool_limits=task.budget.limits() if task.budget else None,
-        pool_on_arrival=on_arrival, extra=extra, mask=settings.redact)
+        pool_on_arrival=one.on_arrival, extra=extra, mask=settings.redact)
 
 
 def arm_sides(arm: Arm, arm_state: ArmState) -> dict[str, dict | None]:
@@ -737,24 +746,23 @@ def carried(source: ArmRecord, settings: ArmSettings) -> dict:
                          "judge_usage": source.judge_usage}}
 
 
-def keep_transcript(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentRun, grader_runs: list,
-                    ws: Path | None) -> str:
+def keep_transcript(one: ArmRun) -> str:
     """Build, mask and compress the arm's transcript; hold it for the store's writer and
     return its file name (the record's `transcript`)."""
+    arm, settings, ws = one.arm, one.settings, one.ws
     document = transcripts.build(
-        arm_id=arm.id, task_id=arm.task.id, run_id=settings.run_id, run=run,
-        driver=arm.task.harness.kind == DRIVER, grader_runs=grader_runs,
+        arm_id=arm.id, task_id=arm.task.id, run_id=settings.run_id, run=one.run,
+        driver=arm.task.harness.kind == DRIVER, grader_runs=one.grader_runs,
         session_files=(lambda sid: tracker_record(ws, sid)) if ws is not None else None)
     name = transcripts.file_name(arm.id, settings.run_id)
-    arm_state.pending_transcripts[arm.id] = (name, transcripts.encode(settings.redact(document)))
+    one.state.pending_transcripts[arm.id] = (name, transcripts.encode(settings.redact(document)))
     return name
 
 
-def keep_regraded_transcript(arm: Arm, settings: ArmSettings, arm_state: ArmState,
-                             source: ArmRecord,
-                             grader_runs: list) -> str | None:
+def keep_regraded_transcript(one: ArmRun, source: ArmRecord) -> str | None:
     """A regraded arm's transcript: the agent's sessions from the record it graded again,
     and the sessions this regrade's graders opened (a judge's)."""
+    arm, settings, grader_runs = one.arm, one.settings, one.grader_runs
     if not settings.transcripts:
         return None
     store = settings.regrade.store if settings.regrade else None
@@ -771,11 +779,11 @@ def keep_regraded_transcript(arm: Arm, settings: ArmSettings, arm_state: ArmStat
                                 and s.get("role") != "judge"] + document["sessions"]
         document["cuts"] = [*(before.get("cuts") or []), *document["cuts"]]
     name = transcripts.file_name(arm.id, settings.run_id)
-    arm_state.pending_transcripts[arm.id] = (name, transcripts.encode(settings.redact(document)))
+    one.state.pending_transcripts[arm.id] = (name, transcripts.encode(settings.redact(document)))
     return name
 
 
-# -- snapshots and regrades (docs/regrading.md) ----------------------------------------------
+# -- snapshots (docs/regrading.md) ----------------------------------------------
 PYTHON_ARM = "an arm written in Python is graded by its test, which runs its agent: not regraded"
 ENDED_EARLY = "the arm ended before its graders ran"
 
@@ -785,11 +793,11 @@ def snapshot_cap(task: Task, settings: ArmSettings) -> int:
                                settings.snapshot_max_mb)
 
 
-def keep_snapshot(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: AgentRun, ledger: Ledger, ws: Path,
-                  cascade_id: str | None, tampered: str | None, planted: list[str],
-                  config: Path, at: int | None = None) -> Snapshot:
+def keep_snapshot(one: ArmRun, tampered: str | None, planted: list[str]) -> Snapshot:
     """R4: snapshot what the graders are about to grade, staged for the store's writer.
     Never the arm's failure: a snapshot that cannot be kept is a note."""
+    arm, settings, run, ledger, ws = one.arm, one.settings, one.run, one.ledger, one.ws
+    assert ws is not None and ledger is not None
     task = arm.task
     if not task.graders:
         return Snapshot(note=PYTHON_ARM)
@@ -805,147 +813,21 @@ def keep_snapshot(arm: Arm, settings: ArmSettings, arm_state: ArmState, run: Age
         "run_id": settings.run_id, "run": dataclasses.asdict(run),
         "ledger": {"entries": list(ledger.entries), "faithful": ledger.faithful,
                    "reason": ledger.reason},
-        "cascade_id": cascade_id, "tampered": tampered, "planted": list(planted),
+        "cascade_id": one.cascade_id, "tampered": tampered, "planted": list(planted),
         "params": dict(arm.grader_params), "profile_set": arm.profile_set,
         "sample": None if sample is None else {"id": sample.id, "fields": dict(sample.fields)},
-        "agent_side": sides.agent_side(arm, config)})
+        "agent_side": sides.agent_side(arm, one.config)})
     staging = settings.staging or Path(settings.workspace_root).parent / "snapshots"
     try:
-        snapshots.take(ws, facts, staging / name, cap, at)
+        snapshots.take(ws, facts, staging / name, cap, one.at)
     except snapshots.LeftOut as exc:
         return Snapshot(note=f"{LEFT_OUT}{exc}", noted=True)
     except (OSError, ValueError, TypeError) as exc:  # never the arm's failure
         return Snapshot(note=f"snapshot not kept: {type(exc).__name__}: {exc}", noted=True)
-    arm_state.pending_snapshots[arm.id] = (name, staging / name, True)
+    one.state.pending_snapshots[arm.id] = (name, staging / name, True)
     return Snapshot(name=name)
-
-
-def needs_daemon(task: Task) -> bool:
-    """A regrade starts a daemon only for a judge: every other grader runs without one."""
-    return any(g.NEEDS_DAEMON for g in task.graders)
-
-
-def regrade_arm(arm: Arm, daemon: Daemon | None, settings: ArmSettings, arm_state: ArmState,
-                ws: Path) -> ArmRecord:
-    """R5: grade an arm again from its snapshot in the store being regraded (--jaato-regrade),
-    with the task's current graders, by the live arm's own grading path (`grade`), in
-    `ws`: no agent runs. BLOCKED, never graded, when the arm kept no snapshot or its
-    agent's side changed since (naming what changed). Never raises for an arm-level fault."""
-    task = arm.task
-    regrade = settings.regrade
-    assert regrade is not None
-    workspace.release(arm_state.held.pop(ws, None))  # a folder of the harness's: no agent runs
-    source = regrade.record_of(arm)
-    run, notes = AgentRun(), []
-    verdicts: list = []
-    grader_runs: list = []
-    if source is None:
-        run.blocked_reason = f"regrade: {regrade.store} holds no record of this arm"
-        return arm_record(arm, settings, arm_state, run, [], ws, [], discard=False, ceiling=None)
-    try:
-        config = owned_config(task, settings, arm_state)
-        views = grader_configs(task, settings, arm_state)
-        modules = owned_fixture(task, settings, arm_state)
-    except workspace.WorkspaceError as exc:
-        run.blocked_reason = str(exc)
-        return arm_record(arm, settings, arm_state, run, [], ws, [], discard=False, ceiling=None,
-                          source=source, snapshot=Snapshot(note=source.snapshot_note))
-    now = sides.agent_side(arm, config)
-    changed = sides.changed(source.agent_side, now)
-    kept = Snapshot(note=source.snapshot_note)
-    if source.snapshot is not None:  # the new store keeps what its record names
-        try:
-            path = snapshots.path_of(regrade.store, source.snapshot)
-            if path.is_file() and not path.is_symlink():
-                kept = Snapshot(name=source.snapshot)
-                arm_state.pending_snapshots[arm.id] = (source.snapshot, path, False)
-        except snapshots.Unreadable:
-            pass
-    live = _live_verdicts(source) if source.snapshot is None and (
-        source.snapshot_note or "").startswith(LEFT_OUT) else None
-    if source.snapshot is None and (act := _act_of(source)) is not None:
-        verdicts = [act]  # the agent's own act FAILED it, before any grader: no grader changes it
-        notes.append(f"regraded without a snapshot ({source.snapshot_note or 'none kept'}): "
-                     f"the agent's act that failed it in run {source.run_id} stands")
-    elif live:  # the agent's own tree left no snapshot: what the live run knew stands
-        verdicts = live
-        notes.append(f"regraded without a snapshot ({source.snapshot_note}): the agent's own "
-                     f"tree left it out, so the verdicts of run {source.run_id} stand; the "
-                     f"task's graders were not run again")
-    elif source.snapshot is None:
-        run.blocked_reason = "no snapshot kept" + (
-            f" ({source.snapshot_note})" if source.snapshot_note else
-            " (the record is from a run that kept none)")
-    elif changed:
-        run.blocked_reason = (
-            f"regrade refused: {parts.said(changed)} changed since run {source.run_id}; "
-            f"what its agent left answers another task: run the arm again")
-    else:
-        try:
-            workspace.remove_tree(ws)
-            ws.mkdir()
-            restored = snapshots.restore(snapshots.path_of(regrade.store, source.snapshot), ws)
-        except (snapshots.Unreadable, OSError) as exc:
-            run.blocked_reason = f"snapshot unreadable: {exc}"
-        else:
-            run, ledger, facts = _restored_run(restored.facts)
-            notes += restored.notes
-            planted = list(facts.get("planted") or ()) or traps(run, ws, settings)
-            socket = None
-            if needs_daemon(task) and daemon is not None:
-                try:
-                    socket = daemon.ensure()
-                except DaemonError as exc:
-                    run.blocked_reason = str(exc)
-            if not run.blocked_reason:
-                act = agent_act(run, ws, settings, facts.get("tampered"), planted)
-                verdicts, grader_runs = grade(arm, settings, arm_state, run, ledger, ws, config,
-                                              views, modules, socket, facts.get("cascade_id"), act)
-    return arm_record(arm, settings, arm_state, run, verdicts, ws, notes, discard=False,
-                      grader_runs=grader_runs, ceiling=source.budget_ceiling, source=source,
-                      snapshot=kept)
 
 
 # The note of a snapshot the agent's own tree left out (snapshots.LeftOut: past the cap, a
 # special file, too many entries), as against one the harness failed to write.
 LEFT_OUT = "snapshot left out: "
-
-
-def _act_of(source: ArmRecord) -> Verdict | None:
-    """The agent's act that FAILED the live arm (its one verdict before any grader), if so."""
-    acts = [v for v in source.verdicts if v.get("grader_id") in faults.AGENT_ACTS]
-    if len(acts) != 1 or acts[0].get("state") != "FAIL" or source.verdicts[0] is not acts[0]:
-        return None
-    return _verdict_of(acts[0])
-
-
-def _live_verdicts(source: ArmRecord) -> list[Verdict] | None:
-    """The live arm's verdicts as its record keeps them; None when it has none, or one
-    this version cannot read."""
-    read = [_verdict_of(v) for v in source.verdicts]
-    verdicts = [v for v in read if v is not None]
-    return verdicts if verdicts and len(verdicts) == len(read) else None
-
-
-def _verdict_of(v: dict) -> Verdict | None:
-    state, grader = v.get("state"), v.get("grader_id")
-    if state not in STATES or not isinstance(grader, str):
-        return None
-    return Verdict(grader, str(v.get("claim") or ""), state, str(v.get("detail") or ""),
-                   [str(e) for e in v.get("evidence") or []],
-                   str(v["blocked_reason"]) if v.get("blocked_reason") else None)
-
-
-_RUN_FIELDS = {f.name for f in dataclasses.fields(AgentRun)}
-
-
-def _restored_run(facts: dict) -> tuple[AgentRun, Ledger, dict]:
-    """The agent's run and ledger as a snapshot kept them (its engine notes are the
-    record's already)."""
-    kept = facts.get("run") if isinstance(facts.get("run"), dict) else {}
-    run = AgentRun(**{k: v for k, v in kept.items() if k in _RUN_FIELDS})
-    run.caveats = []
-    told = facts.get("ledger") if isinstance(facts.get("ledger"), dict) else {}
-    ledger = Ledger(entries=list(told.get("entries") or []),
-                    faithful=told.get("faithful") is True, reason=told.get("reason"))
-    return run, ledger, facts

@@ -44,9 +44,9 @@ from .results.compare import (ArmFlip, cell_text, compare_document, compare_grou
                                delta_text, grader_flips)
 from .results.pins import (changed_tasks, compared_lines, pin_differences, pin_notes,
                            pins_of, side_changes)
-from .results.account import account, document, exit_status, noted_lines
-from .results.pivot import (FORMATS, Cell, level_text, open_stores, pair_lines, plural, points,
-                            render_pivot)
+from .results.account import account
+from .results.formats import FORMATS, document
+from .results.pivot import level_text, open_stores, pair_lines, plural, points
 from .results.table import table_lines
 from .results.record import ArmRecord
 from .results.review import awaiting_review
@@ -89,12 +89,6 @@ def expand(patterns: Sequence[str]) -> list[Path]:
 
 
 # -- report ---------------------------------------------------------------------------------
-def report_exit(cells: list[Cell]) -> int:
-    """0 every arm passed, 1 an arm failed the run, 2 an arm BLOCKED (or of a state nobody
-    knows): the run's own rule (results/account.py), so `report` exits as the run did."""
-    return exit_status(cells)
-
-
 def terminal_width() -> int | None:
     """The width `report` fits its table to: the terminal's when stdout is one (`COLUMNS`
     honoured, as pytest does); None (every column) when the output goes to a file or a
@@ -121,17 +115,10 @@ def cmd_report(args) -> int:
     for note in pivot.skipped_notes():
         say(note, file=sys.stderr)
     acc = account(pivot)
-    if args.format == "text":
-        width = None if args.all_columns else terminal_width()
-        say(f"{pivot.source}: {pivot.counted}")
-        lines = render_pivot(pivot.cells, k=args.k, width=width,
-                             all_columns="--all-columns shows every column",
-                             detect=_share(args.detect))
-        lines += [""] + noted_lines(acc, width) if acc.noted else []
-    else:  # stdout holds the document alone, for a pipe or a file
-        lines = document(acc, args.format, k=args.k, source=str(pivot.source),
-                         detect=_share(args.detect)).splitlines()
-    for line in lines:
+    # a document (not text) is stdout's alone, for a pipe or a file
+    for line in document(acc, args.format, k=args.k, source=str(pivot.source),
+                         detect=_share(args.detect),
+                         width=None if args.all_columns else terminal_width()).splitlines():
         say(line)
     said = sys.stdout if args.format == "text" else sys.stderr
     html_args = {"source": str(pivot.source), "k": args.k}
@@ -236,6 +223,7 @@ def _compare(args, found: dict[str, Any]) -> int:
     regressed = [g for g in changes if g.regressed]
     for sc in sets:
         if sc.regressed:
+            assert sc.change.interval is not None and sc.change.diff is not None  # read off its CI
             lo, hi = sc.change.interval
             say(f"regressed: profile set {sc.profile_set}: {points(sc.change.diff)} pts, its "
                 f"{level_text(sc.change.alpha)} CI ({points(lo)} to {points(hi)} pts) lies "
@@ -560,9 +548,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("store", nargs="+", help="a result store (ours or jaato-eval 0.3.4's); "
                                               "several, or a quoted glob, are read as one")
     rep.add_argument("--format", choices=FORMATS, default="text",
-                     help="the pivot on stdout as: text (the table, default), markdown "
-                          "(GitHub-flavoured, for $GITHUB_STEP_SUMMARY or a PR comment), json "
-                          "(each cell's n, rates and intervals as numbers), csv")
+                     help="the pivot on stdout as: " + ", ".join(
+                         f"{name} ({f.help})" for name, f in FORMATS.items()))
     rep.add_argument("--html", metavar="PATH", help="write the self-contained HTML report")
     rep.add_argument("--pdf", metavar="PATH", help="write the same report as PDF (needs "
                                                    "pip install 'pytest-jaato-eval[pdf]')")

@@ -89,6 +89,7 @@ def serve(folder: Path) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     me = processes.Ident.of(os.getpid())
+    assert me is not None  # this very process
     (folder / KEEPER).write_text(json.dumps({"pid": me.pid, "started": me.started}))
     try:
         while not stop.is_set():

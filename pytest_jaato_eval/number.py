@@ -5,10 +5,10 @@ trackers and stores.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 
-def is_number(value: Any, *, finite: bool = False) -> bool:
+def is_number(value: Any, *, finite: bool = False) -> TypeGuard[int | float]:
     """An int or float, never a bool. finite=True also refuses nan, inf and ints past
     float range: no count, limit or timeout anyone meant."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -21,6 +21,6 @@ def is_number(value: Any, *, finite: bool = False) -> bool:
         return False
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: Any) -> TypeGuard[int]:
     """An int, never a bool."""
     return isinstance(value, int) and not isinstance(value, bool)

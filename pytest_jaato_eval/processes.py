@@ -381,6 +381,7 @@ def wait(proc, tree: Tree, timeout: float | None, poll: float = 0.2, reading=Non
             if ended(step):
                 return proc.wait()
             if deadline is not None and time.monotonic() >= deadline:
+                assert timeout is not None  # the deadline is its
                 raise subprocess.TimeoutExpired(proc.args, timeout)
 
 

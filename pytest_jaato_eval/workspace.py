@@ -573,13 +573,12 @@ class Bin:
     def put(self, path: Path) -> None:
         with self._lock:
             if self._thread is None:
-                thread = threading.Thread(target=self._drain, daemon=True,
-                                          name="jaato-workspace-bin")
+                self._thread = threading.Thread(target=self._drain, daemon=True,
+                                                name="jaato-workspace-bin")
                 try:
-                    thread.start()
+                    self._thread.start()
                 except RuntimeError:  # no thread to be had (the process is at its limit)
-                    thread = None
-                self._thread = thread
+                    self._thread = None
             if self._thread is not None:
                 self._queue.put(path)
                 return

@@ -357,6 +357,7 @@ class PrivateDaemon:
             return
         self.request_stop()
         if self.proc.poll() is None:
+            assert self._stop_asked is not None  # request_stop set it
             try:
                 self.proc.wait(timeout=max(0.0, self._stop_asked + grace - time.monotonic()))
             except subprocess.TimeoutExpired:

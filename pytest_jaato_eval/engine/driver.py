@@ -192,6 +192,7 @@ class _DriverArm:
                 pass
         out.duration_seconds = round(time.monotonic() - started, 3)
         out.termination_detail = "\n".join(tails["stderr"]) or None
+        assert self.client is not None  # connected before the driver started
         if not self.client.is_connected:  # the daemon died under the driver: not its verdict
             out.blocked_reason = (f"daemon: connection lost while the driver ran (it exited "
                                   f"{code}); the daemon died or closed the connection")
@@ -209,6 +210,7 @@ class _DriverArm:
         for sid in self.out.session_ids:
             if sid in self.terminated:
                 continue
+            assert self.client is not None  # a session id came over it
             try:
                 async with asyncio.timeout(STOP_WAIT):
                     await self.client.stop_session(sid)

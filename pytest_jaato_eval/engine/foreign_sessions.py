@@ -31,7 +31,7 @@ class Foreign:
     unknown: str | None = None
 
 
-def end_foreign_sessions(socket_path: str, known: set[str], workspace: Path,
+def end_foreign_sessions(socket_path: str, known: set[str | None], workspace: Path,
                          config_root: Path) -> Foreign:
     """Stop every loaded session on the daemon whose id is not in `known`. Never raises."""
     try:
@@ -41,7 +41,7 @@ def end_foreign_sessions(socket_path: str, known: set[str], workspace: Path,
         return Foreign(unknown=f"{type(exc).__name__}: {exc}")
 
 
-async def _end(socket_path: str, known: set[str], workspace: Path,
+async def _end(socket_path: str, known: set[str | None], workspace: Path,
                config_root: Path) -> Foreign:
     client = IPCClient(socket_path, client_type=ClientType.API, auto_start=False,
                        workspace_path=str(workspace), config_root=str(config_root))

@@ -460,15 +460,6 @@ def seal_interpreter(folder: Path, python: str) -> tuple[Path, Path]:
     return copy, program
 
 
-def _outermost(folders: list[Path]) -> list[Path]:
-    """The first folder, then each other one not inside one kept before it."""
-    kept: list[Path] = []
-    for folder in folders[:1] + _parents_first(folders[1:]):
-        if not any(folder.is_relative_to(k) for k in kept):
-            kept.append(folder)
-    return kept
-
-
 def _parents_first(folders: list[Path]) -> list[Path]:
     """Each folder once, a parent mounted before what is inside it."""
     return sorted({Path(f) for f in folders}, key=lambda p: len(p.parts))

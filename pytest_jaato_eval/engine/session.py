@@ -188,6 +188,7 @@ class _SessionArm:
             self.out.blocked_reason = f"daemon: could not connect to {spec.socket_path}"
             return False
         client = self.client
+        assert client is not None  # connected
         client.subscribe(EventType.SESSION_INFO, self._on_info)
         client.subscribe(EventType.ERROR, self._on_error)
         client.subscribe(EventType.TURN_COMPLETED, self._acc_turn)
@@ -234,6 +235,7 @@ class _SessionArm:
                 return None
             self.errors.clear()  # this try's errors only: the cause is the last of them
             ACTIVITY.phase("opening the session" + (f" (try {attempt})" if attempt > 1 else ""))
+            assert self.client is not None  # connected: by _open, or before the first try
             try:
                 return await self.client.create_session(timeout=CREATE_WAIT, **kwargs)
             except SessionCreateFailed as exc:
@@ -266,6 +268,7 @@ class _SessionArm:
             self.out.blocked_reason = None  # the retry's own connect decides
             return said
         leftovers = session_ids_in(self.spec.workspace)
+        assert self.client is not None  # _open connected it
         for sid in leftovers:
             try:
                 async with asyncio.timeout(STOP_WAIT):

@@ -123,6 +123,7 @@ def run_bounded(args, *, timeout: float | None, **popen) -> Finished:
     process cannot start."""
     proc, tree = processes.start(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                  **popen)
+    assert proc.stdout is not None  # a pipe, asked for above
     out = TailReader(proc.stdout)
     code: int | None = None
     running: list[processes.Running] = []

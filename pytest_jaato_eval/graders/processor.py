@@ -94,6 +94,7 @@ def grade_processor(spec: ProcessorGrader, ctx: GraderContext) -> Verdict:
         # A processor is handed the parameters as a mapping (its context), as under
         # jaato-eval: keys that collide only as variables are no fault of its.
         env = ctx.contract_env(spec.env_passthrough, per_key=False)
+    assert path is not None  # refused otherwise, above
     scratch = Path(tempfile.mkdtemp(prefix="jaato-processor-"))
     try:
         return _run_child(spec, ctx, claim, path, env, scratch)

@@ -23,7 +23,8 @@ from ..engine.sandbox import probe
 from ..render import safe_text
 from ..report.html import write_documents
 from ..results import snapshots, transcripts
-from ..results.account import Account, account, document
+from ..results.account import Account, account
+from ..results.formats import document
 from ..results.pivot import Pivot, plural, render_pivot
 from ..results.store import Store, StoreError
 from ..verdict import BLOCKED

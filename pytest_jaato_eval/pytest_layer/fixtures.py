@@ -24,7 +24,7 @@ from ..workspace import release
 from .body_alarm import guard_body
 from .outcome import raise_for
 from .python_arms import preflight_check
-from .run import ARM_KEY, HANDLE_KEY, WORKSPACE_KEY, arm_side, worker_of
+from .run import ARM_KEY, HANDLE_KEY, WORKSPACE_KEY, arm_side, regrade_side, worker_of
 
 
 def jaato_workspace(request) -> Iterator[Path]:
@@ -53,7 +53,7 @@ def jaato_arm(request, jaato_daemon: str, jaato_workspace: Path) -> "ArmHandle":
 def jaato_regrade(request, jaato_workspace: Path) -> "ArmHandle":
     arm = _arm(request)
     handle = ArmHandle(arm, jaato_workspace, None, worker_of(request.config))
-    if arm_side().needs_daemon(arm.task):
+    if regrade_side().needs_daemon(arm.task):
         # Asked for when a judge is about to grade: an arm refused or left unrestored
         # starts no daemon.
         handle.ask_daemon = lambda: request.getfixturevalue("jaato_daemon")
@@ -119,7 +119,7 @@ class _DaemonOnDemand:
 class ArmHandle:
     """One arm, as its test sees it."""
 
-    def __init__(self, arm, workspace: Path, socket: str, worker):
+    def __init__(self, arm, workspace: Path, socket: str | None, worker):
         self.arm = arm
         self.workspace = Path(workspace)
         self.socket = socket
@@ -159,16 +159,17 @@ class ArmHandle:
         if not isinstance(prompt, str) or not prompt.strip():
             raise TypeError("jaato_arm.run(prompt): the prompt must be a non-blank string")
         engine = arm_side()
+        assert self.socket is not None  # jaato_arm's: only a regrade's handle has none
         daemon = _Daemon(self.socket, self._worker)
         try:
             socket = daemon.ensure()
         except DaemonError as exc:
             self.agent_run = AgentRun(blocked_reason=str(exc))
         else:
-            self.agent_run, _, _ = engine.run_agent(self.arm, socket, self.workspace,
-                                             self._worker.arm_settings(),
-                                             self._worker.arm_state, self._worker,
-                                             prompt=prompt, owned=daemon.owned())
+            one = engine.ArmRun(self.arm, self._worker.arm_settings(), self._worker.arm_state,
+                                ws=self.workspace, socket=socket)
+            self.agent_run = engine.run_agent(one, self._worker, prompt=prompt,
+                                              owned=daemon.owned())
         run = self.agent_run
         moved = engine.replaced_workspace(self.workspace, self._worker.arm_state)
         if moved is not None:  # before the test reads anything through its path
@@ -197,12 +198,13 @@ class ArmHandle:
         """A task.yaml arm under --jaato-regrade: its snapshot graded again, no agent."""
         daemon = (_DaemonOnDemand(self.ask_daemon, self._worker) if self.ask_daemon
                   else None)
-        self.record = arm_side().regrade_arm(self.arm, daemon, self._worker.arm_settings(),
-                                  self._worker.arm_state, self.workspace)
+        self.record = regrade_side().regrade_arm(self.arm, daemon, self._worker.arm_settings(),
+                                                 self._worker.arm_state, self.workspace)
         raise_for(self.record)
 
     def run_task(self) -> None:
         """A task.yaml arm: its manifest's session or driver, then its graders."""
+        assert self.socket is not None  # jaato_arm's: only a regrade's handle has none
         self.record = arm_side().run_arm(self.arm, _Daemon(self.socket, self._worker),
                               self._worker.arm_settings(), self._worker.arm_state, self._worker,
                               ws=self.workspace)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from types import FrameType
 
 import _pytest.config as pytest_config
 import pytest
@@ -111,7 +112,7 @@ def process_ends_with_run(config) -> bool:
     if hasattr(config, "workerinput"):
         return True
     runs, console = _entry_points()
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_code in runs and frame.f_locals.get("config") is config:
             break

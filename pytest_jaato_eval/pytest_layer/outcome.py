@@ -15,7 +15,7 @@ import os
 import time
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Callable
 from xml.etree import ElementTree
 
 import pytest
@@ -28,6 +28,11 @@ from ..results.pivot import table_lines
 from ..results.record import ArmRecord, build_record
 from ..verdict import BLOCKED, FAIL, Verdict, failed_grader
 from .run import HANDLE_KEY, WORKSPACE_KEY, arm_of, arm_side
+
+if TYPE_CHECKING:
+    from ..task.arms import Arm
+    from .fixtures import ArmHandle
+    from .worker import Worker
 
 BLOCKED_CATEGORY = "blocked"
 EXIT_BLOCKED = 2
@@ -61,12 +66,12 @@ def raise_for(record: ArmRecord) -> None:
         raise ArmBlocked(record)
 
 
-def one_line(text: Any, width: int = 300) -> str:
+def one_line(text: object, width: int = 300) -> str:
     """Untrusted text (a reason, a detail) as one bounded line with no escape sequence."""
     return safe_text(text, width)
 
 
-def _id(text: Any, width: int = 60) -> str:
+def _id(text: object, width: int = 60) -> str:
     """An id (grader, arm, session) as written, spacing kept, control characters shown."""
     return safe_text(text, width, collapse=False)
 
@@ -152,7 +157,7 @@ def _seconds(value: float | None) -> str:
     return "" if value is None else f"{value:.3f}"
 
 
-def mark_report(report: Any, item: Any, record: ArmRecord) -> None:
+def mark_report(report: pytest.TestReport, item: pytest.Item, record: ArmRecord) -> None:
     """Attach the record to the report and turn BLOCKED into a marked skip."""
     # The store's line, a copy of its own: xdist-safe, and nothing shares the record's lists.
     setattr(report, RECORD_ATTR, json.loads(json.dumps(record.to_dict(), default=str)))
@@ -172,13 +177,13 @@ IDENTITY = (("jaato_arm_id", "arm_id"), ("jaato_task_id", "task_id"),
             ("jaato_sample_id", "sample_id"))  # the sample: only an arm that has one
 
 
-def identity(arm: Any) -> dict[str, str]:
+def identity(arm: Arm) -> dict[str, str]:
     """What the controller knows an arm by (it never sees the Arm itself under -n)."""
     return {"arm_id": arm.id, "task_id": arm.task.id, "profile_set": arm.set_name,
             "repeat": str(arm.repeat), "sample_id": getattr(arm, "sample_id", None) or ""}
 
 
-def identity_properties(arm: Any) -> list[tuple[str, str]]:
+def identity_properties(arm: Arm) -> list[tuple[str, str]]:
     values = identity(arm)
     return [(prop, values[key]) for prop, key in IDENTITY if values[key] or key != "sample_id"]
 
@@ -187,7 +192,7 @@ _LABELLED = pytest.StashKey[bool]()
 SETUP_SECONDS = pytest.StashKey[float]()
 
 
-def label(item, arm: Any) -> None:
+def label(item: pytest.Item, arm: Arm) -> None:
     """The arm's identity as its item's user properties, which every report of it copies
     (JUnit, pytest-html, the controller under -n). Added once, at the first report, not
     at collection: `--co` of thousands of arms never needs them."""
@@ -196,7 +201,7 @@ def label(item, arm: Any) -> None:
         item.user_properties.extend(identity_properties(arm))
 
 
-def arm_identity(report: Any) -> dict[str, str] | None:
+def arm_identity(report: pytest.TestReport) -> dict[str, str] | None:
     props = {}
     for entry in getattr(report, "user_properties", None) or ():
         try:
@@ -209,8 +214,8 @@ def arm_identity(report: Any) -> dict[str, str] | None:
     return {key: str(props.get(prop, "")) for prop, key in IDENTITY}
 
 
-def block_crashed(report: Any, nodeid: str, arm: dict[str, str], run_id: str,
-                  redact: Any = None) -> None:
+def block_crashed(report: pytest.TestReport, nodeid: str, arm: dict[str, str], run_id: str,
+                  redact: Redactor | None = None) -> None:
     """Turn xdist's FAILED crash report into a BLOCKED arm with a record of its own.
 
     The crash text is the worker's last words (a traceback, its stderr), so it goes
@@ -243,7 +248,7 @@ def block_crashed(report: Any, nodeid: str, arm: dict[str, str], run_id: str,
 _READ: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def record_of(report: Any) -> ArmRecord | None:
+def record_of(report: pytest.TestReport) -> ArmRecord | None:
     """The arm's record its report carries (as JSON, across xdist's channel), or None."""
     data = getattr(report, RECORD_ATTR, None)
     if data is None:
@@ -276,7 +281,8 @@ def fold_exit_status(exitstatus: int, blocked: int, failed: int = 0,
 PYTHON_CLAIM = "the test's assertions about what the agent left hold"
 
 
-def on_report(item: Any, call: Any, report: Any, worker: Any) -> None:
+def on_report(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport,
+              worker: Worker) -> None:
     """Give an arm's setup error or call its one record, and its pytest outcome.
 
     A fixture that errs in setup (ours or the project's) is an environment fault:
@@ -289,14 +295,17 @@ def on_report(item: Any, call: Any, report: Any, worker: Any) -> None:
         return  # a skipped arm writes no record
     arm = arm_of(item)
     if report.when == "setup" and report.failed:
+        assert call.excinfo is not None  # a setup fails by raising
         record = _record(arm, worker, _setup_reason(call.excinfo, worker),
                          item.stash.get(WORKSPACE_KEY, None))
     elif report.when == "call":
         handle = item.stash.get(HANDLE_KEY, None)
-        record = getattr(handle, "record", None)
-        if handle is not None and record is None and type(item).__name__ != "ArmItem":
+        kept: ArmRecord | None = getattr(handle, "record", None)
+        if handle is not None and kept is None and type(item).__name__ != "ArmItem":
             record = _python_record(arm, worker, handle, call.excinfo)
-        elif record is None:  # the harness itself broke: still one record for the arm
+        elif kept is not None:
+            record = kept
+        else:  # the harness itself broke: still one record for the arm
             record = _record(arm, worker, "the harness failed running the arm: "
                              + one_line(call.excinfo.exconly() if call.excinfo else "no record"),
                              item.stash.get(WORKSPACE_KEY, None))
@@ -318,7 +327,7 @@ def on_report(item: Any, call: Any, report: Any, worker: Any) -> None:
     carry_snapshot(report, worker, record.arm_id)
 
 
-def mask_report(report: Any, mask: Any) -> None:
+def mask_report(report: pytest.TestReport, mask: Callable[[str], str]) -> None:
     """pytest's own text of an arm's report (an assertion's repr, a traceback, what the test
     printed) with every credential masked, as its record is: the terminal, JUnit and
     pytest-html print it."""
@@ -333,7 +342,7 @@ def mask_report(report: Any, mask: Any) -> None:
     report.sections = [(title, mask(body)) for title, body in report.sections]
 
 
-def carry_transcript(report: Any, worker: Any, arm_id: str) -> None:
+def carry_transcript(report: pytest.TestReport, worker: Worker, arm_id: str) -> None:
     """The arm's transcript rides on its report to the store's writer (the controller,
     in this process or across xdist's channel): its file name and compressed bytes."""
     worker.arm_settings()  # the worker's state is made with its settings
@@ -343,7 +352,7 @@ def carry_transcript(report: Any, worker: Any, arm_id: str) -> None:
                                           "data": base64.b64encode(pending[1]).decode()})
 
 
-def transcript_of(report: Any) -> tuple[str, bytes] | None:
+def transcript_of(report: pytest.TestReport) -> tuple[str, bytes] | None:
     """(file name, compressed transcript) carried by an arm's report, or None."""
     carried = getattr(report, TRANSCRIPT_ATTR, None)
     if not isinstance(carried, dict) or not isinstance(carried.get("data"), str):
@@ -354,7 +363,7 @@ def transcript_of(report: Any) -> tuple[str, bytes] | None:
         return None
 
 
-def carry_snapshot(report: Any, worker: Any, arm_id: str) -> None:
+def carry_snapshot(report: pytest.TestReport, worker: Worker, arm_id: str) -> None:
     """Where the arm's snapshot waits (a file this run's worker staged, or for a regrade the
     graded store's): its report names it to the store's writer, who brings it beside the
     store. A name and a path, never the bytes: a report is kept until the run ends."""
@@ -365,7 +374,7 @@ def carry_snapshot(report: Any, worker: Any, arm_id: str) -> None:
                                         "move": bool(pending[2])})
 
 
-def snapshot_of(report: Any) -> tuple[str, str, bool] | None:
+def snapshot_of(report: pytest.TestReport) -> tuple[str, str, bool] | None:
     """(file name, where it is, whether it is moved) carried by an arm's report, or None."""
     carried = getattr(report, SNAPSHOT_ATTR, None)
     if not isinstance(carried, dict) or not isinstance(carried.get("path"), str):
@@ -373,7 +382,7 @@ def snapshot_of(report: Any) -> tuple[str, str, bool] | None:
     return str(carried.get("name")), carried["path"], carried.get("move") is True
 
 
-def xfail_of(item: Any) -> dict[str, Any] | None:
+def xfail_of(item: pytest.Item) -> dict[str, str | bool] | None:
     """The xfail mark the arm ran under, as pytest evaluated it (its condition held):
     `{"reason": ..., "strict": ...}`, or None."""
     xfailed = item.stash.get(xfailed_key, None)
@@ -383,31 +392,36 @@ def xfail_of(item: Any) -> dict[str, Any] | None:
             "strict": bool(getattr(xfailed, "strict", False))}
 
 
-def _skipped(excinfo: Any) -> bool:
+def _skipped(excinfo: pytest.ExceptionInfo[BaseException]) -> bool:
     return isinstance(excinfo.value, pytest.skip.Exception)
 
 
-def _setup_reason(excinfo: Any, worker: Any) -> str:
+def _setup_reason(excinfo: pytest.ExceptionInfo[BaseException], worker: Worker) -> str:
     exc = excinfo.value
     named = worker.fixture_errors.get(id(exc))
     if type(exc).__name__ in ("DaemonError", "WorkspaceError", "PreflightBlocked"):
         return one_line(exc)  # our own faults say what failed ("daemon: ...", "fixture: ...")
     if named is not None:
         return f"fixture {named[0]!r} failed in setup: {type(exc).__name__}: {one_line(exc)}"
-    if getattr(exc, "argname", None) and getattr(exc, "msg", None):  # FixtureLookupError
-        return f"fixture {exc.argname!r}: {one_line(exc.msg)}"
+    argname, msg = getattr(exc, "argname", None), getattr(exc, "msg", None)
+    if argname and msg:  # FixtureLookupError
+        return f"fixture {argname!r}: {one_line(msg)}"
     return f"setup failed: {one_line(excinfo.exconly())}"
 
 
-def _record(arm: Any, worker: Any, reason: str, ws: Any, verdicts=(), run: Any = None):
+def _record(arm: Arm, worker: Worker, reason: str, ws: Path | None,
+            verdicts: tuple[Verdict, ...] | list[Verdict] = (), run: AgentRun | None = None,
+            ) -> ArmRecord:
     run = run or AgentRun()
     if not verdicts and not run.blocked_reason:
         run.blocked_reason = reason
-    return arm_side().arm_record(arm, worker.arm_settings(), worker.arm_state, run, list(verdicts), ws, [],
-                      discard=False)
+    side = arm_side()
+    one = side.ArmRun(arm, worker.arm_settings(), worker.arm_state, ws=ws, run=run)
+    return side.arm_record(one, list(verdicts), [], discard=False)
 
 
-def _python_record(arm: Any, worker: Any, handle: Any, excinfo: Any) -> ArmRecord:
+def _python_record(arm: Arm, worker: Worker, handle: ArmHandle,
+                   excinfo: pytest.ExceptionInfo[BaseException] | None) -> ArmRecord:
     """A Python arm's record: its run's facts, its test body's verdict."""
     run = handle.agent_run
     grader = f"python:{arm.task.id.rsplit('::', 1)[-1]}"
@@ -443,7 +457,7 @@ def is_assertion(exc: BaseException) -> bool:
     return isinstance(exc, (AssertionError, pytest.fail.Exception))
 
 
-def traceback_lines(excinfo: Any, limit: int = 200) -> list[str]:
+def traceback_lines(excinfo: pytest.ExceptionInfo[BaseException], limit: int = 200) -> list[str]:
     """The exception's short traceback, the evidence of a test's error (its last lines)."""
     try:
         text = str(excinfo.getrepr(style="short", chain=False))

@@ -130,10 +130,11 @@ def _own_line(tr: Any, line: str) -> str:
 def _arm_error(report: Any, config: Any):
     """An arm's teardown error at pytest's default verbosity: a line of its own naming the
     arm, not an `E` glued to the arm's line."""
-    if not report.failed or config.get_verbosity() != 0 or outcome.arm_identity(report) is None:
+    if (not report.failed or config.get_verbosity() != 0
+            or (ident := outcome.arm_identity(report)) is None):
         return None
     tr = config.pluginmanager.get_plugin("terminalreporter")
-    arm_id = outcome.arm_identity(report)["arm_id"]
+    arm_id = ident["arm_id"]
     crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
     why = getattr(crash, "message", None) or "error"
     line = safe_text(f"  {'ERROR':<7} {arm_id}  {report.when}: {why}", max(_width(tr), 40),

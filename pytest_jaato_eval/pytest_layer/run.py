@@ -67,6 +67,12 @@ def arm_side() -> "ModuleType":
     return arm
 
 
+def regrade_side() -> "ModuleType":
+    """regrade.py (and arm.py under it): loaded where a regraded arm first needs it."""
+    from .. import regrade  # arm.py's imports, as arm_side: optional until an arm regrades
+    return regrade
+
+
 def worker_of(config) -> "Worker":
     """This process's worker: `Worker.of` made it when the process collected its first
     arm, so an arm's fixtures find it here."""

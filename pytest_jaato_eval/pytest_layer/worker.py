@@ -31,7 +31,7 @@ from ..engine.sandbox import Confinement, hideable, probe, python_folders, seal_
 from . import liveness, outcome
 from .body_alarm import end_guard
 from .run import (CONTEXT_KEY, WORKER_KEY, RunContext, arm_of, arm_side, deselect_resumed,
-                  deselect_unregraded)
+                  deselect_unregraded, regrade_side)
 from .progress import DaemonClock
 from .sigterm import SigtermAsInterrupt
 from .stored import StoredArms
@@ -109,8 +109,8 @@ class Worker:
                 snapshots=self.settings.snapshots, grade=self.settings.grade,
                 snapshot_max_mb=self.settings.snapshot_max_mb,
                 staging=self.run_dir / "snapshots",
-                regrade=arm.RegradeSource(self.settings.regrade,
-                                      MappingProxyType(self.stored.regraded))
+                regrade=regrade_side().RegradeSource(self.settings.regrade,
+                                                     MappingProxyType(self.stored.regraded))
                 if self.settings.regrade else None,
                 owned_dir=self.run_dir / "owned", sandbox=self.sandbox_name(),
                 confinement=self._grader_confinement(),
@@ -200,8 +200,8 @@ class Worker:
         checkout, the store, HOME, the rest of this run's folder; what it may read besides
         the allow-list: jaato's own folder, whose user profiles and provider logins the
         daemon reads, and what the daemon can see has to be)."""
-        hidden = [self.settings.rootdir, Path.cwd(), Path.home(), self.settings.store.parent,
-                  self.run_dir]
+        hidden = [p for p in (self.settings.rootdir, Path.cwd(), Path.home(),
+                              self.settings.store.parent, self.run_dir) if p is not None]
         jaato_home = Path.home() / ".jaato"
         return tuple(hideable(hidden)), (jaato_home,) if jaato_home.is_dir() else ()
 

@@ -52,7 +52,7 @@ def _consumed_on_arrival(value) -> dict[str, Any]:
     """What the pool had spent when the arm started. Our records carry the daemon's own
     reading ({limits, remaining, ...}); a plain mapping is read as spent per dimension."""
     if isinstance(value, dict) and isinstance(value.get("remaining"), dict):
-        limits = value.get("limits") if isinstance(value.get("limits"), dict) else {}
+        limits = m if isinstance(m := value.get("limits"), dict) else {}
         return {dim: limits[dim] - left for dim, left in value["remaining"].items()
                 if number(left) is not None and number(limits.get(dim)) is not None}
     return _limits(value)

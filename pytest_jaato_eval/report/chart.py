@@ -126,7 +126,7 @@ def layout(points: list[Point], width: int = 720, height: int = 330) -> Layout:
     left, right, top, bottom = 64, 250, 16, 48
     height = max(height, top + 34 * len(plotted) + 8)  # room for every legend entry
     pw, ph = width - left - right, height - top - bottom
-    xticks, log = x_scale([p.cost for p in plotted])
+    xticks, log = x_scale([p.cost for p in plotted if p.cost is not None])  # all of them
 
     def x(v: float) -> float:
         if log:
@@ -141,6 +141,7 @@ def layout(points: list[Point], width: int = 720, height: int = 330) -> Layout:
                  y_ticks=[(y(t), f"{100 * t:.0f}%") for t in (0, 0.25, 0.5, 0.75, 1.0)],
                  x_ticks=[(x(t), _tick_label(t)) for t in xticks])
     for i, p in enumerate(plotted):
+        assert p.rate is not None and p.cost is not None and p.interval is not None
         lo, hi = p.interval
         out.marks.append(Mark(
             PALETTE[i % len(PALETTE)], x(p.cost), y(p.rate), y(lo), y(hi),

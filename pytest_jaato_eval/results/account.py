@@ -1,20 +1,18 @@
 """One account of a run, or of a store: what every view of it says, decided once.
 
-An `Account` is a pivot's cells, the arms a reader must look at (those that did not
+An `Account` is a pivot (its cells, and its records to read), the arms a reader must look at (those that did not
 pass, each with why, in one line: a FAIL's failing grader and its detail, a BLOCKED
 arm's reason; at most `LISTED`, the rest counted) and the exit status its verdicts earn
 (P5). The terminal, pytest-html's summary, the HTML/PDF document, the Markdown step
-summary and `report` in every format read one Account made by `account(pivot)`, so
+summary and `report` in every format (results/formats.py) read one Account made by `account(pivot)`, so
 they cannot disagree: what one says about an arm, the others say too.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Iterator
 
-from .pivot import RENDERERS, Cell, Pivot, row_id
-from .pivot import _md as md_cell  # the one escaping of a Markdown table cell
+from .pivot import Cell, Pivot, row_id
 from .table import wrap
 from ..render import safe_text
 from ..verdict import BLOCKED, FAIL, PASS, failed_grader
@@ -42,10 +40,17 @@ class Noted:
 
 @dataclass
 class Account:
-    cells: list[Cell]
-    arm_count: int
+    pivot: Pivot        # the cells, and every arm's record for a view that reads them
     noted: list[Noted] = field(default_factory=list)
     unlisted: int = 0   # arms that did not pass beyond the LISTED named
+
+    @property
+    def cells(self) -> list[Cell]:
+        return self.pivot.cells
+
+    @property
+    def arm_count(self) -> int:
+        return self.pivot.arm_count
 
     @property
     def exit_status(self) -> int:
@@ -79,7 +84,7 @@ def account(pivot: Pivot, listed: int = LISTED) -> Account:
                 break
             noted.append(note)
     counted = sum(_not_passed(c) for c in pivot.cells)
-    return Account(pivot.cells, pivot.arm_count, noted, max(counted - len(noted), 0))
+    return Account(pivot, noted, max(counted - len(noted), 0))
 
 
 def _not_passed(c: Cell) -> int:
@@ -140,37 +145,3 @@ def noted_lines(acc: Account, width: int | None = None) -> list[str]:
         lines.append(f"  … and {acc.unlisted} more (the store has every arm: `show STORE -k` "
                      f"reads them)")
     return lines
-
-
-# -- the account as a document: `report --format`, the step summary ---------------------------
-def noted_markdown(acc: Account) -> str:
-    """The arms that did not pass as a Markdown table (empty when every arm passed)."""
-    if not acc.noted:
-        return ""
-    total = acc.unlisted + len(acc.noted)
-    shown = f"; the first {len(acc.noted)} are named" if acc.unlisted else ""
-    lines = ["", f"**Arms that did not pass** ({total}{shown}):", "",
-             "| arm | outcome | why |", "| --- | --- | --- |"]
-    lines += [f"| {md_cell(n.arm_id)} | {n.outcome} | {md_cell(n.why)} |" for n in acc.noted]
-    return "\n".join(lines) + "\n"
-
-
-def noted_json(acc: Account) -> dict[str, Any]:
-    return {"count": acc.unlisted + len(acc.noted),
-            "listed": [{"arm_id": n.arm_id, "outcome": n.outcome, "why": n.why}
-                       for n in acc.noted]}
-
-
-def document(acc: Account, fmt: str, *, k: int | None = None, source: str | None = None,
-             **more: Any) -> str:
-    """The account in one of the machine formats (pivot.RENDERERS; `more`: their further
-    arguments): the pivot's document, with the arms that did not pass in the Markdown and
-    the JSON (`not_passed`); the CSV stays a row per cell."""
-    text = RENDERERS[fmt](acc.cells, k=k, source=source, arms=acc.arm_count, **more)
-    if fmt == "markdown":
-        return text + noted_markdown(acc)
-    if fmt == "json":
-        doc = json.loads(text)
-        doc["not_passed"] = noted_json(acc)
-        return json.dumps(doc, indent=2) + "\n"
-    return text

@@ -190,7 +190,9 @@ def _item_counts(g: GroupChange) -> list[str]:
 
 
 def _group_change(g: GroupChange, detect: float | None) -> Callable[[float], inference.Pair]:
-    return lambda alpha: inference.of_cells({g.task_id: g.base}, {g.task_id: g.new},
+    base, new = g.base, g.new
+    assert base is not None and new is not None  # a group in both stores
+    return lambda alpha: inference.of_cells({g.task_id: base}, {g.task_id: new},
                                             g.profile_set, alpha, detect)
 
 
@@ -308,7 +310,7 @@ def compare_markdown(doc: dict) -> str:
         if d.get("difference") is None:
             return f"| {name} | — | — | — | — | — | — | — | {d['regressed']} |"
         lo, hi = d["ci"] or (None, None)
-        ci = "—" if lo is None else f"{points(lo)} to {points(hi)}"
+        ci = "—" if lo is None or hi is None else f"{points(lo)} to {points(hi)}"
         se = "—" if d["se"] is None else f"{100 * d['se']:.1f}"
         return (f"| {name} | {points(d['difference'])} | {ci} | {100 * d['level']:.4g}% | {se} "
                 f"| {'—' if d['df'] is None else d['df']} | {d['method']} "

@@ -357,7 +357,8 @@ def _needed_units(p: Pair, units: list[list[tuple[Item, Item]]],
     noises = [[x.noise, y.noise] for cs in units for x, y in cs]
     if any(n is None for ns in noises for n in ns):
         return need  # one repeat somewhere: the repeats' share of the spread is unknown
-    within = fmean(sum(x.noise + y.noise for x, y in cs) / len(cs) ** 2 for cs in units)
+    within = fmean(sum((x.noise or 0.0) + (y.noise or 0.0) for x, y in cs) / len(cs) ** 2
+                   for cs in units)  # (none is None: `or` only tells the type checker)
     factor = stats.repeats_factor(total, within, p.units, delta)
     if factor is None:
         # The split of the spread into tasks' and repeats' parts is a noisy estimate: it

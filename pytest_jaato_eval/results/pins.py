@@ -124,7 +124,7 @@ def pin_differences(base: dict[str, Any], new: dict[str, Any],
             lines.append(f"{key} differs: {', '.join(b)} (base) vs {', '.join(n)} (new)")
         elif bool(b) != bool(n):
             lines.append(f"{key} recorded in only one store: "
-                         f"{', '.join(b or n)} ({'base' if b else 'new'}); "
+                         f"{', '.join(b or n or ())} ({'base' if b else 'new'}); "
                          f"cannot tell if it changed")
     bt, nt = base.get("task_hash", {}), new.get("task_hash", {})
     for task in sorted(set(bt) & set(nt)):

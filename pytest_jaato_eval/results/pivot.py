@@ -8,15 +8,11 @@ give the same cells.
 
 Figures are formatted here once, for every medium: unknown is a dash, never 0 (P2). The
 pivot is shown as the terminal's fixed-width table (`render_pivot`), the HTML report's
-(report/html.py, from `pivot_rows`), and for machines and CI pages as Markdown
-(`$GITHUB_STEP_SUMMARY`, a pull-request comment), JSON (each cell's counts, rates and
-intervals as numbers) or CSV: each holds the same cells as the table.
+(report/html.py, from `pivot_rows`), and as `report`'s other formats (results/formats.py):
+each holds the same cells as the table.
 """
 from __future__ import annotations
 
-import csv
-import io
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -390,7 +386,7 @@ def _arm(arm_id: str, task: Any, pset: str | None, repeat: int | None, state: st
         cost = number(usage.get("cost_usd"))
         tokens = counted_tokens(number(usage.get("spend_total_tokens")), cost)
     judged = type(judge) is dict
-    judge_cost = number(judge.get("cost_usd")) if judged else None
+    judge_cost = number(judge.get("cost_usd")) if judged and isinstance(judge, dict) else None
     return ArmSummary(arm_id, str(task), pset or DEFAULT_SET,
                       repeat if repeat is not None else 0, state, reason, phash, cost, tokens,
                       run_id, thash, pins, offset, judged, judge_cost,
@@ -540,13 +536,15 @@ class Pivot:
                      f"record of the same arm, which is the one counted)")
         return said
 
-    def arms(self, cell: Cell, states: Iterable[str] | None = None) -> Iterator[ArmRecord]:
+    def arms(self, cell: Cell, states: Iterable[str | None] | None = None,
+             ) -> Iterator[ArmRecord]:
         """The cell's latest records, in its order (repeat, arm id); only those in
         `states` when given (e.g. a report showing evidence of FAIL/BLOCKED arms only)."""
         wanted = None if states is None else set(states)
         chosen = [a for a in cell.arms if wanted is None or a.state in wanted]
         if self._records is not None:
             return (self._records[a.arm_id] for a in chosen)
+        assert self.source is not None  # a pivot without records is a store's
         return read_at(self.source, [a.offset for a in chosen])
 
     def records(self) -> Iterator[ArmRecord]:
@@ -790,114 +788,6 @@ def render_pivot(cells: list[Cell], k: int | None = None, width: int | None = No
     return lines
 
 
-# -- the pivot for machines and CI pages ------------------------------------------------------
-FORMATS = ("text", "markdown", "json", "csv")
-JSON_FORMAT = "pytest-jaato-eval pivot 1"  # what a reader of the JSON checks it is reading
-
-
-# -- Markdown ---------------------------------------------------------------------------------
-def _md(text: str) -> str:
-    """A value inside a table cell: no pipe, no markup, no HTML (ids come from stores)."""
-    text = safe_text(text, None, collapse=True)
-    for char in "\\`*_[]<>|":
-        text = text.replace(char, "\\" + char)
-    return text
-
-
-def markdown(cells: list[Cell], *, k: int | None = None, source: str | None = None,
-             arms: int | None = None, detect: float | None = None) -> str:
-    """A GitHub-flavoured Markdown pivot: a heading, the table (numbers right-aligned),
-    its legend, and the blocked reasons."""
-    header, rows = pivot_rows(cells, k)
-    text_columns = ("task", "profile set")
-    lines = ["### jaato-eval pivot", ""]
-    if source is not None:
-        count = plural(arms if arms is not None else sum(c.arms_total for c in cells), "arm")
-        lines += [f"{_md(str(source))}: {count}", ""]
-    lines.append("| " + " | ".join(_md(h) for h in header) + " |")
-    lines.append("|" + "|".join(" --- " if h in text_columns else " ---: " for h in header) + "|")
-    for row in rows:
-        lines.append("| " + " | ".join(_md(row[h]) for h in header) + " |")
-    lines.append("")
-    lines += [_md(note) + "  " for note in pivot_notes(header, rows) + regrade_notes(cells)]
-    blocked = digest(cells)
-    if blocked:
-        lines += ["", "**Blocked reasons** (most frequent first):", ""]
-        lines += [f"- {_md(row_id(c))}: ({n}×) {_md(reason)}" for c, reason, n in blocked]
-    lines += sweep_markdown(cells, detect)
-    return "\n".join(lines) + "\n"
-
-
-# -- JSON -------------------------------------------------------------------------------------
-def cell_json(c: Cell, k: int | None) -> dict[str, Any]:
-    """A cell's figures as numbers (rates from 0 to 1, null when unknown, never 0)."""
-    iv = c.interval
-    return {
-        "task": c.task_id, "profile_set": c.profile_set,
-        "n": c.exercised, "arms": c.arms_total,
-        "pass": c.passed, "fail": c.failed, "blocked": c.blocked,
-        "pass_rate": c.pass_rate, "ci95": None if iv is None else [iv[0], iv[1]],
-        "floor": c.floor, "det": c.det,
-        "k": k, "pass_at_k": c.pass_at(k), "pass_hat_k": c.pass_hat(k),
-        "pass_at_k_samples_left_out": c.short_of(k),
-        "cost_usd": c.cost, "cost_unknown_arms": c.cost_unknown,
-        "judged_arms": c.judged, "judge_cost_usd": c.judge_cost,
-        "judge_cost_unknown_arms": c.judge_cost_unknown, "total_cost_usd": c.total_cost,
-        "tokens": c.tokens, "tokens_unknown_arms": c.tokens_unknown,
-        "regraded_arms": c.regraded,
-        "blocked_reasons": [{"reason": reason, "count": n}
-                            for reason, n in c.reasons.most_common()],
-    }
-
-
-def as_json(cells: list[Cell], *, k: int | None = None, source: str | None = None,
-            arms: int | None = None, detect: float | None = None) -> str:
-    k = default_k(cells) if k is None else k
-    return json.dumps({
-        "format": JSON_FORMAT, "source": source,
-        "arms": arms if arms is not None else sum(c.arms_total for c in cells),
-        "k": k, "cells": [cell_json(c, k) for c in cells],
-        "profile_sets": [headline_json(h) for h in inference.headlines(cells)],
-        "pairs": [pair_json(p) for p in inference.pairs(cells, detect=detect)]},
-        indent=2) + "\n"
-
-
-# -- CSV --------------------------------------------------------------------------------------
-CSV_COLUMNS = ("task", "profile_set", "n", "arms", "pass", "fail", "blocked", "pass_rate",
-               "ci95_low", "ci95_high", "floor", "det", "k", "pass_at_k", "pass_hat_k",
-               "cost_usd", "judge_cost_usd", "total_cost_usd", "tokens",
-               # a profile set's headline is a row too: scope "profile set", task empty
-               "scope", "unit", "units", "cost_per_pass_usd")
-_FORMULA = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet would run as a formula
-
-
-def _csv_text(text: str) -> str:
-    text = safe_text(text, ID_WIDTH * 4, collapse=True)
-    return "'" + text if text.startswith(_FORMULA) else text
-
-
-def as_csv(cells: list[Cell], *, k: int | None = None, **_: Any) -> str:
-    """One row per cell, then one per profile set (its headline, `scope` "profile set");
-    numbers as numbers, unknown as an empty field."""
-    k = default_k(cells) if k is None else k
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    rows = []
-    for c in cells:
-        row = cell_json(c, k)
-        row["task"], row["profile_set"] = _csv_text(c.task_id), _csv_text(c.profile_set)
-        rows.append({**row, "scope": "cell"})
-    for h in inference.headlines(cells):
-        row = headline_json(h)
-        rows.append({**row, "task": "", "profile_set": _csv_text(h.profile_set),
-                     "scope": "profile set", "fail": h.exercised - h.passed})
-    for row in rows:
-        row["ci95_low"], row["ci95_high"] = row.pop("ci95") or (None, None)
-        writer.writerow(["" if row.get(col) is None else row[col] for col in CSV_COLUMNS])
-    return out.getvalue()
-
-
 # -- the sweep: each profile set's headline, each pair of sets (results/inference.py) ----------
 # Blocks of their own under the pivot, in every medium; each terminal line fits 80 columns
 # on its own, whatever the table above does.
@@ -1078,52 +968,3 @@ def sweep_lines(cells: list[Cell], detect: float | None = None,
             lines += [line for part in pair_lines(p, width=width) for line in wrap(part, width, "    ")]
         lines += PAIR_NOTES
     return lines
-
-
-def sweep_markdown(cells: list[Cell], detect: float | None = None) -> list[str]:
-    """The same blocks for a Markdown page: a table, then one paragraph per pair."""
-    if not shows_sweep(cells):
-        return []
-    rows = [headline_row(h) for h in inference.headlines(cells)]
-    lines = ["", f"**{_md(HEADLINE_TITLE.rstrip(':'))}**", "",
-             "| " + " | ".join(HEADLINE_HEADER) + " |",
-             "|" + "|".join(" --- " if h in ("profile set", "over") else " ---: "
-                            for h in HEADLINE_HEADER) + "|"]
-    lines += ["| " + " | ".join(_md(r[h]) for h in HEADLINE_HEADER) + " |" for r in rows]
-    lines += [""] + [_md(note) + "  " for note in HEADLINE_NOTES]
-    found = inference.pairs(cells, detect=detect)
-    if found:
-        lines += ["", f"**{_md(PAIRS_TITLE.rstrip(':'))}**", ""]
-        for p in found:
-            first, *rest = pair_lines(p, name=f"{p.b} − {p.a}")
-            lines.append(f"- **{_md(first)}**: " + "; ".join(_md(x.strip()) for x in rest))
-        lines += [""] + [_md(note) + "  " for note in PAIR_NOTES]
-    return lines
-
-
-def headline_json(h: inference.Headline) -> dict[str, Any]:
-    return {"profile_set": h.profile_set, "pass_rate": h.rate,
-            "ci95": None if h.interval is None else list(h.interval),
-            "unit": h.level, "units": h.units, "tasks": h.tasks, "items": h.items,
-            "arms": h.arms, "n": h.exercised, "pass": h.passed, "blocked": h.blocked,
-            "floor": h.floor, "cost_usd": h.spent, "cost_unknown_arms": h.unpriced,
-            "cost_per_pass_usd": h.cost_per_pass, "effective_n": h.effective_n,
-            "design_effect": h.design_effect}
-
-
-def pair_json(p: inference.Pair) -> dict[str, Any]:
-    n = p.needed
-    return {"a": p.a, "b": p.b, "difference": p.diff,
-            "ci95": None if p.interval is None else list(p.interval), "p_value": p.p,
-            "decided": p.decided, "unit": p.level, "units": p.units,
-            "level": 1 - p.alpha, "method": p.method, "se": p.se, "df": p.df,
-            "items_better": p.better, "items_worse": p.worse, "items_same": p.same,
-            "left_out_items": p.left_items, "left_out_arms": p.left_arms,
-            "cost_per_arm_usd": {"a": p.cost_a, "b": p.cost_b},
-            "runs_needed": None if n is None else {
-                "detect": n.delta, "unit": n.level, "units": n.units, "units_now": n.units_now,
-                "repeats": n.repeats, "repeats_now": n.repeats_now,
-                "repeats_may_not": n.repeats_may_not}}
-
-
-RENDERERS = {"markdown": markdown, "json": as_json, "csv": as_csv}

@@ -344,6 +344,7 @@ def coerce(record: "ArmRecord | dict") -> ArmRecord:
 def _provenance() -> dict[str, Any]:
     """Which SDK this process actually imported: a sweep's numbers are evidence about it."""
     import jaato_sdk  # only once an arm has run: plain pytest runs never pay for it
+    version: str | None
     try:
         version = importlib.metadata.version("jaato-sdk")
     except importlib.metadata.PackageNotFoundError:

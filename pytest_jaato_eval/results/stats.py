@@ -310,8 +310,9 @@ def newcombe_difference(passed_a: int, n_a: int, passed_b: int, n_b: int,
 
     Always inside [-1, 1]."""
     pa, pb = passed_a / n_a, passed_b / n_b
-    la, ua = wilson(passed_a, n_a, z)
-    lb, ub = wilson(passed_b, n_b, z)
+    wa, wb = wilson(passed_a, n_a, z), wilson(passed_b, n_b, z)
+    assert wa is not None and wb is not None  # both n > 0: divided by above
+    (la, ua), (lb, ub) = wa, wb
     d = pb - pa
     return d, (max(-1.0, d - math.hypot(pb - lb, ua - pa)),
                min(1.0, d + math.hypot(ub - pb, pa - la)))

@@ -158,6 +158,7 @@ class Store:
             self._open()
         self._write(json.dumps(record.to_dict(), default=str) + "\n")
         if self.fsync:
+            assert self._fh is not None  # opened above
             os.fsync(self._fh.fileno())  # a killed run keeps every arm it finished
         self.written += 1
 

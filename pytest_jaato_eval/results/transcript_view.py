@@ -107,8 +107,8 @@ def sessions(transcript: dict[str, Any]) -> list[SessionView]:
         model = "/".join(str(s[k]) for k in ("provider", "model") if s.get(k))
         title = safe_text(f"{who} session {s.get('session_id') or '—'}"
                           + (f" · {model}" if model else ""), 300)
-        usage = s.get("usage") if isinstance(s.get("usage"), dict) else {}
-        turns = s.get("turns") if isinstance(s.get("turns"), list) else []
+        usage = u if isinstance(u := s.get("usage"), dict) else {}
+        turns = t if isinstance(t := s.get("turns"), list) else []
         tokens = number(usage.get("spend_total_tokens"))
         seconds = number(s.get("duration_seconds"))
         facts = " · ".join(b for b in (

@@ -191,8 +191,7 @@ def build(*, arm_id: str, task_id: str, run_id: str | None, run: AgentRun, drive
                           source=FROM_FILE, cuts=cuts)
             # What this session spent and how it ended, as its file says: the run's own
             # figures are the whole arm's.
-            spent = saved.get("budget_usage") if isinstance(saved.get("budget_usage"), dict) \
-                else {}
+            spent = b if isinstance(b := saved.get("budget_usage"), dict) else {}
             one.update(usage={"cost_usd": spent.get("usd"),
                               "spend_total_tokens": spent.get("tokens")},
                        duration_seconds=None, termination_reason=saved.get("end_reason"),

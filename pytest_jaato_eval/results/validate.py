@@ -55,7 +55,7 @@ def validate_store(path: Path) -> tuple[list[str], list[str], str]:
             where.setdefault(r.arm_id, []).append((line.number, r.run_id))
             p, w = record_problems(r)
             w = w + snapshot_warnings(path, r)
-            problems += [f"{path}:{line.number}: {r.arm_id}: {m}" for m in line.problems + p]
+            problems += [f"{path}:{line.number}: {r.arm_id}: {m}" for m in (line.problems or []) + p]
             warnings += [f"{path}:{line.number}: {r.arm_id}: {m}" for m in w]
     except OSError as exc:
         raise Unusable(f"{path}: cannot read: {exc.strerror or exc}") from None

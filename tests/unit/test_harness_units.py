@@ -460,29 +460,37 @@ def test_a_daemon_killed_before_its_leftovers_are_looked_for_leaves_the_arm_ungr
         tree.kill(grace=0)
 
 
+def confined_arm(tmp_path, kind: str):
+    """An arm of a `kind` harness in the sandbox, on a socket that is not there: all
+    agent_faults reads of it."""
+    from types import SimpleNamespace
+    from pytest_jaato_eval.arm import ArmRun, ArmSettings, ArmState
+    from pytest_jaato_eval.engine.ceiling import Ceiling
+    settings = ArmSettings(workspace_root=tmp_path, keep_workspaces="never",
+                           ceiling=Ceiling(0), run_id="r", sandbox="bwrap")
+    task = SimpleNamespace(config_root=tmp_path, harness=SimpleNamespace(kind=kind))
+    return ArmRun(SimpleNamespace(task=task), settings, ArmState(), ws=tmp_path,
+                  socket=str(tmp_path / "s"))
+
+
 def test_a_daemon_gone_is_the_agents_act_only_after_its_session_began(tmp_path):
     """A daemon the arm before ended can still look alive to the next arm's `ensure` for a
     moment on a loaded machine, and that arm then fails to open its session. Nothing of
     that arm's agent ever ran: its arm stays BLOCKED, never FAILs for an act of the agent
     before it. Once an agent's session did begin, a daemon gone under it is that agent's
     act, and the daemon's owner is told to start it afresh for the next arm."""
-    from pytest_jaato_eval.arm import ArmSettings, ArmState, agent_faults
+    from pytest_jaato_eval.arm import agent_faults
     from pytest_jaato_eval.engine.agent_run import AgentRun
-    from pytest_jaato_eval.engine.ceiling import Ceiling
     gone = subprocess.Popen(["true"])
     gone.wait()  # a pid that no longer runs
     restarts: list[int] = []
     owned = leftovers.Owned(gone.pid, "marker", restart=lambda: restarts.append(1))
-    settings = ArmSettings(workspace_root=tmp_path, keep_workspaces="never",
-                           ceiling=Ceiling(0), run_id="r", sandbox="bwrap")
+    one = confined_arm(tmp_path, "session")
     unborn = AgentRun(blocked_reason="daemon: could not connect")
-    assert agent_faults(unborn, owned, str(tmp_path / "s"), settings, ArmState(),
-                        tmp_path, tmp_path) \
-        is None
+    assert agent_faults(one, unborn, owned, tmp_path) is None
     assert restarts == []
     ran = AgentRun(session_id="20261202_000000", session_ids=["20261202_000000"])
-    fault = agent_faults(ran, owned, str(tmp_path / "s"), settings, ArmState(),
-                        tmp_path, tmp_path)
+    fault = agent_faults(one, ran, owned, tmp_path)
     assert fault and "ended during the agent's session" in fault
     assert restarts == [1]
 
@@ -492,23 +500,18 @@ def test_a_driver_arm_whose_driver_ran_answers_for_its_daemon_without_session_re
     workspace, which the agent can remove. Once its driver ran, a daemon gone is the agent's
     act whether or not a record is left; a driver arm that never got to start its driver
     (the daemon unreachable) is not."""
-    from pytest_jaato_eval.arm import ArmSettings, ArmState, agent_faults
+    from pytest_jaato_eval.arm import agent_faults
     from pytest_jaato_eval.engine.agent_run import AgentRun
-    from pytest_jaato_eval.engine.ceiling import Ceiling
     gone = subprocess.Popen(["true"])
     gone.wait()
     restarts: list[int] = []
     owned = leftovers.Owned(gone.pid, "marker", restart=lambda: restarts.append(1))
-    settings = ArmSettings(workspace_root=tmp_path, keep_workspaces="never",
-                           ceiling=Ceiling(0), run_id="r", sandbox="bwrap")
-    socket = str(tmp_path / "s")
+    one = confined_arm(tmp_path, "driver")
     unborn = AgentRun(blocked_reason="daemon: could not connect")
-    assert agent_faults(unborn, owned, socket, settings, ArmState(), tmp_path, tmp_path,
-                        driver=True) is None
+    assert agent_faults(one, unborn, owned, tmp_path) is None
     assert restarts == []
     erased = AgentRun(duration_seconds=2.5, error_type="DriverStoppedShort")  # no record left
-    fault = agent_faults(erased, owned, socket, settings, ArmState(), tmp_path, tmp_path,
-                        driver=True)
+    fault = agent_faults(one, erased, owned, tmp_path)
     assert fault and "ended during the agent's session" in fault
     assert restarts == [1]
 

@@ -22,8 +22,10 @@ from scipy import stats as scipy_stats
 from statsmodels.stats.proportion import proportion_confint
 
 from pytest_jaato_eval.results import inference, stats
-from pytest_jaato_eval.results.pivot import (WIDTH, as_csv, as_json, build_cells, headline_row,
-                                             markdown, method_text, needed_text, pair_cost_text,
+from pytest_jaato_eval.results.account import account
+from pytest_jaato_eval.results.formats import document
+from pytest_jaato_eval.results.pivot import (WIDTH, Pivot, build_cells, headline_row,
+                                             method_text, needed_text, pair_cost_text,
                                              points, render_pivot, sweep_lines)
 from pytest_jaato_eval.testing.records import arm_record
 
@@ -292,19 +294,20 @@ def sweep_records():
 
 
 def test_every_medium_carries_the_headline_and_the_pair():
-    cells = build_cells(sweep_records())
+    acc = account(Pivot.of_records(sweep_records()))
+    cells = acc.cells
     text = "\n".join(render_pivot(cells))
     assert "Profile sets over the sweep (every task weighs the same):" in text
     assert "strong − cheap" in text and "95% CI" in text and "p=" in text
-    md = markdown(cells)
+    md = document(acc, "markdown")
     assert "| profile set | pass rate | 95% CI | over |" in md and "**strong − cheap**" in md
-    data = json.loads(as_json(cells))
+    data = json.loads(document(acc, "json"))
     assert [h["profile_set"] for h in data["profile_sets"]] == ["cheap", "strong"]
     (pair,) = data["pairs"]
     assert (pair["a"], pair["b"], pair["unit"], pair["units"]) == ("cheap", "strong", "task", 3)
     assert pair["cost_per_arm_usd"] == pytest.approx({"a": 0.01, "b": 0.04})
     assert -1 <= pair["ci95"][0] <= pair["difference"] <= pair["ci95"][1] <= 1
-    rows = [r.split(",") for r in as_csv(cells).splitlines()]
+    rows = [r.split(",") for r in document(acc, "csv").splitlines()]
     header = rows[0]
     sets = [dict(zip(header, r)) for r in rows[1:] if r[header.index("scope")] == "profile set"]
     assert [(s["task"], s["profile_set"], s["unit"], s["units"]) for s in sets] == [
@@ -435,7 +438,8 @@ def test_pass_at_k_says_which_samples_it_left_out():
     assert cell.short_of(2) == 1
     assert cell.pass_at(2) == pytest.approx((1.0 + 0.0) / 2)
     assert cell.per_input_text(cell.pass_at(2), 2) == "50% (2 of 3 samples)"
-    assert json.loads(as_json(build_cells(records)))["cells"][0]["pass_at_k_samples_left_out"] == 1
+    doc = document(account(Pivot.of_records(records)), "json")
+    assert json.loads(doc)["cells"][0]["pass_at_k_samples_left_out"] == 1
 
 
 def test_compare_and_the_chart_cost_an_arm_as_the_pair_line_does():

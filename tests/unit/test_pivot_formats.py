@@ -14,8 +14,8 @@ import pytest
 from pytest_jaato_eval.pytest_layer.controller import append_step_summary
 from pytest_jaato_eval.cli import main
 from pytest_jaato_eval.results.account import account
+from pytest_jaato_eval.results.formats import FORMATS, Asked, document
 from pytest_jaato_eval.results.pivot import Pivot
-from pytest_jaato_eval.results.pivot import markdown
 from pytest_jaato_eval.results.pivot import render_pivot
 from pytest_jaato_eval.testing.records import arm_record, write_store
 from document_checks import parse
@@ -123,8 +123,8 @@ def test_the_step_summary_is_appended_and_an_unwritable_one_is_a_line(tmp_path):
     line = append_step_summary(summary, acc, "s.jsonl")
     assert line.startswith("pivot appended to $GITHUB_STEP_SUMMARY")
     text = summary.read_text()
-    assert text.startswith("earlier step\n") and markdown(acc.cells, source="s.jsonl",
-                                                          arms=5) in text
+    assert text.startswith("earlier step\n") and document(acc, "markdown",
+                                                          source="s.jsonl") in text
     assert "| write-file@echo#1 | FAIL | script:grep -qx READY answer.txt: exit 1" in text
     line = append_step_summary(tmp_path / "no" / "such" / "dir", acc, "s.jsonl")
     assert line.startswith("error: $GITHUB_STEP_SUMMARY:")
@@ -146,3 +146,22 @@ def test_compare_shows_the_cost_delta_per_arm_with_the_judges_part(tmp_path, cap
     # agent +$0.02 and judge -$0.01: together +$0.01 an arm, the judge's part said
     assert t[column:].startswith("+$0.0100 (judge -$0.0100)")
     assert u[column:].startswith("—")  # the new side reported no cost: unknown, never 0
+
+
+def test_every_format_is_one_entry_the_command_and_its_help_read(tmp_path, capsys):
+    store = write_store(tmp_path / "s.jsonl", records())
+    acc = account(Pivot.of_store(store))
+    for name, fmt in FORMATS.items():
+        assert main(["report", str(store), "--format", name]) == 1
+        out = capsys.readouterr().out
+        assert out == fmt.render(acc, Asked(source=str(store)))  # not a terminal: every column
+        if name != "csv":  # a row per cell; the others say why an arm did not pass
+            assert "grep -qx READY answer.txt: exit 1" in out
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    said = "".join(capsys.readouterr().out.split())
+    for name, fmt in FORMATS.items():
+        assert "".join(f"{name} ({fmt.help})".split()) in said
+    with pytest.raises(SystemExit):
+        main(["report", str(store), "--format", "yaml"])
+    assert "invalid choice: 'yaml'" in capsys.readouterr().err

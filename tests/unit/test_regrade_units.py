@@ -15,7 +15,8 @@ from pytest_jaato_eval.results import snapshots
 from pytest_jaato_eval.results.account import account
 from pytest_jaato_eval.results.compare import compare_groups, grader_flips
 from pytest_jaato_eval.report.html import pivot_view
-from pytest_jaato_eval.results.pivot import Pivot, markdown, render_pivot
+from pytest_jaato_eval.results.formats import document
+from pytest_jaato_eval.results.pivot import Pivot, render_pivot
 from pytest_jaato_eval import parts
 from pytest_jaato_eval.task import sides
 from pytest_jaato_eval.task.arms import arms_of
@@ -131,7 +132,7 @@ def test_compare_lists_each_flip_grader_by_grader(tmp_path, capsys):
     assert all(len(line) <= 80 for line in lines if line.startswith(("regraded", "  ")))
     # the same sentence under the HTML report's pivot and the Markdown one
     assert any(n.startswith("regraded: 2 of 2 arms") for n in pivot_view(account(after)).notes)
-    assert "regraded: 2 of 2 arms" in markdown(after.cells)
+    assert "regraded: 2 of 2 arms" in document(account(after), "markdown")
 
 
 def test_a_changed_grader_under_the_same_state_is_listed_on_a_regraded_store():

@@ -21,7 +21,7 @@ from pytest_jaato_eval.pytest_layer.outcome import arm_identity, block_crashed, 
 from pytest_jaato_eval.pytest_layer.shard import unit_of
 from pytest_jaato_eval.report import html
 from pytest_jaato_eval.results.pivot import ArmSummary, Cell, default_k
-from pytest_jaato_eval.cli import report_exit
+from pytest_jaato_eval.results.account import exit_status as report_exit
 from pytest_jaato_eval.testing.records import arm_record
 
 TASK = """\
