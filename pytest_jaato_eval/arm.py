@@ -507,10 +507,12 @@ def run_agent(one: ArmRun, pools: Pools, prompt: str | None = None,
             fault = fault or late
             again = end_new(leftovers.watch)
             run.caveats.extend(again.said)
-    if owned is not None and one.listed and not any(one.listed):
-        # No listing answered: a session of the agent's may be live, and would act while
-        # the graders read. The daemon is ended, so none does; the agent's tools reach the
-        # socket, so what kept the daemon from answering may be theirs (faults.SESSIONS_UNLISTED).
+    if (owned is not None and one.listed and not any(one.listed)
+            and (leftovers.watch is None or leftovers.watch.daemon_alive())):
+        # No listing answered a live daemon: a session of the agent's may be live, and would
+        # act while the graders read. The daemon is ended, so none does; the agent's tools
+        # reach the socket, so what kept the daemon from answering may be theirs
+        # (faults.SESSIONS_UNLISTED). A daemon that died is the daemon's fault's to judge.
         _end_daemon(owned)
         fault = fault or (f"the daemon's sessions could not be listed after the agent's run "
                           f"({len(one.listed)} tries): a session of the agent's own would have "

@@ -181,7 +181,16 @@ class ArmHandle:
         ceiling = self._worker.arm_settings().ceiling.seconds
         if ceiling:  # armed first: a test that swallows the error below is bounded too
             guard_body(ceiling - (run.duration_seconds or 0.0), self.workspace)
-        self.agent_verdict = engine.agent_act(run, self.workspace, self._worker.arm_settings())
+        # The traps are looked for through the descriptor held on the workspace as made;
+        # then it is let go: the body reads by path, and a folder it holds open is what the
+        # body's alarm takes for a read of the agent's files.
+        held = self._worker.arm_state.held.pop(self.workspace, None)
+        try:
+            planted = engine.traps(run, self.workspace, self._worker.arm_settings(), held)
+        finally:
+            release(held)
+        self.agent_verdict = engine.agent_act(run, self.workspace, self._worker.arm_settings(),
+                                              planted=planted)
         if self.agent_verdict is not None:  # its FAIL, whatever the test does next (a trap
             raise AssertionError(self.agent_verdict.detail)  # would hang the test's reads)
         return RunFacts(payload=run.payload, ledger=engine.ledger_of(run.history), usage=MappingProxyType(dict(run.usage)),

@@ -45,6 +45,9 @@ COMPRESSLEVEL = 6
 DEFAULT_MAX_MB = 32          # the workspace's files and the facts, before compression
 MB = 1_000_000
 MAX_ENTRIES = 100_000        # files, folders and links: as many as a fixture may hold
+# The longest path below the workspace a snapshot keeps: a restore makes each member by its
+# path, under a folder of its own (room left for it), and the kernel refuses a longer one.
+MAX_PATH = os.pathconf("/", "PC_PATH_MAX") - 1024 if hasattr(os, "pathconf") else 3072
 MAX_FACTS_BYTES = 256 * MB   # what a reader takes of `snapshot.json`
 MAX_MEMBER_BYTES = 4096 * MB  # what a reader takes of a whole snapshot, unpacked
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -98,8 +101,8 @@ def _shown(rel: str) -> str:
 def _walk(workspace: Path | int, budget: int) -> tuple[int, int]:
     """(how many entries are below the workspace, the regular files' bytes), every entry
     looked at from its folder's descriptor (files.walk_tree: never into a link, never by a
-    path the agent could have changed). Raises LeftOut on a special file, past MAX_ENTRIES,
-    or past `budget` bytes."""
+    path the agent could have changed). Raises LeftOut on a special file, a path past
+    MAX_PATH, past MAX_ENTRIES, or past `budget` bytes."""
     count = total = 0
     for entry in tree_files.walk_tree(workspace, open_up=True, unlisted=_unlisted):
         mode, rel = entry.st.st_mode, entry.rel
@@ -110,6 +113,9 @@ def _walk(workspace: Path | int, budget: int) -> tuple[int, int]:
             raise LeftOut(f"the workspace holds a {kind}, {_shown(rel)!r}: a snapshot "
                           f"keeps files, folders and links only")
         count += 1
+        if len(os.fsencode(rel)) > MAX_PATH:
+            raise LeftOut(f"the workspace holds a path longer than {MAX_PATH:,} bytes, which a "
+                          f"restore could not make (snapshots.MAX_PATH), {_shown(rel)!r}")
         if count > MAX_ENTRIES:
             raise LeftOut(f"the workspace holds more than {MAX_ENTRIES:,} files, folders "
                           f"and links, the snapshot's bound (snapshots.MAX_ENTRIES)")

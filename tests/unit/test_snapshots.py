@@ -296,3 +296,21 @@ def test_a_folder_that_cannot_be_listed_leaves_the_snapshot_out_naming_it(tmp_pa
                                       r"Permission denied"):
         take(ws, tmp_path)
     assert not list((tmp_path / "store.snapshots").glob("*")), "nothing is left half-written"
+
+
+def test_a_path_too_long_to_restore_leaves_the_snapshot_out_naming_the_bound(tmp_path):
+    """Walked by descriptor, a tree deeper than PATH_MAX is read whole; a regrade could not
+    make it again (before: kept, then BLOCKED on the regrade as "snapshot unreadable")."""
+    ws = workspace(tmp_path)
+    fd = os.open(ws, os.O_RDONLY)
+    try:
+        for _ in range(snapshots.MAX_PATH // 200 + 2):
+            os.mkdir("d" * 199, dir_fd=fd)
+            inner = os.open("d" * 199, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    with pytest.raises(LeftOut, match=r"a path longer than [\d,]+ bytes, which a restore could "
+                                      r"not make \(snapshots.MAX_PATH\)"):
+        take(ws, tmp_path)
