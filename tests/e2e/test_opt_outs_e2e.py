@@ -314,7 +314,7 @@ def test_the_daemon_verbs_the_agent_aims_at_another_arms_session(project):
     other = by["b-other"]
     said = " ".join(str(v["evidence"]) for v in other["verdicts"])
     assert other["state"] == "PASS", other
-    for refused in ("listed 0 of 1", "other session found", "ErrorEvent: Session not found",
+    for refused in ("listed 0 of ", "other session found", "ErrorEvent: Session not found",
                     "No session selected", "session.wake refused", "is not loaded",
                     "SystemMessageEvent: Session '"):
         assert refused in said, (refused, said)
