@@ -55,14 +55,22 @@ async def main():
     c.subscribe_all(lambda ev: seen.append(f"{type(ev).__name__}: " + " ".join(
         str(getattr(ev, k, "")) for k in ("message", "text", "reason", "sessions")
         if getattr(ev, k, ""))[:200]))
+    sent = 0
     try:
         if sys.argv[3] not in ("session.stop", "session.delete", "session.list", "wake",
                                "cascade_budget_set"):
             print("attach", await asyncio.wait_for(c.attach_session(sid), 10))
+        sent = len(seen)
         print("answer", await asyncio.wait_for(VERBS[sys.argv[3]](c, sid), 10))
     except BaseException as exc:  # noqa: BLE001
         print("raised", type(exc).__name__, exc)
-    await asyncio.sleep(2)
+    # What the daemon sends back: once it has said something and then nothing for half a
+    # second; 2 s at the most (some verbs are answered by no event).
+    for _ in range(4):
+        heard = len(seen)
+        await asyncio.sleep(0.5)
+        if len(seen) == heard > sent:
+            break
     print("\\n".join(seen[-12:]))
 
 asyncio.run(main())
