@@ -167,7 +167,7 @@ def test_wants_done(jaato_arm):
 '''
 
 
-@pytest.mark.slow  # it waits out most of a 30 s ceiling (an echo arm beside the hog: a few s)
+@pytest.mark.slow  # it waits out most of a 20 s ceiling (an echo arm beside the hog: a few s)
 def test_a_python_arm_body_is_held_to_the_arm_ceiling_and_reads_boundedly(project):
     """The body is the arm's grader: a hang in it is cut when the arm ceiling runs out (its
     arm BLOCKED: a bug in the test, not the agent's FAIL), and `jaato_arm.read` never blocks
@@ -194,7 +194,7 @@ def test_a_python_arm_body_is_held_to_the_arm_ceiling_and_reads_boundedly(projec
             assert jaato_arm.read("answer.txt") == "READY\\n"
             assert jaato_arm.read("missing.txt") is None and jaato_arm.read("../../x") is None
         """)
-    result = project.run("arms", "--arm-timeout=30")
+    result = project.run("arms", "--arm-timeout=20")
     by = {r["arm_id"].split("::")[1]: r for r in project.records()}
     assert by["test_reads@echo#0"]["state"] == "PASS", by["test_reads@echo#0"]
     hung = by["test_hangs@echo#0"]

@@ -87,7 +87,7 @@ def test_a_python_arm_whose_agent_links_its_answer_to_proc_kmsg_fails_without_a_
     assert result.ret == 1
 
 
-@pytest.mark.slow  # waits out two 30 s arm ceilings; the rule's unit test is in tests/unit
+@pytest.mark.slow  # waits out two 20 s arm ceilings; the rule's unit test is in tests/unit
 def test_a_python_arm_body_held_by_what_the_agent_made_is_the_agents_fail(project):
     """A body that overruns while reading a file the agent left (a sparse 500 GB file,
     hashed), and one that swallows the agent's trap FAIL and then reads through the trap:
@@ -121,7 +121,7 @@ def test_a_python_arm_body_held_by_what_the_agent_made_is_the_agents_fail(projec
                 pass
             (jaato_arm.workspace / "answer.txt").read_text()
         """)
-    result = project.run("arms", "--jaato-sandbox=bwrap", "--arm-timeout=30",
+    result = project.run("arms", "--jaato-sandbox=bwrap", "--arm-timeout=20",
                          shared_daemon=False)
     by = {r["task_id"].rsplit("::", 1)[-1]: r for r in project.records()}
     hashed, swallowed = by["test_hashes_the_output"], by["test_swallows_the_fail"]
